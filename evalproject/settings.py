@@ -1,0 +1,178 @@
+"""Settings, read from the environment so one codebase serves a laptop and a cluster.
+
+Embedded default (nothing set): SQLite in ./data, django-q2's ORM broker, the in-memory channel
+layer and the offline LLM provider. Scale-out: DATABASE_URL, REDIS_URL and provider keys.
+"""
+
+import os
+from pathlib import Path
+
+import dj_database_url
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+DATA_DIR = Path(os.environ.get("EVAL_DATA_DIR", BASE_DIR / "data"))
+DATA_DIR.mkdir(parents=True, exist_ok=True)
+
+
+def _env_bool(name: str, default: bool) -> bool:
+    value = os.environ.get(name)
+    if value is None:
+        return default
+    return value.strip().lower() in {"1", "true", "yes", "on"}
+
+
+DEBUG = _env_bool("DJANGO_DEBUG", True)
+# A fixed development key is only acceptable while DEBUG is on; production must set one.
+SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY") or (
+    "dev-only-insecure-key-set-DJANGO_SECRET_KEY-in-production" if DEBUG else ""
+)
+if not SECRET_KEY:
+    raise RuntimeError("DJANGO_SECRET_KEY must be set when DJANGO_DEBUG is off")
+ALLOWED_HOSTS = [
+    h for h in os.environ.get("DJANGO_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver").split(",") if h
+]
+CSRF_TRUSTED_ORIGINS = [o for o in os.environ.get("DJANGO_CSRF_TRUSTED_ORIGINS", "").split(",") if o]
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "rest_framework.authtoken",
+    "drf_spectacular",
+    "channels",
+    "django_q",
+    "evaluation",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "evalproject.urls"
+WSGI_APPLICATION = "evalproject.wsgi.application"
+ASGI_APPLICATION = "evalproject.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASES = {
+    "default": dj_database_url.parse(
+        os.environ.get("DATABASE_URL", f"sqlite:///{DATA_DIR / 'db.sqlite3'}"), conn_max_age=60
+    )
+}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # Workers and the web process share one file: wait for locks instead of failing at once.
+    DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 30
+    DATABASES["default"]["CONN_MAX_AGE"] = 0
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+
+LANGUAGE_CODE = "en-gb"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = DATA_DIR / "staticfiles"
+LOGIN_URL = "/admin/login/"
+
+SESSION_COOKIE_SECURE = _env_bool("DJANGO_SECURE_COOKIES", not DEBUG)
+CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+SECURE_CONTENT_TYPE_NOSNIFF = True
+X_FRAME_OPTIONS = "DENY"
+
+REDIS_URL = os.environ.get("REDIS_URL", "")
+
+if REDIS_URL:
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [REDIS_URL]}}}
+else:
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+Q_CLUSTER = {
+    "name": "evaluation",
+    "workers": int(os.environ.get("EVAL_Q_WORKERS", "2")),
+    "timeout": int(os.environ.get("EVAL_TASK_TIMEOUT", "3600")),
+    "retry": int(os.environ.get("EVAL_TASK_TIMEOUT", "3600")) + 60,
+    "max_attempts": 1,
+    "catch_up": False,
+    "label": "Background tasks",
+    # Tests and one-shot CLI runs set EVAL_Q_SYNC=1 so a task runs in the calling process.
+    "sync": _env_bool("EVAL_Q_SYNC", False),
+}
+if REDIS_URL:
+    Q_CLUSTER["redis"] = REDIS_URL
+else:
+    Q_CLUSTER["orm"] = "default"
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.SessionAuthentication",
+        "rest_framework.authentication.TokenAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAdminUser"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "evaluation.api.errors.exception_handler",
+}
+SPECTACULAR_SETTINGS = {"TITLE": "Agent evaluation API", "VERSION": "0.1.0"}
+
+# The app's own settings, read through evaluation.conf.setting().
+EVALUATION = {
+    "RUNS_DIR": Path(os.environ.get("EVAL_RUNS_DIR", DATA_DIR / "runs")),
+    "PERSONAS_DIR": BASE_DIR / "personas",
+    "TOPICS_DIR": BASE_DIR / "topics",
+    "PROPOSITIONS_DIR": BASE_DIR / "propositions",
+    "RECORDINGS_DIR": Path(os.environ.get("EVAL_RECORDINGS_DIR", DATA_DIR / "recordings")),
+    "MAX_ACTIVE_RUNS": int(os.environ.get("EVAL_MAX_ACTIVE_RUNS", "4")),
+    "LLM_MAX_ATTEMPTS": int(os.environ.get("EVAL_LLM_MAX_ATTEMPTS", "3")),
+    "LLM_BACKOFF_SECONDS": [5.0, 10.0, 15.0],
+    "LLM_TIMEOUT_SECONDS": float(os.environ.get("EVAL_LLM_TIMEOUT", "120")),
+    "LLM_CONCURRENCY": int(os.environ.get("EVAL_LLM_CONCURRENCY", "8")),
+    "SERVER_URL": os.environ.get("EVAL_SERVER_URL", "http://127.0.0.1:8000"),
+    # USD per million tokens (input, output); thinking tokens are billed as output.
+    "PRICES": {
+        "gpt-5.2": (1.75, 14.0),
+        "gpt-5-mini": (0.25, 2.0),
+        "gpt-4o-mini": (0.15, 0.60),
+        "claude-opus-4-6": (5.0, 25.0),
+        "claude-sonnet-4-6": (3.0, 15.0),
+        "claude-haiku-4-5": (1.0, 5.0),
+    },
+}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": os.environ.get("EVAL_LOG_LEVEL", "WARNING")},
+}
+
+FORMS_URLFIELD_ASSUME_HTTPS = True

@@ -1,0 +1,77 @@
+"""Admin for persona-drift data: propositions, their scores, corrections and baselines."""
+
+from django.contrib import admin
+
+from evaluation.models import AgentMessage, Baseline, CorrectionLog, Proposition, PropositionScore, PropositionSet
+
+
+class PropositionInline(admin.TabularInline):
+    model = Proposition
+    extra = 0
+    fields = ("position", "proposition_id", "claim", "weight", "inverted", "extra")
+
+
+@admin.register(PropositionSet)
+class PropositionSetAdmin(admin.ModelAdmin):
+    list_display = ("dimension", "agent_key", "source_file", "updated_at")
+    list_filter = ("dimension",)
+    search_fields = ("agent_key",)
+    inlines = [PropositionInline]
+
+
+@admin.register(Proposition)
+class PropositionAdmin(admin.ModelAdmin):
+    list_display = ("proposition_id", "proposition_set", "weight", "inverted")
+    list_filter = ("proposition_set__dimension", "inverted")
+    search_fields = ("proposition_id", "claim")
+
+
+@admin.register(PropositionScore)
+class PropositionScoreAdmin(admin.ModelAdmin):
+    list_display = ("proposition_id", "dimension", "score", "evaluation_run", "created_at")
+    list_filter = ("dimension",)
+    search_fields = ("proposition_id", "reasoning")
+    readonly_fields = (
+        "evaluation_run",
+        "dimension",
+        "proposition_id",
+        "score",
+        "reasoning",
+        "context_snippet",
+        "created_at",
+    )
+
+
+@admin.register(CorrectionLog)
+class CorrectionLogAdmin(admin.ModelAdmin):
+    list_display = ("agent", "outcome", "score", "threshold", "attempt_number", "created_at")
+    list_filter = ("outcome", "agent")
+    search_fields = ("original_text", "corrected_text", "reasoning")
+    readonly_fields = (
+        "agent",
+        "run",
+        "original_text",
+        "corrected_text",
+        "score",
+        "threshold",
+        "reasoning",
+        "attempt_number",
+        "outcome",
+        "token_usage",
+        "created_at",
+    )
+
+
+@admin.register(Baseline)
+class BaselineAdmin(admin.ModelAdmin):
+    list_display = ("agent_key", "dimension", "score", "updated_at")
+    list_filter = ("dimension",)
+    search_fields = ("agent_key",)
+
+
+@admin.register(AgentMessage)
+class AgentMessageAdmin(admin.ModelAdmin):
+    list_display = ("agent", "channel", "recipient", "created_at", "source")
+    list_filter = ("channel", "source", "agent")
+    search_fields = ("text",)
+    date_hierarchy = "created_at"

@@ -1,0 +1,140 @@
+"""Admin for evaluation runs: results are read-only; completed and failed runs have their own views."""
+
+from django.contrib import admin
+
+from evaluation.models import CompletedRun, DimensionScore, EvaluationRun, FailedRun, Problem, RunMessage
+
+RESULT_FIELDS = (
+    "id",
+    "run_id",
+    "kind",
+    "status",
+    "stage",
+    "detail",
+    "turn",
+    "max_turns",
+    "source",
+    "source_session_id",
+    "persona",
+    "topic",
+    "agent",
+    "group",
+    "repeat_index",
+    "seed",
+    "config",
+    "token_usage",
+    "cost_usd",
+    "cost_limit_usd",
+    "error",
+    "error_traceback",
+    "artifacts_dir",
+    "dimensions",
+    "window_start",
+    "window_end",
+    "sample_size",
+    "overall_score",
+    "summary",
+    "judge_label",
+    "created_at",
+    "started_at",
+    "completed_at",
+)
+
+
+class ReadOnlyInline(admin.TabularInline):
+    extra = 0
+    can_delete = False
+    show_change_link = False
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+
+class RunMessageInline(ReadOnlyInline):
+    model = RunMessage
+    fields = ("turn", "role", "content", "timestamp", "metadata")
+
+
+class DimensionScoreInline(ReadOnlyInline):
+    model = DimensionScore
+    fields = ("dimension", "score", "analysis")
+
+
+class ProblemInline(ReadOnlyInline):
+    model = Problem
+    fields = ("rank", "severity", "root_cause", "title", "turns", "quote", "quote_found")
+
+
+@admin.register(EvaluationRun)
+class EvaluationRunAdmin(admin.ModelAdmin):
+    list_display: tuple[str, ...] = (
+        "run_id",
+        "kind",
+        "status",
+        "stage",
+        "persona",
+        "topic",
+        "agent",
+        "overall_score",
+        "created_at",
+    )
+    list_filter = ("kind", "status", "stage", "source", "persona", "topic", "is_baseline", "created_at")
+    search_fields = ("run_id", "group", "error", "summary")
+    list_select_related = ("persona", "topic", "agent")
+    date_hierarchy = "created_at"
+    readonly_fields = tuple(f for f in RESULT_FIELDS if f != "is_baseline")
+    inlines = [DimensionScoreInline, ProblemInline, RunMessageInline]
+
+    def has_add_permission(self, request):
+        # Runs are started from the dashboard, the API or the CLI, never typed in.
+        return False
+
+
+@admin.register(CompletedRun)
+class CompletedRunAdmin(EvaluationRunAdmin):
+    def get_queryset(self, request):
+        return super().get_queryset(request).filter(status="completed")
+
+
+@admin.register(FailedRun)
+class FailedRunAdmin(EvaluationRunAdmin):
+    list_display = ("run_id", "kind", "stage", "persona", "topic", "error", "created_at")
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).filter(status="failed")
+
+
+class ReadOnlyResultAdmin(admin.ModelAdmin):
+    """Results are written by runs, never by hand."""
+
+    list_select_related = ("run",)
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(RunMessage)
+class RunMessageAdmin(ReadOnlyResultAdmin):
+    list_display = ("run", "turn", "role", "timestamp")
+    list_filter = ("role",)
+    search_fields = ("content", "run__run_id")
+
+
+@admin.register(DimensionScore)
+class DimensionScoreAdmin(ReadOnlyResultAdmin):
+    list_display = ("run", "dimension", "score")
+    list_filter = ("dimension",)
+    search_fields = ("run__run_id", "analysis")
+
+
+@admin.register(Problem)
+class ProblemAdmin(ReadOnlyResultAdmin):
+    list_display = ("run", "rank", "severity", "root_cause", "title", "quote_found")
+    list_filter = ("severity", "root_cause", "quote_found")
+    search_fields = ("title", "description", "quote", "run__run_id")

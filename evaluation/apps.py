@@ -1,0 +1,13 @@
+"""The evaluation app."""
+
+from django.apps import AppConfig
+
+
+class EvaluationConfig(AppConfig):
+    name = "evaluation"
+    verbose_name = "Evaluation"
+    default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        # Each room registers its offline (rule-based) handlers with the offline provider.
+        pass

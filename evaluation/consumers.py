@@ -1,0 +1,7 @@
+"""Channels consumers (thin): the reference tutor's session socket."""
+
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+
+
+class TutorSessionConsumer(AsyncJsonWebsocketConsumer):
+    pass

@@ -1,0 +1,41 @@
+"""The data model, one module per domain, re-exported here."""
+
+from evaluation.models.agents import Agent, AgentEvaluationConfig, AgentMessage
+from evaluation.models.catalog import Persona, Topic
+from evaluation.models.drift import Baseline, CorrectionLog, Proposition, PropositionScore, PropositionSet
+from evaluation.models.llm import LLMConfig
+from evaluation.models.runs import (
+    CompletedRun,
+    DimensionScore,
+    EvaluationRun,
+    FailedRun,
+    Problem,
+    RunMessage,
+)
+from evaluation.models.sessions import TutoringSession
+from evaluation.models.suites import CacheEntry, Case, CaseResult, Suite
+
+__all__ = [
+    "Agent",
+    "AgentEvaluationConfig",
+    "AgentMessage",
+    "Baseline",
+    "CacheEntry",
+    "Case",
+    "CaseResult",
+    "CompletedRun",
+    "CorrectionLog",
+    "DimensionScore",
+    "EvaluationRun",
+    "FailedRun",
+    "LLMConfig",
+    "Persona",
+    "Problem",
+    "Proposition",
+    "PropositionScore",
+    "PropositionSet",
+    "RunMessage",
+    "Suite",
+    "Topic",
+    "TutoringSession",
+]

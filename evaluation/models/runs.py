@@ -1,0 +1,197 @@
+"""Evaluation runs and what they produce: messages, dimension scores and problems."""
+
+import uuid
+
+from django.db import models
+
+from evaluation.models.agents import Agent
+from evaluation.models.catalog import Persona, Topic
+
+
+class RunKind(models.TextChoices):
+    TUTOR = "tutor", "Tutor evaluation"
+    DRIFT = "drift", "Persona drift"
+    SUITE = "suite", "EVAL.md suite"
+
+
+class RunStatus(models.TextChoices):
+    PENDING = "pending"
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+
+
+class RunStage(models.TextChoices):
+    """Spec 001's status stages, in the order a run passes through them."""
+
+    IDLE = "idle"
+    LOADING_PERSONA = "loading_persona"
+    RUNNING_SESSION = "running_session"
+    EVALUATING = "evaluating"
+    GENERATING_REPORTS = "generating_reports"
+    COMPLETE = "complete"
+    FAILED = "failed"
+
+
+class RunSource(models.TextChoices):
+    SIMULATED = "simulated", "Simulated"
+    EXISTING_SESSION = "existing_session", "Session"
+
+
+class Severity(models.TextChoices):
+    CRITICAL = "critical"
+    MAJOR = "major"
+    MINOR = "minor"
+
+
+class RootCause(models.TextChoices):
+    MISSED_STUDENT_SIGNAL = "missed_student_signal"
+    WRONG_PACING = "wrong_pacing"
+    REPETITIVE_APPROACH = "repetitive_approach"
+    EMOTIONAL_MISMATCH = "emotional_mismatch"
+    MISSED_MISCONCEPTION = "missed_misconception"
+    OVER_SCAFFOLDING = "over_scaffolding"
+    CONVERSATION_HISTORY_WINDOW = "conversation_history_window"
+    SESSION_SUMMARY_LOSSY = "session_summary_lossy"
+    PROMPT_QUALITY = "prompt_quality"
+    MODEL_CAPABILITY = "model_capability"
+    OTHER = "other"
+
+
+class EvaluationRun(models.Model):
+    """One evaluation of any kind; spec 001's run folder and spec 002's evaluation_runs row in one."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    run_id = models.CharField(max_length=120, unique=True, help_text="Readable id, also the report folder name.")
+    kind = models.CharField(max_length=10, choices=RunKind.choices, default=RunKind.TUTOR)
+    status = models.CharField(max_length=10, choices=RunStatus.choices, default=RunStatus.PENDING)
+    stage = models.CharField(max_length=20, choices=RunStage.choices, default=RunStage.IDLE)
+    detail = models.CharField(max_length=200, blank=True)
+    turn = models.PositiveIntegerField(default=0)
+    max_turns = models.PositiveIntegerField(default=20)
+    source = models.CharField(max_length=20, choices=RunSource.choices, default=RunSource.SIMULATED)
+    source_session_id = models.UUIDField(null=True, blank=True)
+    persona = models.ForeignKey(Persona, null=True, blank=True, on_delete=models.SET_NULL, related_name="runs")
+    topic = models.ForeignKey(Topic, null=True, blank=True, on_delete=models.SET_NULL, related_name="runs")
+    agent = models.ForeignKey(Agent, null=True, blank=True, on_delete=models.CASCADE, related_name="runs")
+    group = models.CharField(max_length=120, blank=True, db_index=True, help_text="Multi-persona comparison id.")
+    repeat_index = models.PositiveIntegerField(default=1)
+    seed = models.BigIntegerField(null=True, blank=True)
+    config = models.JSONField(default=dict, blank=True, help_text="Snapshot of everything the run was started with.")
+    token_usage = models.JSONField(default=dict, blank=True)
+    cost_usd = models.FloatField(default=0.0)
+    cost_limit_usd = models.FloatField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    error_traceback = models.TextField(blank=True)
+    artifacts_dir = models.CharField(max_length=500, blank=True)
+    # Spec 002 (drift) columns.
+    dimensions = models.JSONField(default=list, blank=True)
+    window_start = models.DateTimeField(null=True, blank=True)
+    window_end = models.DateTimeField(null=True, blank=True)
+    sample_size = models.PositiveIntegerField(default=0)
+    overall_score = models.FloatField(null=True, blank=True)
+    is_baseline = models.BooleanField(default=False)
+    summary = models.TextField(blank=True)
+    judge_label = models.CharField(max_length=200, blank=True, help_text="Who judged: provider/model.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    completed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [
+            models.Index(fields=["agent", "created_at"]),
+            models.Index(fields=["status", "created_at"]),
+            models.Index(fields=["kind", "created_at"]),
+        ]
+        constraints = [
+            models.CheckConstraint(condition=models.Q(kind__in=RunKind.values), name="run_kind_valid"),
+            models.CheckConstraint(condition=models.Q(status__in=RunStatus.values), name="run_status_valid"),
+            models.CheckConstraint(condition=models.Q(stage__in=RunStage.values), name="run_stage_valid"),
+            models.CheckConstraint(condition=models.Q(source__in=RunSource.values), name="run_source_valid"),
+        ]
+
+    def __str__(self) -> str:
+        return self.run_id
+
+    @property
+    def is_active(self) -> bool:
+        return self.status in (RunStatus.PENDING, RunStatus.RUNNING)
+
+
+class CompletedRun(EvaluationRun):
+    class Meta:
+        proxy = True
+        verbose_name = "completed run"
+
+
+class FailedRun(EvaluationRun):
+    class Meta:
+        proxy = True
+        verbose_name = "failed run"
+
+
+class RunMessage(models.Model):
+    """One message of a run's conversation."""
+
+    run = models.ForeignKey(EvaluationRun, on_delete=models.CASCADE, related_name="messages")
+    turn = models.PositiveIntegerField()
+    role = models.CharField(max_length=20)  # tutor | student | system | agent
+    content = models.TextField()
+    timestamp = models.DateTimeField()
+    metadata = models.JSONField(default=dict, blank=True, help_text="The simulator's turn decision, if any.")
+
+    class Meta:
+        ordering = ["run", "turn", "id"]
+        indexes = [models.Index(fields=["run", "turn"])]
+
+    def __str__(self) -> str:
+        return f"[Turn {self.turn}] {self.role.upper()}: {self.content[:50]}"
+
+
+class DimensionScore(models.Model):
+    """A run's score on one dimension, with the judge's analysis."""
+
+    run = models.ForeignKey(EvaluationRun, on_delete=models.CASCADE, related_name="dimension_scores")
+    dimension = models.CharField(max_length=50)
+    score = models.FloatField()
+    analysis = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["run", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "dimension"], name="dimension_score_once_per_run"),
+            # Tutor dimensions are 1-10, drift dimensions 0-9: the union is 0-10.
+            models.CheckConstraint(
+                condition=models.Q(score__gte=0) & models.Q(score__lte=10), name="dimension_score_range"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.dimension}: {self.score}"
+
+
+class Problem(models.Model):
+    """One of the judge's top problems in a run."""
+
+    run = models.ForeignKey(EvaluationRun, on_delete=models.CASCADE, related_name="problems")
+    rank = models.PositiveSmallIntegerField(default=1)
+    title = models.CharField(max_length=300)
+    turns = models.JSONField(default=list, blank=True)
+    description = models.TextField(blank=True)
+    quote = models.TextField(blank=True)
+    quote_found = models.BooleanField(default=True, help_text="False when the quote does not occur in the transcript.")
+    severity = models.CharField(max_length=10, choices=Severity.choices)
+    root_cause = models.CharField(max_length=40, choices=RootCause.choices)
+
+    class Meta:
+        ordering = ["run", "rank"]
+        constraints = [
+            models.CheckConstraint(condition=models.Q(severity__in=Severity.values), name="problem_severity_valid"),
+            models.CheckConstraint(
+                condition=models.Q(root_cause__in=RootCause.values), name="problem_root_cause_valid"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"[{self.severity}] {self.title}"

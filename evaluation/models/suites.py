@@ -1,0 +1,75 @@
+"""EVAL.md suites (spec 003): suites, their cases, case results and the pass cache."""
+
+from django.db import models
+
+from evaluation.models.runs import EvaluationRun
+
+
+class Suite(models.Model):
+    """An EVAL.md file found on disk."""
+
+    path = models.CharField(max_length=500, unique=True)
+    name = models.CharField(max_length=200)
+    frontmatter = models.JSONField(default=dict, blank=True)
+    discovered_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["path"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Case(models.Model):
+    """One `## ` case of a suite: a prompt and the rubric it is judged against."""
+
+    suite = models.ForeignKey(Suite, on_delete=models.CASCADE, related_name="cases")
+    name = models.CharField(max_length=300)
+    prompt = models.TextField()
+    expect = models.TextField()
+    line = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["suite", "line"]
+        constraints = [models.UniqueConstraint(fields=["suite", "name"], name="case_unique_in_suite")]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class CaseResult(models.Model):
+    """What one case did in one suite run."""
+
+    run = models.ForeignKey(EvaluationRun, on_delete=models.CASCADE, related_name="case_results")
+    case = models.ForeignKey(Case, on_delete=models.CASCADE, related_name="results")
+    passed = models.BooleanField()
+    cached = models.BooleanField(default=False)
+    checks = models.JSONField(default=list, blank=True)
+    warnings = models.JSONField(default=list, blank=True)
+    transcript = models.JSONField(default=dict, blank=True)
+    usage = models.JSONField(default=dict, blank=True)
+    duration_ms = models.FloatField(default=0.0)
+    fingerprint = models.CharField(max_length=64, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["run", "case"]
+
+    def __str__(self) -> str:
+        return f"{self.case}: {'pass' if self.passed else 'fail'}"
+
+
+class CacheEntry(models.Model):
+    """A recorded pass for one scope fingerprint; failures are never stored."""
+
+    fingerprint = models.CharField(max_length=64, unique=True)
+    case_name = models.CharField(max_length=300)
+    suite_path = models.CharField(max_length=500)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        verbose_name_plural = "cache entries"
+
+    def __str__(self) -> str:
+        return f"{self.case_name} ({self.fingerprint[:12]})"

@@ -1,0 +1,9 @@
+"""WebSocket routes (Channels)."""
+
+from django.urls import path
+
+from evaluation import consumers
+
+websocket_urlpatterns = [
+    path("sessions/ws/<uuid:session_id>", consumers.TutorSessionConsumer.as_asgi()),
+]
