@@ -174,5 +174,3 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": os.environ.get("EVAL_LOG_LEVEL", "WARNING")},
 }
-
-FORMS_URLFIELD_ASSUME_HTTPS = True

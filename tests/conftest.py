@@ -29,3 +29,35 @@ def staff_user(django_user_model):
 def staff_client(client, staff_user):
     client.force_login(staff_user)
     return client
+
+
+@pytest.fixture(autouse=True)
+def fast_llm_settings(settings, tmp_path):
+    """Small retry delays and timeouts, and a private recordings folder, for every test."""
+    settings.EVALUATION = {
+        **settings.EVALUATION,
+        "LLM_BACKOFF_SECONDS": [0.01, 0.02],
+        "LLM_TIMEOUT_SECONDS": 2.0,
+        "RECORDINGS_DIR": tmp_path / "recordings",
+        "RUNS_DIR": tmp_path / "runs",
+    }
+    return settings
+
+
+@pytest.fixture(scope="session")
+def _loopback_server():
+    from evaluation.providers.loopback import LoopbackLLMServer
+
+    with LoopbackLLMServer(hang_seconds=5.0) as server:
+        yield server
+
+
+@pytest.fixture
+def loopback(_loopback_server, monkeypatch):
+    """The loopback LLM server, emptied of scripts and counts, with keys set for the real SDKs."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-loopback")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-loopback")
+    _loopback_server.reset()
+    _loopback_server.latency = 0.0
+    yield _loopback_server
+    _loopback_server.reset()

@@ -1,0 +1,30 @@
+"""Set up Django for a benchmark script run as `python bench/NAME.py` from the repository root."""
+
+import os
+import statistics
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "evalproject.settings")
+
+
+def setup() -> None:
+    import django
+
+    django.setup()
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The q-th percentile (0-100) by nearest rank."""
+    ordered = sorted(values)
+    index = max(0, min(len(ordered) - 1, round(q / 100 * len(ordered) + 0.5) - 1))
+    return ordered[index]
+
+
+def summary(label: str, values_ms: list[float]) -> str:
+    return (
+        f"{label:<34} median {statistics.median(values_ms):7.3f} ms   p99 {percentile(values_ms, 99):7.3f} ms"
+        f"   (n={len(values_ms)})"
+    )

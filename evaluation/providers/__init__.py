@@ -1,0 +1,39 @@
+"""LLM access: one interface over OpenAI, Anthropic, OpenAI-compatible servers, offline and replay."""
+
+from evaluation.providers.accounting import Meter, estimate_cost
+from evaluation.providers.base import (
+    ROLES,
+    AuthError,
+    CostLimitReached,
+    GenerateSettings,
+    InvalidJSONError,
+    LLMResult,
+    Message,
+    MissingKeyError,
+    ProviderError,
+    ReplayMiss,
+    Usage,
+)
+from evaluation.providers.client import LLM, get_llm
+from evaluation.providers.registry import ProviderSpec, require_keys, resolve
+
+__all__ = [
+    "LLM",
+    "ROLES",
+    "AuthError",
+    "CostLimitReached",
+    "GenerateSettings",
+    "InvalidJSONError",
+    "LLMResult",
+    "Message",
+    "Meter",
+    "MissingKeyError",
+    "ProviderError",
+    "ProviderSpec",
+    "ReplayMiss",
+    "Usage",
+    "estimate_cost",
+    "get_llm",
+    "require_keys",
+    "resolve",
+]

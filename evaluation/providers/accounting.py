@@ -1,0 +1,47 @@
+"""Token usage and cost: a Meter sums the calls of one run and stops it at its cost limit."""
+
+import threading
+from collections.abc import Callable
+
+from evaluation.conf import setting
+from evaluation.providers.base import CostLimitReached, Usage
+
+
+def estimate_cost(model: str, usage: Usage) -> float:
+    """USD from settings.EVALUATION['PRICES'] (per million tokens); 0 for unknown or local models."""
+    prices = setting("PRICES")
+    price = prices.get(model)
+    if price is None:
+        # Dated model names ("gpt-5.2-2026-01-15") price as their base name.
+        price = next((p for name, p in prices.items() if model.startswith(name)), None)
+    if price is None:
+        return 0.0
+    per_in, per_out = price
+    return (usage.input_tokens * per_in + usage.output_tokens * per_out) / 1_000_000
+
+
+class Meter:
+    """Thread-safe running total for one run; on_change is called after every call is added."""
+
+    def __init__(self, *, limit_usd: float | None = None, on_change: Callable[["Meter"], None] | None = None):
+        self.limit_usd = limit_usd
+        self.on_change = on_change
+        self.usage = Usage()
+        self.cost_usd = 0.0
+        self.by_role: dict[str, Usage] = {}
+        self._lock = threading.Lock()
+
+    def check(self) -> None:
+        if self.limit_usd is not None and self.cost_usd >= self.limit_usd:
+            raise CostLimitReached(f"cost limit reached: ${self.cost_usd:.4f} spent of a ${self.limit_usd:.4f} limit")
+
+    def add(self, role: str, usage: Usage, cost_usd: float) -> None:
+        with self._lock:
+            self.usage = self.usage + usage
+            self.by_role[role] = self.by_role.get(role, Usage()) + usage
+            self.cost_usd += cost_usd
+        if self.on_change:
+            self.on_change(self)
+
+    def as_dict(self) -> dict:
+        return {**self.usage.as_dict(), "by_role": {r: u.as_dict() for r, u in self.by_role.items()}}

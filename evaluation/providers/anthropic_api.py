@@ -1,0 +1,99 @@
+"""Anthropic: the Messages API with streaming and extended thinking; `anthropic-haiku` is a cheap preset."""
+
+import json
+import os
+import warnings
+from typing import Any
+
+import anthropic
+
+from evaluation.providers.base import (
+    Completion,
+    Message,
+    Provider,
+    Request,
+    RetryableError,
+    Usage,
+    error_message,
+    parse_retry_after,
+    status_error,
+)
+
+
+class AnthropicProvider(Provider):
+    name = "anthropic"
+    default_model = "claude-opus-4-6"
+    key_env = "ANTHROPIC_API_KEY"
+
+    def __init__(self, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.client = anthropic.Anthropic(
+            api_key=os.environ.get(self.key_env) or "missing", base_url=self.base_url or None, max_retries=0
+        )
+
+    def place_directive(self, messages: list[Message], directive: str) -> list[Message]:
+        """Claude follows a directive best at the end of the last user turn."""
+        for index in range(len(messages) - 1, -1, -1):
+            if messages[index].role == "user":
+                last = messages[index]
+                return [*messages[:index], Message("user", f"{last.content}\n\n{directive}"), *messages[index + 1 :]]
+        return [*messages, Message("user", directive)]
+
+    def generate(self, request: Request) -> Completion:
+        s = request.settings
+        system = "\n\n".join(m.content for m in request.messages if m.role == "system")
+        if request.schema is not None:
+            system += (
+                "\n\nReply with one JSON object and nothing else. It must match this JSON schema:\n"
+                f"```json\n{json.dumps(request.schema)}\n```"
+            )
+        turns = [{"role": m.role, "content": m.content} for m in request.messages if m.role != "system"]
+        kwargs: dict[str, Any] = {
+            "model": request.model,
+            "max_tokens": s.max_tokens + (s.thinking_budget or 0),
+            "messages": turns or [{"role": "user", "content": "(begin)"}],
+            "timeout": request.timeout,
+        }
+        if system.strip():
+            kwargs["system"] = system.strip()
+        if s.thinking_budget:
+            kwargs["thinking"] = {"type": "enabled", "budget_tokens": s.thinking_budget}
+        elif s.temperature is not None:
+            kwargs["extra_body"] = {"temperature": s.temperature}
+        try:
+            with warnings.catch_warnings():
+                # We ask for a fixed thinking budget on purpose (a reproducible cost per judgement).
+                warnings.filterwarnings("ignore", message=".*thinking.type=enabled.*")
+                with self.client.messages.stream(**kwargs) as stream:
+                    message = stream.get_final_message()
+        except anthropic.APIStatusError as exc:
+            raise status_error(
+                self.name, exc.status_code, error_message(exc), parse_retry_after(exc.response.headers), self.key_env
+            ) from exc
+        except anthropic.APITimeoutError as exc:
+            raise RetryableError(f"{self.name}: no reply within {request.timeout:g}s") from exc
+        except anthropic.APIConnectionError as exc:
+            raise RetryableError(f"{self.name}: connection failed ({exc.__cause__ or exc})") from exc
+        except (anthropic.APIResponseValidationError, json.JSONDecodeError, ValueError) as exc:
+            raise RetryableError(f"{self.name}: malformed stream ({exc})") from exc
+        if message.stop_reason is None:
+            raise RetryableError(f"{self.name}: the stream ended before message_stop (truncated reply)")
+        text = "".join(getattr(block, "text", "") for block in message.content if block.type == "text")
+        thinking = "".join(getattr(block, "thinking", "") for block in message.content if block.type == "thinking")
+        usage = message.usage
+        return Completion(
+            text=text,
+            usage=Usage(
+                input_tokens=usage.input_tokens or 0,
+                output_tokens=usage.output_tokens or 0,
+                # The API bills thinking as output and does not report it apart; estimate it from its text.
+                thinking_tokens=len(thinking) // 4,
+                calls=1,
+            ),
+            model=message.model or request.model,
+        )
+
+
+class AnthropicHaikuProvider(AnthropicProvider):
+    name = "anthropic-haiku"
+    default_model = "claude-haiku-4-5"

@@ -1,0 +1,191 @@
+"""The provider interface: what a call takes, what it returns, and how it fails."""
+
+from abc import ABC, abstractmethod
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, Literal
+
+ROLES = ("simulator", "tutor", "judge", "proposition_judge", "gate", "suite_agent", "suite_judge")
+
+
+@dataclass(frozen=True)
+class Message:
+    """One chat message."""
+
+    role: Literal["system", "user", "assistant"]
+    content: str
+
+
+@dataclass(frozen=True)
+class GenerateSettings:
+    """Generation settings; every field here can change the output, so all of them are fingerprinted."""
+
+    max_tokens: int = 1024
+    temperature: float | None = None
+    reasoning_effort: str | None = None
+    """OpenAI reasoning models: "low" | "medium" | "high"."""
+    thinking_budget: int | None = None
+    """Anthropic extended thinking: token budget (None = off)."""
+    seed: int | None = None
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Tokens one call (or a sum of calls) used."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    thinking_tokens: int = 0
+    calls: int = 0
+
+    def __add__(self, other: "Usage") -> "Usage":
+        return Usage(
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.thinking_tokens + other.thinking_tokens,
+            self.calls + other.calls,
+        )
+
+    def as_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+
+@dataclass
+class Request:
+    """What a vendor is asked: messages (directive already placed), settings and an optional schema."""
+
+    role: str
+    model: str
+    messages: list[Message]
+    settings: GenerateSettings = field(default_factory=GenerateSettings)
+    schema: dict[str, Any] | None = None
+    directive: str | None = None
+    """The turn directive, before placement (offline handlers read it here)."""
+    context: dict[str, Any] = field(default_factory=dict)
+    """Structured facts for the offline provider's rule-based handlers; real vendors ignore it."""
+    timeout: float = 120.0
+
+    def with_messages(self, messages: list[Message]) -> "Request":
+        return replace(self, messages=messages)
+
+
+@dataclass
+class Completion:
+    """A vendor's answer before JSON handling."""
+
+    text: str
+    usage: Usage
+    model: str
+    data: Any = None
+    """Offline handlers may answer with the parsed JSON directly."""
+
+
+@dataclass
+class LLMResult:
+    """The answer a caller gets."""
+
+    text: str
+    data: Any
+    """Parsed JSON when a schema was given, else None."""
+    usage: Usage
+    latency_ms: float
+    provider: str
+    model: str
+    role: str
+    attempts: int = 1
+    fingerprint: str = ""
+    cost_usd: float = 0.0
+
+
+class ProviderError(Exception):
+    """Any failure of an LLM call; the message says which provider and why."""
+
+
+class RetryableError(ProviderError):
+    """A 429, 5xx, timeout or dropped connection; may be retried."""
+
+    def __init__(self, message: str, retry_after: float | None = None):
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class AuthError(ProviderError):
+    """401/403: the key is missing or wrong. Never retried."""
+
+
+class BadRequestError(ProviderError):
+    """400 and other client errors. Never retried."""
+
+
+class MissingKeyError(ProviderError):
+    """A provider needs an environment variable that is not set."""
+
+
+class ReplayMiss(ProviderError):
+    """No recording for this request."""
+
+
+class InvalidJSONError(ProviderError):
+    """The reply stayed invalid for the schema after one repair; raw replies are kept."""
+
+    def __init__(self, message: str, raw: list[str]):
+        super().__init__(message)
+        self.raw = raw
+
+
+class CostLimitReached(ProviderError):
+    """The run's cost limit was reached; the run stops cleanly."""
+
+
+class Provider(ABC):
+    """One vendor. Subclasses implement generate(); retries, limits and JSON live in the client."""
+
+    name: str = ""
+    default_model: str = ""
+
+    def __init__(self, *, model: str = "", base_url: str = "", options: dict[str, Any] | None = None):
+        self.model = model or self.default_model
+        self.base_url = base_url
+        self.options = dict(options or {})
+
+    def place_directive(self, messages: list[Message], directive: str) -> list[Message]:
+        """Default (OpenAI): the directive is the last system message."""
+        return [*messages, Message("system", directive)]
+
+    @abstractmethod
+    def generate(self, request: Request) -> Completion:
+        """Answer one request, raising a ProviderError subclass on failure."""
+
+
+def status_error(provider: str, status: int, message: str, retry_after: float | None, key_env: str) -> ProviderError:
+    """Map an HTTP status to the error a caller should see."""
+    if status in (401, 403):
+        return AuthError(
+            f"{provider}: HTTP {status}, the API key was refused: check {key_env} (set, current, for this URL?)"
+        )
+    if status == 429 or status >= 500 or status in (408, 409):
+        return RetryableError(f"{provider}: HTTP {status}: {message}", retry_after=retry_after)
+    return BadRequestError(f"{provider}: HTTP {status}, the request was refused: {message}")
+
+
+def parse_retry_after(headers: Any) -> float | None:
+    """Seconds from a Retry-After (or retry-after-ms) header, if any."""
+    if headers is None:
+        return None
+    try:
+        ms = headers.get("retry-after-ms")
+        if ms:
+            return float(ms) / 1000.0
+        value = headers.get("retry-after")
+        return float(value) if value else None
+    except (TypeError, ValueError):
+        return None
+
+
+def error_message(exc: Any) -> str:
+    """The vendor's own error message from an SDK status error, else the exception text."""
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict):
+        error = body.get("error", body)
+        if isinstance(error, dict) and error.get("message"):
+            return str(error["message"])
+    return str(getattr(exc, "message", exc))

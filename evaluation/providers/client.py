@@ -1,0 +1,185 @@
+"""The one way to call an LLM: retries with backoff, a per-provider concurrency limit, JSON with one
+repair, record/replay and usage accounting wrapped around whichever vendor serves the role."""
+
+import asyncio
+import json
+import os
+import re
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from jsonschema import Draft202012Validator
+
+from evaluation.conf import setting
+from evaluation.providers import replay
+from evaluation.providers.accounting import Meter, estimate_cost
+from evaluation.providers.base import (
+    Completion,
+    InvalidJSONError,
+    LLMResult,
+    Message,
+    ProviderError,
+    Request,
+    RetryableError,
+    Usage,
+)
+from evaluation.providers.registry import ProviderSpec, build, resolve, settings_for
+
+_SEMAPHORES: dict[str, threading.BoundedSemaphore] = {}
+_SEMAPHORES_LOCK = threading.Lock()
+_FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
+
+
+def _semaphore(provider: str) -> threading.BoundedSemaphore:
+    with _SEMAPHORES_LOCK:
+        if provider not in _SEMAPHORES:
+            _SEMAPHORES[provider] = threading.BoundedSemaphore(setting("LLM_CONCURRENCY"))
+        return _SEMAPHORES[provider]
+
+
+def parse_json(text: str, schema: dict[str, Any]) -> tuple[Any, str | None]:
+    """(data, None) when text is JSON valid for schema, else (None, the reason)."""
+    body = text.strip()
+    fenced = _FENCE.match(body)
+    if fenced:
+        body = fenced.group(1)
+    try:
+        data = json.loads(body)
+    except json.JSONDecodeError as exc:
+        return None, f"not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
+    errors = sorted(Draft202012Validator(schema).iter_errors(data), key=lambda e: list(e.absolute_path))
+    if errors:
+        first = errors[0]
+        where = ".".join(str(p) for p in first.absolute_path) or "(top level)"
+        return None, f"does not match the schema at {where}: {first.message}"
+    return data, None
+
+
+class LLM:
+    """A role's model, ready to call. Build with get_llm(role)."""
+
+    def __init__(self, spec: ProviderSpec, role: str, *, meter: Meter | None = None, record_dir: Path | None = None):
+        self.spec = spec
+        self.role = role
+        self.provider = build(spec)
+        self.meter = meter
+        self.record_dir = record_dir
+        self.max_attempts: int = setting("LLM_MAX_ATTEMPTS")
+        self.backoff: list[float] = list(setting("LLM_BACKOFF_SECONDS"))
+        self.timeout: float = setting("LLM_TIMEOUT_SECONDS")
+
+    @property
+    def label(self) -> str:
+        return f"{self.provider.name}/{self.provider.model}"
+
+    @property
+    def is_offline(self) -> bool:
+        return self.provider.name == "offline"
+
+    def call(
+        self,
+        messages: list[Message],
+        *,
+        schema: dict[str, Any] | None = None,
+        directive: str | None = None,
+        context: dict[str, Any] | None = None,
+        **settings: Any,
+    ) -> LLMResult:
+        """One logical call (retries and a JSON repair included); raises a ProviderError on failure."""
+        if self.meter:
+            self.meter.check()
+        placed = self.provider.place_directive(list(messages), directive) if directive else list(messages)
+        request = Request(
+            role=self.role,
+            model=self.provider.model,
+            messages=placed,
+            settings=settings_for(self.role, self.spec, **settings),
+            schema=schema,
+            directive=directive,
+            context=context or {},
+            timeout=self.timeout,
+        )
+        started = time.perf_counter()
+        completion, attempts = self._generate(request)
+        usage, data = completion.usage, completion.data
+        if schema is not None and data is None:
+            data, reason = parse_json(completion.text, schema)
+            if reason is not None:
+                repair = request.with_messages(
+                    [
+                        *placed,
+                        Message("assistant", completion.text),
+                        Message("user", f"Your reply {reason}. Reply again with only the corrected JSON object."),
+                    ]
+                )
+                second, more = self._generate(repair)
+                attempts += more
+                usage = usage + second.usage
+                data, reason2 = parse_json(second.text, schema)
+                if reason2 is not None:
+                    self._account(usage)
+                    raise InvalidJSONError(
+                        f"{self.label} ({self.role}): reply {reason}; after one repair it still {reason2}",
+                        raw=[completion.text, second.text],
+                    )
+                completion = second
+        cost = self._account(usage)
+        return LLMResult(
+            text=completion.text,
+            data=data,
+            usage=usage,
+            latency_ms=(time.perf_counter() - started) * 1000,
+            provider=self.provider.name,
+            model=completion.model,
+            role=self.role,
+            attempts=attempts,
+            fingerprint=replay.fingerprint(request),
+            cost_usd=cost,
+        )
+
+    async def acall(self, messages: list[Message], **kwargs: Any) -> LLMResult:
+        """The same call from async code (the WebSocket side); runs in a worker thread."""
+        return await asyncio.to_thread(self.call, messages, **kwargs)
+
+    def _account(self, usage: Usage) -> float:
+        cost = estimate_cost(self.provider.model, usage)
+        if self.meter:
+            self.meter.add(self.role, usage, cost)
+        return cost
+
+    def _generate(self, request: Request) -> tuple[Completion, int]:
+        last: RetryableError | None = None
+        for attempt in range(1, self.max_attempts + 1):
+            try:
+                with _semaphore(self.provider.name):
+                    completion = self.provider.generate(request)
+            except RetryableError as exc:
+                last = exc
+                if attempt < self.max_attempts:
+                    backoff = self.backoff[min(attempt - 1, len(self.backoff) - 1)] if self.backoff else 0.0
+                    time.sleep(min(exc.retry_after, 120.0) if exc.retry_after is not None else backoff)
+                continue
+            if self.record_dir is not None:
+                replay.record(self.record_dir, request, completion, self.provider.name)
+            return completion, attempt
+        raise ProviderError(
+            f"{self.label} ({self.role}): gave up after {self.max_attempts} attempts; last error: {last}"
+        )
+
+
+def get_llm(
+    role: str,
+    *,
+    override: str | ProviderSpec | None = None,
+    meter: Meter | None = None,
+    record_dir: Path | str | None = None,
+) -> LLM:
+    """The LLM serving a role. record_dir (or EVAL_RECORD=1) writes every answer for later replay."""
+    spec = resolve(role, override)
+    if record_dir is None and spec.options.get("record"):
+        record_dir = setting("RECORDINGS_DIR")
+    if record_dir is None and os.environ.get("EVAL_RECORD") == "1":
+        record_dir = setting("RECORDINGS_DIR")
+    return LLM(spec, role, meter=meter, record_dir=Path(record_dir) if record_dir else None)

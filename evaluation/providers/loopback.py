@@ -1,0 +1,434 @@
+"""A loopback LLM server speaking the real wire formats, for tests, benchmarks and fault drills.
+
+Endpoints: POST /v1/chat/completions and /v1/responses (OpenAI), /v1/messages (Anthropic, with
+SSE streaming and thinking blocks). Replies come from a script (a queue of Reply objects), else
+from a responder that answers any JSON schema with a valid example. Faults: latency, status codes
+with Retry-After, a hang, a dropped connection, a malformed or truncated body, and a random
+fault rate. Every request is recorded, so tests count calls at the server.
+"""
+
+import itertools
+import json
+import random
+import re
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+ENDPOINTS = {"/v1/chat/completions": "chat", "/v1/responses": "responses", "/v1/messages": "messages"}
+
+
+@dataclass
+class Reply:
+    """One scripted answer. text (or json, serialised) is the model's output."""
+
+    text: str | None = None
+    json: Any = None
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
+    delay: float = 0.0
+    fault: str | None = None
+    """"hang" (no answer until the client gives up), "drop" (close without answering),
+    "malformed" (a body that is not JSON), "truncated" (half a body, then close)."""
+    thinking: str = ""
+    error_message: str = ""
+
+
+@dataclass
+class RecordedRequest:
+    endpoint: str
+    body: dict[str, Any]
+    headers: dict[str, str]
+
+
+def example_for(schema: dict[str, Any]) -> Any:
+    """A small valid instance of a JSON schema (enough of one for the judge shapes we use)."""
+    if "enum" in schema:
+        return schema["enum"][0]
+    if "const" in schema:
+        return schema["const"]
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), "null")
+    alternatives = schema.get("anyOf") or schema.get("oneOf")
+    if alternatives:
+        return example_for(alternatives[0])
+    if kind == "object" or "properties" in schema:
+        return {name: example_for(sub) for name, sub in schema.get("properties", {}).items()}
+    if kind == "array":
+        return [example_for(schema.get("items", {})) for _ in range(max(1, schema.get("minItems", 1)))]
+    if kind in ("number", "integer"):
+        low, high = schema.get("minimum", 0), schema.get("maximum", 10)
+        middle = (low + high) / 2
+        return int(round(middle)) if kind == "integer" else middle
+    if kind == "boolean":
+        return True
+    if kind == "null":
+        return None
+    return "loopback"
+
+
+def requested_schema(endpoint: str, body: dict[str, Any]) -> dict[str, Any] | None:
+    if endpoint == "responses":
+        fmt = (body.get("text") or {}).get("format") or {}
+        return fmt.get("schema")
+    if endpoint == "chat":
+        fmt = body.get("response_format") or {}
+        return (fmt.get("json_schema") or {}).get("schema")
+    system = body.get("system") or ""
+    if isinstance(system, list):
+        system = " ".join(part.get("text", "") for part in system)
+    match = re.search(r"```json\n(.*?)\n```", system, re.DOTALL)
+    return json.loads(match.group(1)) if match else None
+
+
+def default_responder(endpoint: str, body: dict[str, Any], n: int) -> Reply:
+    schema = requested_schema(endpoint, body)
+    if schema is not None:
+        return Reply(json=example_for(schema))
+    return Reply(text=f"Loopback reply {n}.")
+
+
+def _tokens(text: str) -> int:
+    return max(1, len(text) // 4)
+
+
+class LoopbackLLMServer:
+    """Start with `with LoopbackLLMServer() as server:`; point SDKs at server.openai_url / anthropic_url."""
+
+    def __init__(
+        self,
+        *,
+        latency: float = 0.0,
+        fault_rate: float = 0.0,
+        seed: int = 0,
+        responder: Callable[[str, dict[str, Any], int], Reply] = default_responder,
+        hang_seconds: float = 30.0,
+        port: int = 0,
+    ):
+        self.latency = latency
+        self.fault_rate = fault_rate
+        self.responder = responder
+        self.hang_seconds = hang_seconds
+        self.requests: list[RecordedRequest] = []
+        self._scripts: dict[str | None, deque[Reply]] = {}
+        self._lock = threading.Lock()
+        self._rng = random.Random(seed)
+        self._counter = itertools.count(1)
+        self._stopping = threading.Event()
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", port), self._handler_class())
+        self._httpd.daemon_threads = True
+        self._thread: threading.Thread | None = None
+
+    # --- control -------------------------------------------------------------------------
+    @property
+    def url(self) -> str:
+        port = self._httpd.server_address[1]
+        return f"http://127.0.0.1:{port}"
+
+    @property
+    def openai_url(self) -> str:
+        return f"{self.url}/v1"
+
+    @property
+    def anthropic_url(self) -> str:
+        return self.url
+
+    def start(self) -> "LoopbackLLMServer":
+        self._thread = threading.Thread(target=self._httpd.serve_forever, name="loopback-llm", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+    def __enter__(self) -> "LoopbackLLMServer":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def script(self, *replies: Reply | str | dict, endpoint: str | None = None) -> None:
+        """Queue replies (for one endpoint, or any); a str is text, a dict is JSON output."""
+        with self._lock:
+            queue = self._scripts.setdefault(endpoint, deque())
+            for reply in replies:
+                if isinstance(reply, str):
+                    reply = Reply(text=reply)
+                elif isinstance(reply, dict):
+                    reply = Reply(json=reply)
+                queue.append(reply)
+
+    def count(self, endpoint: str | None = None) -> int:
+        with self._lock:
+            return sum(1 for r in self.requests if endpoint is None or r.endpoint == endpoint)
+
+    def reset(self) -> None:
+        with self._lock:
+            self.requests.clear()
+            self._scripts.clear()
+
+    def _next_reply(self, endpoint: str, body: dict[str, Any]) -> Reply:
+        with self._lock:
+            self.requests.append(RecordedRequest(endpoint, body, {}))
+            n = next(self._counter)
+            for key in (endpoint, None):
+                queue = self._scripts.get(key)
+                if queue:
+                    return queue.popleft()
+            if self.fault_rate and self._rng.random() < self.fault_rate:
+                return self._rng.choice(
+                    [Reply(status=429, headers={"retry-after": "0"}), Reply(status=500), Reply(fault="drop")]
+                )
+        return self.responder(endpoint, body, n)
+
+    # --- HTTP ----------------------------------------------------------------------------
+    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # headers and body go out in separate writes
+
+            def log_message(self, format: str, *args: Any) -> None:  # quiet
+                pass
+
+            def do_POST(self) -> None:
+                endpoint = ENDPOINTS.get(self.path.split("?")[0])
+                length = int(self.headers.get("content-length") or 0)
+                raw = self.rfile.read(length) if length else b""
+                if endpoint is None:
+                    return self._send_json(404, {"error": {"message": f"no route {self.path}"}})
+                try:
+                    body = json.loads(raw or b"{}")
+                except json.JSONDecodeError:
+                    return self._send_json(400, {"error": {"message": "request body is not JSON"}})
+                reply = server._next_reply(endpoint, body)
+                with server._lock:
+                    server.requests[-1].headers = {k.lower(): v for k, v in self.headers.items()}
+                delay = server.latency + reply.delay
+                if delay:
+                    time.sleep(delay)
+                if reply.fault == "hang":
+                    server._stopping.wait(server.hang_seconds)
+                    self.close_connection = True
+                    return
+                if reply.fault == "drop":
+                    self.close_connection = True
+                    self.connection.shutdown(2)
+                    return
+                if reply.status != 200:
+                    return self._send_error(endpoint, reply)
+                if reply.fault == "malformed":
+                    return self._send_raw(200, b"{this is not json", "application/json")
+                text = (
+                    reply.text if reply.text is not None else json.dumps(reply.json if reply.json is not None else {})
+                )
+                if endpoint == "messages":
+                    if body.get("stream"):
+                        return self._send_sse(body, reply, text)
+                    return self._send_json(200, server._anthropic_message(body, reply, text))
+                payload = server._responses(body, reply, text) if endpoint == "responses" else server._chat(body, text)
+                if reply.fault == "truncated":
+                    data = json.dumps(payload).encode()
+                    self.send_response(200)
+                    self.send_header("content-type", "application/json")
+                    self.send_header("content-length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data[: len(data) // 2])
+                    self.wfile.flush()
+                    self.close_connection = True
+                    self.connection.shutdown(2)
+                    return
+                return self._send_json(200, payload)
+
+            def _send_raw(
+                self, status: int, data: bytes, content_type: str, headers: dict[str, str] | None = None
+            ) -> None:
+                self.send_response(status)
+                self.send_header("content-type", content_type)
+                self.send_header("content-length", str(len(data)))
+                for key, value in (headers or {}).items():
+                    self.send_header(key, value)
+                self.end_headers()
+                self.wfile.write(data)
+
+            def _send_json(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
+                self._send_raw(status, json.dumps(payload).encode(), "application/json", headers)
+
+            def _send_error(self, endpoint: str, reply: Reply) -> None:
+                message = reply.error_message or f"loopback error {reply.status}"
+                if endpoint == "messages":
+                    kinds = {401: "authentication_error", 429: "rate_limit_error", 400: "invalid_request_error"}
+                    payload = {
+                        "type": "error",
+                        "error": {"type": kinds.get(reply.status, "api_error"), "message": message},
+                    }
+                else:
+                    payload = {"error": {"message": message, "type": "error", "code": str(reply.status)}}
+                self._send_json(reply.status, payload, reply.headers)
+
+            def _send_sse(self, body: dict[str, Any], reply: Reply, text: str) -> None:
+                self.send_response(200)
+                self.send_header("content-type", "text/event-stream")
+                self.send_header("cache-control", "no-cache")
+                self.send_header("connection", "close")
+                self.end_headers()
+                for event, data in server._anthropic_events(body, reply, text):
+                    self.wfile.write(f"event: {event}\ndata: {json.dumps(data)}\n\n".encode())
+                    if reply.fault == "truncated" and event == "content_block_delta":
+                        break
+                self.wfile.flush()
+                self.close_connection = True
+
+        return Handler
+
+    # --- wire formats --------------------------------------------------------------------
+    @staticmethod
+    def _input_tokens(body: dict[str, Any]) -> int:
+        return _tokens(json.dumps(body.get("messages") or body.get("input") or "") + json.dumps(body.get("system", "")))
+
+    def _chat(self, body: dict[str, Any], text: str) -> dict[str, Any]:
+        prompt, completion = self._input_tokens(body), _tokens(text)
+        return {
+            "id": "chatcmpl-loopback",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": body.get("model", "loopback"),
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion},
+        }
+
+    def _responses(self, body: dict[str, Any], reply: Reply, text: str) -> dict[str, Any]:
+        prompt, completion = self._input_tokens(body), _tokens(text)
+        reasoning = _tokens(reply.thinking) if reply.thinking or body.get("reasoning") else 0
+        output: list[dict[str, Any]] = []
+        if body.get("reasoning"):
+            output.append({"type": "reasoning", "id": "rs_loopback", "summary": []})
+        output.append(
+            {
+                "type": "message",
+                "id": "msg_loopback",
+                "status": "completed",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": text, "annotations": []}],
+            }
+        )
+        return {
+            "id": "resp_loopback",
+            "object": "response",
+            "created_at": int(time.time()),
+            "status": "completed",
+            "model": body.get("model", "loopback"),
+            "output": output,
+            "parallel_tool_calls": True,
+            "tool_choice": "auto",
+            "tools": [],
+            "usage": {
+                "input_tokens": prompt,
+                "input_tokens_details": {"cached_tokens": 0},
+                "output_tokens": completion + reasoning,
+                "output_tokens_details": {"reasoning_tokens": reasoning},
+                "total_tokens": prompt + completion + reasoning,
+            },
+        }
+
+    def _anthropic_message(self, body: dict[str, Any], reply: Reply, text: str) -> dict[str, Any]:
+        content: list[dict[str, Any]] = []
+        if reply.thinking:
+            content.append({"type": "thinking", "thinking": reply.thinking, "signature": "loopback-signature"})
+        content.append({"type": "text", "text": text})
+        return {
+            "id": "msg_loopback",
+            "type": "message",
+            "role": "assistant",
+            "model": body.get("model", "loopback"),
+            "content": content,
+            "stop_reason": "end_turn",
+            "stop_sequence": None,
+            "usage": {
+                "input_tokens": self._input_tokens(body),
+                "output_tokens": _tokens(text) + _tokens(reply.thinking),
+            },
+        }
+
+    def _anthropic_events(self, body: dict[str, Any], reply: Reply, text: str) -> list[tuple[str, dict[str, Any]]]:
+        message = self._anthropic_message(body, reply, text)
+        start = {
+            **message,
+            "content": [],
+            "stop_reason": None,
+            "usage": {"input_tokens": message["usage"]["input_tokens"], "output_tokens": 1},
+        }
+        events: list[tuple[str, dict[str, Any]]] = [("message_start", {"type": "message_start", "message": start})]
+        index = 0
+        if reply.thinking:
+            events.append(
+                (
+                    "content_block_start",
+                    {
+                        "type": "content_block_start",
+                        "index": index,
+                        "content_block": {"type": "thinking", "thinking": "", "signature": ""},
+                    },
+                )
+            )
+            for chunk in _chunks(reply.thinking):
+                events.append(
+                    (
+                        "content_block_delta",
+                        {
+                            "type": "content_block_delta",
+                            "index": index,
+                            "delta": {"type": "thinking_delta", "thinking": chunk},
+                        },
+                    )
+                )
+            events.append(
+                (
+                    "content_block_delta",
+                    {
+                        "type": "content_block_delta",
+                        "index": index,
+                        "delta": {"type": "signature_delta", "signature": "loopback-signature"},
+                    },
+                )
+            )
+            events.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
+            index += 1
+        events.append(
+            (
+                "content_block_start",
+                {"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}},
+            )
+        )
+        for chunk in _chunks(text):
+            events.append(
+                (
+                    "content_block_delta",
+                    {"type": "content_block_delta", "index": index, "delta": {"type": "text_delta", "text": chunk}},
+                )
+            )
+        events.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
+        events.append(
+            (
+                "message_delta",
+                {
+                    "type": "message_delta",
+                    "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                    "usage": {"output_tokens": message["usage"]["output_tokens"]},
+                },
+            )
+        )
+        events.append(("message_stop", {"type": "message_stop"}))
+        return events
+
+
+def _chunks(text: str, size: int = 24) -> list[str]:
+    return [text[i : i + size] for i in range(0, len(text), size)] or [""]

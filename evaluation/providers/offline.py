@@ -1,0 +1,61 @@
+"""The offline provider: deterministic, seeded, no network, no key.
+
+Each room registers a rule-based handler for the roles it owns (the tutoring room registers the
+student, the reference tutor and the judge). A handler gets the Request (messages, directive,
+structured context) and returns text, or a dict when the caller asked for JSON.
+"""
+
+import hashlib
+import json
+import random
+from collections.abc import Callable
+from typing import Any
+
+from evaluation.providers.base import Completion, Provider, Request, Usage
+
+Handler = Callable[[Request, random.Random], "str | dict[str, Any]"]
+_HANDLERS: dict[str, Handler] = {}
+
+LABEL = "offline rule-based"
+
+
+def register(role: str) -> Callable[[Handler], Handler]:
+    """Decorator: the rule-based handler for one role."""
+
+    def wrap(fn: Handler) -> Handler:
+        _HANDLERS[role] = fn
+        return fn
+
+    return wrap
+
+
+def rng_for(request: Request) -> random.Random:
+    """A generator seeded by the settings' seed and the request's content: same input, same output."""
+    key = json.dumps(
+        [request.settings.seed, request.role, [(m.role, m.content) for m in request.messages], request.directive],
+        sort_keys=True,
+    )
+    return random.Random(int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big"))
+
+
+def estimate_tokens(text: str) -> int:
+    """Roughly 4 characters a token, as the vendors' tokenizers average on English."""
+    return max(1, (len(text) + 3) // 4)
+
+
+class OfflineProvider(Provider):
+    name = "offline"
+    default_model = "offline-rules-v1"
+
+    def generate(self, request: Request) -> Completion:
+        handler = _HANDLERS.get(request.role, _echo)
+        answer = handler(request, rng_for(request))
+        data = answer if isinstance(answer, dict) else None
+        text = json.dumps(answer) if isinstance(answer, dict) else answer
+        prompt = sum(estimate_tokens(m.content) for m in request.messages)
+        return Completion(text=text, data=data, model=self.model, usage=Usage(prompt, estimate_tokens(text), 0, 1))
+
+
+def _echo(request: Request, rng: random.Random) -> str:
+    last = next((m.content for m in reversed(request.messages) if m.role == "user"), "")
+    return f"(offline {request.role}) I read: {last[:200]}"

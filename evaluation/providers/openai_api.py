@@ -1,0 +1,107 @@
+"""OpenAI: the Responses API (reasoning effort, JSON schema output); chat completions for any
+OpenAI-compatible base URL (Ollama, vLLM, llama.cpp server, LM Studio)."""
+
+import os
+from typing import Any
+
+import openai
+
+from evaluation.providers.base import (
+    Completion,
+    Provider,
+    Request,
+    RetryableError,
+    Usage,
+    error_message,
+    parse_retry_after,
+    status_error,
+)
+
+
+class OpenAIProvider(Provider):
+    name = "openai"
+    default_model = "gpt-5.2"
+    key_env = "OPENAI_API_KEY"
+
+    def __init__(self, **kwargs: Any):
+        super().__init__(**kwargs)
+        # A custom base URL is usually a local OpenAI-compatible server: chat completions, maybe no key.
+        self.api = self.options.get("api") or ("chat" if self.base_url else "responses")
+        key = os.environ.get(self.key_env) or ("not-needed" if self.base_url else None)
+        self.client = openai.OpenAI(api_key=key, base_url=self.base_url or None, max_retries=0)
+
+    def generate(self, request: Request) -> Completion:
+        try:
+            if self.api == "chat":
+                return self._chat(request)
+            return self._responses(request)
+        except openai.APIStatusError as exc:
+            raise status_error(
+                self.name, exc.status_code, error_message(exc), parse_retry_after(exc.response.headers), self.key_env
+            ) from exc
+        except openai.APITimeoutError as exc:
+            raise RetryableError(f"{self.name}: no reply within {request.timeout:g}s") from exc
+        except openai.APIConnectionError as exc:
+            raise RetryableError(f"{self.name}: connection failed ({exc.__cause__ or exc})") from exc
+        except (openai.APIResponseValidationError, ValueError) as exc:  # ValueError: a body that is not JSON
+            raise RetryableError(f"{self.name}: malformed response ({exc})") from exc
+
+    def _responses(self, request: Request) -> Completion:
+        s = request.settings
+        kwargs: dict[str, Any] = {
+            "model": request.model,
+            "input": [{"role": m.role, "content": m.content} for m in request.messages],
+            "max_output_tokens": s.max_tokens,
+            "timeout": request.timeout,
+        }
+        if s.reasoning_effort:
+            kwargs["reasoning"] = {"effort": s.reasoning_effort}
+        if s.temperature is not None and not s.reasoning_effort:
+            kwargs["temperature"] = s.temperature
+        if request.schema is not None:
+            kwargs["text"] = {
+                "format": {"type": "json_schema", "name": "result", "schema": request.schema, "strict": False}
+            }
+        response = self.client.responses.create(**kwargs)
+        usage = response.usage
+        details = getattr(usage, "output_tokens_details", None) if usage else None
+        return Completion(
+            text=response.output_text or "",
+            usage=Usage(
+                input_tokens=getattr(usage, "input_tokens", 0) or 0,
+                output_tokens=getattr(usage, "output_tokens", 0) or 0,
+                thinking_tokens=getattr(details, "reasoning_tokens", 0) or 0,
+                calls=1,
+            ),
+            model=response.model or request.model,
+        )
+
+    def _chat(self, request: Request) -> Completion:
+        s = request.settings
+        kwargs: dict[str, Any] = {
+            "model": request.model,
+            "messages": [{"role": m.role, "content": m.content} for m in request.messages],
+            "max_tokens": s.max_tokens,
+            "timeout": request.timeout,
+        }
+        if s.temperature is not None:
+            kwargs["temperature"] = s.temperature
+        if s.seed is not None:
+            kwargs["seed"] = s.seed
+        if request.schema is not None:
+            kwargs["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": "result", "schema": request.schema, "strict": False},
+            }
+        response = self.client.chat.completions.create(**kwargs)
+        choice = response.choices[0] if response.choices else None
+        usage = response.usage
+        return Completion(
+            text=(choice.message.content if choice and choice.message else "") or "",
+            usage=Usage(
+                input_tokens=getattr(usage, "prompt_tokens", 0) or 0,
+                output_tokens=getattr(usage, "completion_tokens", 0) or 0,
+                calls=1,
+            ),
+            model=response.model or request.model,
+        )

@@ -1,0 +1,112 @@
+"""Which vendor serves a role: CLI override, then the database's LLMConfig, then environment, then offline."""
+
+import importlib
+import os
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from evaluation.providers.base import ROLES, GenerateSettings, MissingKeyError, Provider
+
+VENDORS = {
+    "openai": "evaluation.providers.openai_api.OpenAIProvider",
+    "anthropic": "evaluation.providers.anthropic_api.AnthropicProvider",
+    "anthropic-haiku": "evaluation.providers.anthropic_api.AnthropicHaikuProvider",
+    "offline": "evaluation.providers.offline.OfflineProvider",
+    "replay": "evaluation.providers.replay.ReplayProvider",
+}
+KEY_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY", "anthropic-haiku": "ANTHROPIC_API_KEY"}
+
+# Output-relevant defaults per role (spec 001: the judge reasons hard; the student is brief).
+ROLE_SETTINGS: dict[str, GenerateSettings] = {
+    "simulator": GenerateSettings(max_tokens=300, temperature=0.9),
+    "tutor": GenerateSettings(max_tokens=600, temperature=0.7),
+    "judge": GenerateSettings(max_tokens=6000, reasoning_effort="high", thinking_budget=20000),
+    "proposition_judge": GenerateSettings(max_tokens=4000, temperature=0.0),
+    "gate": GenerateSettings(max_tokens=200, temperature=0.0),
+    "suite_agent": GenerateSettings(max_tokens=2000),
+    "suite_judge": GenerateSettings(max_tokens=1500, temperature=0.0),
+}
+SETTING_OPTIONS = ("max_tokens", "temperature", "reasoning_effort", "thinking_budget", "seed")
+
+
+@dataclass(frozen=True)
+class ProviderSpec:
+    """A resolved choice of vendor for one role, and where it came from."""
+
+    provider: str
+    model: str = ""
+    base_url: str = ""
+    options: dict[str, Any] = field(default_factory=dict)
+    source: str = "default"
+
+    @property
+    def label(self) -> str:
+        return f"{self.provider}/{self.model}" if self.model else self.provider
+
+
+def parse_override(value: str) -> ProviderSpec:
+    """'openai', 'anthropic/claude-sonnet-4-6' or 'openai/llama3@http://localhost:11434/v1'."""
+    base_url = ""
+    if "@" in value:
+        value, base_url = value.split("@", 1)
+    provider, _, model = value.partition("/")
+    if provider not in VENDORS:
+        raise ValueError(f"unknown provider {provider!r}; choose from {', '.join(VENDORS)}")
+    return ProviderSpec(provider=provider, model=model, base_url=base_url, source="override")
+
+
+def resolve(role: str, override: str | ProviderSpec | None = None) -> ProviderSpec:
+    if role not in ROLES:
+        raise ValueError(f"unknown LLM role {role!r}; roles are {', '.join(ROLES)}")
+    if override:
+        return override if isinstance(override, ProviderSpec) else parse_override(override)
+    from evaluation.models import LLMConfig
+
+    row = LLMConfig.objects.filter(role=role).first()
+    if row is not None:
+        return ProviderSpec(row.provider, row.model, row.base_url, dict(row.options or {}), source="database")
+    env_role = role.upper()
+    provider = os.environ.get(f"EVAL_{env_role}_PROVIDER") or os.environ.get("EVAL_LLM_PROVIDER")
+    if provider:
+        spec = parse_override(provider)
+        model = os.environ.get(f"EVAL_{env_role}_MODEL") or os.environ.get("EVAL_LLM_MODEL") or spec.model
+        return replace(spec, model=model, source="environment")
+    return ProviderSpec("offline", source="default")
+
+
+def missing_key(spec: ProviderSpec) -> str | None:
+    """The environment variable this spec needs and lacks, if any."""
+    env = KEY_ENV.get(spec.provider)
+    if env is None or os.environ.get(env):
+        return None
+    if spec.provider == "openai" and spec.base_url:
+        return None  # local OpenAI-compatible servers need no key
+    return env
+
+
+def require_keys(roles: list[str], override: str | None = None) -> list[str]:
+    """Every problem with keys for these roles, as messages naming the variable; [] when all is set."""
+    problems = []
+    for role in roles:
+        spec = resolve(role, override)
+        env = missing_key(spec)
+        if env:
+            problems.append(f"role {role!r} uses {spec.label} ({spec.source}) but {env} is not set")
+    return problems
+
+
+def build(spec: ProviderSpec) -> Provider:
+    """Import the vendor's module (only now) and construct it."""
+    env = missing_key(spec)
+    if env:
+        raise MissingKeyError(f"{spec.provider}: set {env} to use this provider")
+    module_name, _, class_name = VENDORS[spec.provider].rpartition(".")
+    cls = getattr(importlib.import_module(module_name), class_name)
+    return cls(model=spec.model, base_url=spec.base_url, options=spec.options)
+
+
+def settings_for(role: str, spec: ProviderSpec, **overrides: Any) -> GenerateSettings:
+    """The role's defaults, then the config's options, then the caller's overrides."""
+    values = {k: v for k, v in spec.options.items() if k in SETTING_OPTIONS}
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    return replace(ROLE_SETTINGS.get(role, GenerateSettings()), **values)

@@ -1,0 +1,196 @@
+"""Each vendor through the real SDK against the loopback server: calls, JSON, usage, retries, errors."""
+
+import time
+
+import pytest
+
+from evaluation.providers import (
+    AuthError,
+    CostLimitReached,
+    InvalidJSONError,
+    Message,
+    Meter,
+    ProviderError,
+    ProviderSpec,
+    get_llm,
+)
+from evaluation.providers.loopback import Reply
+
+SCORE_SCHEMA = {
+    "type": "object",
+    "properties": {"score": {"type": "integer", "minimum": 1, "maximum": 10}, "reason": {"type": "string"}},
+    "required": ["score", "reason"],
+}
+VENDORS = {
+    "openai-responses": ("openai", "gpt-5.2", "responses", "responses"),
+    "openai-chat": ("openai", "llama3", "chat", "chat"),
+    "anthropic": ("anthropic", "claude-opus-4-6", None, "messages"),
+}
+
+
+@pytest.fixture(params=list(VENDORS))
+def vendor(request, loopback):
+    provider, model, api, endpoint = VENDORS[request.param]
+    base_url = loopback.anthropic_url if provider == "anthropic" else loopback.openai_url
+    spec = ProviderSpec(provider, model, base_url, {"api": api} if api else {})
+    return spec, endpoint
+
+
+def ask(spec, role="judge", **kwargs):
+    meter = kwargs.pop("meter", None)
+    return get_llm(role, override=spec, meter=meter).call(
+        [Message("system", "You grade answers."), Message("user", "2+2=4?")], **kwargs
+    )
+
+
+def test_plain_call_returns_text_usage_and_model(vendor, loopback):
+    spec, endpoint = vendor
+    loopback.script("Yes, that is right.")
+    meter = Meter()
+    result = ask(spec, meter=meter)
+    assert result.text == "Yes, that is right."
+    assert result.model == spec.model and result.provider == spec.provider
+    assert result.usage.input_tokens > 0 and result.usage.output_tokens > 0
+    assert meter.usage == result.usage and meter.by_role["judge"].calls == 1
+    assert loopback.count(endpoint) == 1
+    assert result.latency_ms > 0
+
+
+def test_json_schema_call_parses_the_reply(vendor, loopback):
+    spec, endpoint = vendor
+    loopback.script({"score": 9, "reason": "correct"})
+    result = ask(spec, schema=SCORE_SCHEMA)
+    assert result.data == {"score": 9, "reason": "correct"}
+    body = loopback.requests[-1].body
+    if endpoint == "responses":
+        assert body["text"]["format"]["schema"] == SCORE_SCHEMA
+        assert body["reasoning"] == {"effort": "high"}
+    elif endpoint == "chat":
+        assert body["response_format"]["json_schema"]["schema"] == SCORE_SCHEMA
+    else:
+        assert '"score"' in body["system"] and body["thinking"] == {"type": "enabled", "budget_tokens": 20000}
+        assert body["stream"] is True
+
+
+def test_anthropic_streaming_thinking_is_counted(loopback):
+    spec = ProviderSpec("anthropic", "claude-opus-4-6", loopback.anthropic_url)
+    loopback.script(Reply(text="Fine.", thinking="The student said four; two plus two is four." * 4))
+    result = ask(spec)
+    assert result.text == "Fine."
+    assert result.usage.thinking_tokens > 10
+
+
+def test_retry_after_429_honours_retry_after(vendor, loopback):
+    spec, endpoint = vendor
+    loopback.script(Reply(status=429, headers={"retry-after": "0.6"}), "ok after waiting")
+    started = time.perf_counter()
+    result = ask(spec)
+    assert time.perf_counter() - started >= 0.6  # the backoff setting is 0.01 s: only Retry-After explains this
+    assert result.text == "ok after waiting" and result.attempts == 2
+    assert loopback.count(endpoint) == 2
+
+
+@pytest.mark.parametrize("fault", [Reply(status=500), Reply(status=503), Reply(fault="drop"), Reply(fault="truncated")])
+def test_transient_faults_are_retried(vendor, loopback, fault):
+    spec, endpoint = vendor
+    loopback.script(fault, "recovered")
+    assert ask(spec).text == "recovered"
+    assert loopback.count(endpoint) == 2
+
+
+def test_gives_up_after_the_configured_attempts(vendor, loopback, settings):
+    spec, endpoint = vendor
+    settings.EVALUATION = {**settings.EVALUATION, "LLM_MAX_ATTEMPTS": 3}
+    loopback.script(*[Reply(status=500, error_message="overloaded")] * 3, "never reached")
+    with pytest.raises(ProviderError, match=r"gave up after 3 attempts; last error: .*HTTP 500: overloaded"):
+        ask(spec)
+    assert loopback.count(endpoint) == 3
+
+
+def test_hang_times_out_and_is_retried(vendor, loopback, settings):
+    spec, endpoint = vendor
+    settings.EVALUATION = {**settings.EVALUATION, "LLM_TIMEOUT_SECONDS": 0.3}
+    loopback.script(Reply(fault="hang"), "awake")
+    assert ask(spec).text == "awake"
+    assert loopback.count(endpoint) == 2
+
+
+def test_401_fails_at_once_naming_the_key(vendor, loopback):
+    spec, endpoint = vendor
+    loopback.script(Reply(status=401, error_message="invalid x-api-key"), "never reached")
+    key = "ANTHROPIC_API_KEY" if spec.provider == "anthropic" else "OPENAI_API_KEY"
+    with pytest.raises(AuthError, match=rf"HTTP 401, the API key was refused: check {key}"):
+        ask(spec)
+    assert loopback.count(endpoint) == 1
+
+
+def test_400_is_not_retried(vendor, loopback):
+    spec, endpoint = vendor
+    loopback.script(Reply(status=400, error_message="max_tokens too large"))
+    with pytest.raises(ProviderError, match="max_tokens too large"):
+        ask(spec)
+    assert loopback.count(endpoint) == 1
+
+
+def test_one_malformed_json_reply_is_repaired(vendor, loopback):
+    spec, endpoint = vendor
+    loopback.script('{"score": 7, "reason": "ok"', {"score": 7, "reason": "ok"})
+    result = ask(spec, schema=SCORE_SCHEMA)
+    assert result.data == {"score": 7, "reason": "ok"}
+    assert loopback.count(endpoint) == 2
+    repair = loopback.requests[-1].body
+    turns = repair.get("messages") or repair.get("input")
+    assert "not valid JSON" in turns[-1]["content"] and turns[-2]["content"] == '{"score": 7, "reason": "ok"'
+
+
+def test_two_malformed_replies_fail_with_raw_output_kept(vendor, loopback):
+    spec, endpoint = vendor
+    loopback.script('{"score": 7', {"score": 70, "reason": "too high"})
+    with pytest.raises(InvalidJSONError, match="still does not match the schema at score") as info:
+        ask(spec, schema=SCORE_SCHEMA)
+    assert info.value.raw == ['{"score": 7', '{"score": 70, "reason": "too high"}']
+    assert loopback.count(endpoint) == 2
+
+
+def test_directive_placement_differs_by_vendor(loopback):
+    directive = "[TURN DIRECTIVE: This turn you MUST ANSWER INCORRECTLY]"
+    messages = [Message("system", "You are Riya."), Message("user", "What is 3/8 + 1/8?")]
+    get_llm("simulator", override=ProviderSpec("openai", "m", loopback.openai_url, {"api": "chat"})).call(
+        messages, directive=directive
+    )
+    sent = loopback.requests[-1].body["messages"]
+    assert sent[-1] == {"role": "system", "content": directive}
+    get_llm("simulator", override=ProviderSpec("anthropic", "m", loopback.anthropic_url)).call(
+        messages, directive=directive
+    )
+    sent = loopback.requests[-1].body["messages"]
+    assert sent[-1]["role"] == "user" and sent[-1]["content"].endswith("\n\n" + directive)
+    assert "DIRECTIVE" not in loopback.requests[-1].body.get("system", "")
+
+
+def test_cost_limit_stops_the_next_call(loopback, settings):
+    settings.EVALUATION = {**settings.EVALUATION, "PRICES": {"gpt-5.2": (1_000_000.0, 1_000_000.0)}}
+    spec = ProviderSpec("openai", "gpt-5.2", loopback.openai_url, {"api": "responses"})
+    meter = Meter(limit_usd=5.0)
+    first = ask(spec, meter=meter)
+    assert first.cost_usd > 5.0 and meter.cost_usd == first.cost_usd
+    with pytest.raises(CostLimitReached, match=r"cost limit reached: \$\d+\.\d+ spent of a \$5\.0000 limit"):
+        ask(spec, meter=meter)
+    assert loopback.count() == 1
+
+
+def test_concurrency_limit_caps_calls_in_flight(loopback, settings):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from evaluation.providers import client
+
+    settings.EVALUATION = {**settings.EVALUATION, "LLM_CONCURRENCY": 2}
+    client._SEMAPHORES.clear()
+    loopback.latency = 0.2
+    spec = ProviderSpec("openai", "m", loopback.openai_url, {"api": "chat"})
+    started = time.perf_counter()
+    with ThreadPoolExecutor(6) as pool:
+        list(pool.map(lambda _: ask(spec, role="tutor"), range(6)))
+    elapsed = time.perf_counter() - started
+    client._SEMAPHORES.clear()
+    assert elapsed >= 0.6  # 6 calls, 2 at a time, 0.2 s each: at least three rounds
