@@ -84,8 +84,12 @@ DATABASES = {
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
-    # Workers and the web process share one file: wait for locks instead of failing at once.
-    DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 30
+    # Workers and the web process share one file: wait for locks instead of failing at once,
+    # take the write lock when a transaction begins (no lock-upgrade deadlocks between processes),
+    # and let readers work while one writer writes (WAL).
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        {"timeout": 30, "transaction_mode": "IMMEDIATE", "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"}
+    )
     DATABASES["default"]["CONN_MAX_AGE"] = 0
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
@@ -151,7 +155,7 @@ EVALUATION = {
     "TOPICS_DIR": BASE_DIR / "topics",
     "PROPOSITIONS_DIR": BASE_DIR / "propositions",
     "RECORDINGS_DIR": Path(os.environ.get("EVAL_RECORDINGS_DIR", DATA_DIR / "recordings")),
-    "MAX_ACTIVE_RUNS": int(os.environ.get("EVAL_MAX_ACTIVE_RUNS", "4")),
+    "MAX_ACTIVE_RUNS": int(os.environ.get("EVAL_MAX_ACTIVE_RUNS", "32")),
     "LLM_MAX_ATTEMPTS": int(os.environ.get("EVAL_LLM_MAX_ATTEMPTS", "3")),
     "LLM_BACKOFF_SECONDS": [5.0, 10.0, 15.0],
     "LLM_TIMEOUT_SECONDS": float(os.environ.get("EVAL_LLM_TIMEOUT", "120")),

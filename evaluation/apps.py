@@ -10,4 +10,4 @@ class EvaluationConfig(AppConfig):
 
     def ready(self) -> None:
         # Each room registers its offline (rule-based) handlers with the offline provider.
-        pass
+        from evaluation.tutoring import offline as _tutoring_offline  # noqa: F401

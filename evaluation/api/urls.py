@@ -1,3 +1,15 @@
 """REST API routes."""
 
-urlpatterns: list = []
+from django.urls import path
+
+from evaluation.api import views
+
+urlpatterns = [
+    path("evaluation/start", views.start, name="api-evaluation-start"),
+    path("evaluation/status", views.current_status, name="api-evaluation-status"),
+    path("evaluation/runs", views.run_list, name="api-evaluation-runs"),
+    path("evaluation/runs/<str:run_id>", views.run_detail, name="api-evaluation-run"),
+    path("evaluation/runs/<str:run_id>/status", views.run_status, name="api-evaluation-run-status"),
+    path("evaluation/runs/<str:run_id>/retry-evaluation", views.retry_evaluation, name="api-evaluation-retry"),
+    path("evaluation/evaluate-session", views.evaluate_session, name="api-evaluation-session"),
+]

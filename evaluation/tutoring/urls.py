@@ -6,4 +6,6 @@ from evaluation.tutoring import protocol_views
 
 urlpatterns = [
     path("health/db", protocol_views.health_db, name="health-db"),
+    path("sessions", protocol_views.create_session, name="session-create"),
+    path("sessions/<uuid:session_id>", protocol_views.get_session, name="session-detail"),
 ]

@@ -1,0 +1,149 @@
+"""Evaluation API (spec 001's six endpoints plus a per-run status). Thin: validate, call, serialize."""
+
+from django.db.models import Q
+from rest_framework import status
+from rest_framework.decorators import api_view
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from evaluation import selectors, services
+from evaluation.api.serializers import EvaluateSessionSerializer, StartSerializer
+from evaluation.models import EvaluationRun
+from evaluation.models.runs import RunStatus
+
+
+def _error(exc: Exception, code: int) -> Response:
+    return Response({"error": str(exc)}, status=code)
+
+
+@api_view(["POST"])
+def start(request: Request) -> Response:
+    """Start simulated runs in the background: one persona, or 'all', optionally repeated."""
+    body = StartSerializer(data=request.data)
+    body.is_valid(raise_exception=True)
+    data = body.validated_data
+    try:
+        runs = services.run_start(
+            topic_id=data["topic_id"],
+            persona=data.get("persona_file") or data.get("persona") or "average_student.json",
+            max_turns=data["max_turns"],
+            runs_per_persona=data["runs_per_persona"],
+            seed=data["seed"],
+            agent_id=data["target"] or None,
+            provider=data["provider"] or None,
+            cost_limit_usd=data["cost_limit_usd"],
+        )
+    except services.NotFound as exc:
+        return _error(exc, status.HTTP_404_NOT_FOUND)
+    except services.RunLimitReached as exc:
+        return _error(exc, status.HTTP_409_CONFLICT)
+    return Response(
+        {
+            "run_id": runs[0].run_id,
+            "run_ids": [r.run_id for r in runs],
+            "group": runs[0].group or None,
+            "status": "pending",
+        },
+        status=status.HTTP_202_ACCEPTED,
+    )
+
+
+@api_view(["GET"])
+def current_status(request: Request) -> Response:
+    """The newest active run's status (spec 001's polling shape), or idle; ?run_id= for one run."""
+    if request.query_params.get("run_id"):
+        try:
+            return Response(selectors.run_status(services.run_lookup(request.query_params["run_id"])))
+        except services.NotFound as exc:
+            return _error(exc, status.HTTP_404_NOT_FOUND)
+    active = EvaluationRun.objects.filter(status__in=[RunStatus.PENDING, RunStatus.RUNNING]).order_by("-created_at")
+    run = active.first() or EvaluationRun.objects.order_by("-created_at").first()
+    if run is None:
+        return Response(
+            {"status": "idle", "run_id": None, "detail": "", "turn": 0, "max_turns": 0, "error": None, "active_runs": 0}
+        )
+    return Response({**selectors.run_status(run), "active_runs": active.count()})
+
+
+@api_view(["GET"])
+def run_list(request: Request) -> Response:
+    """All runs, newest first; filter with ?source=&persona=&topic=&status=&group=, page with ?limit=&offset=."""
+    runs = selectors.runs_with_results().order_by("-created_at")
+    params = request.query_params
+    filters = Q()
+    if params.get("source"):
+        filters &= Q(source=params["source"])
+    if params.get("persona"):
+        filters &= Q(persona__persona_id=params["persona"])
+    if params.get("topic"):
+        filters &= Q(topic__topic_id=params["topic"])
+    if params.get("status"):
+        filters &= Q(status=params["status"])
+    if params.get("group"):
+        filters &= Q(group=params["group"])
+    try:
+        limit = max(1, min(500, int(params.get("limit", 100))))
+        offset = max(0, int(params.get("offset", 0)))
+    except ValueError:
+        return Response(
+            {"error": "limit, offset: must be integers", "fields": {"limit": ["must be an integer"]}}, status=400
+        )
+    runs = runs.filter(filters)
+    page = [selectors.run_summary(r) for r in runs[offset : offset + limit]]
+    return Response({"count": runs.count(), "results": page})
+
+
+@api_view(["GET"])
+def run_detail(request: Request, run_id: str) -> Response:
+    try:
+        run = services.run_lookup(run_id)
+    except services.NotFound as exc:
+        return _error(exc, status.HTTP_404_NOT_FOUND)
+    ctx = selectors.run_report_context(run)
+    return Response(
+        {
+            **selectors.run_summary(run),
+            **{"status_detail": selectors.run_status(run)},
+            "config": run.config,
+            "messages": ctx["messages"],
+            "evaluation": ctx["evaluation"],
+            "token_usage": run.token_usage,
+            "cost_usd": run.cost_usd,
+            "error": run.error or None,
+            "artifacts_dir": run.artifacts_dir or None,
+        }
+    )
+
+
+@api_view(["GET"])
+def run_status(request: Request, run_id: str) -> Response:
+    try:
+        return Response(selectors.run_status(services.run_lookup(run_id)))
+    except services.NotFound as exc:
+        return _error(exc, status.HTTP_404_NOT_FOUND)
+
+
+@api_view(["POST"])
+def evaluate_session(request: Request) -> Response:
+    body = EvaluateSessionSerializer(data=request.data)
+    body.is_valid(raise_exception=True)
+    try:
+        run = services.session_evaluation_start(
+            session_id=str(body.validated_data["session_id"]), provider=body.validated_data["provider"] or None
+        )
+    except services.NotFound as exc:
+        return _error(exc, status.HTTP_404_NOT_FOUND)
+    except services.RunLimitReached as exc:
+        return _error(exc, status.HTTP_409_CONFLICT)
+    return Response({"run_id": run.run_id, "status": "pending"}, status=status.HTTP_202_ACCEPTED)
+
+
+@api_view(["POST"])
+def retry_evaluation(request: Request, run_id: str) -> Response:
+    try:
+        run = services.run_retry_evaluation_start(run=services.run_lookup(run_id))
+    except services.NotFound as exc:
+        return _error(exc, status.HTTP_404_NOT_FOUND)
+    except services.RunLimitReached as exc:
+        return _error(exc, status.HTTP_409_CONFLICT)
+    return Response({"run_id": run.run_id, "status": "pending"}, status=status.HTTP_202_ACCEPTED)

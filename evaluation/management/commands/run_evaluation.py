@@ -1,0 +1,128 @@
+"""CLI: simulate students against a tutor, judge the conversations and write the reports."""
+
+import sys
+import threading
+from pathlib import Path
+
+from django.core.management.base import BaseCommand, CommandError
+
+from evaluation import services
+from evaluation.conf import setting
+from evaluation.errors import InvalidInput
+from evaluation.models import Topic
+from evaluation.providers import require_keys
+from evaluation.tutoring.batch import execute_batch
+from evaluation.tutoring.judge import DIMENSIONS
+
+SHORT = {
+    "responsiveness": "resp",
+    "explanation_quality": "expl",
+    "emotional_attunement": "emot",
+    "pacing": "pace",
+    "authenticity": "auth",
+}
+
+
+class Command(BaseCommand):
+    help = "Run tutor evaluations: simulated personas talk to a tutor, a judge scores them, reports are written."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--topic-id", help="Topic id (default: the first approved topic)")
+        parser.add_argument("--persona", default="average_student.json", help="Persona file or id, or 'all'")
+        parser.add_argument("--runs-per-persona", type=int, default=1, help="Repeats per persona, for noise reduction")
+        parser.add_argument(
+            "--skip-server", action="store_true", help="Use an already-running server (EVAL_SERVER_URL)"
+        )
+        parser.add_argument("--server-url", default=None, help="Tutor server base URL (default: settings SERVER_URL)")
+        parser.add_argument("--max-turns", type=int, default=20)
+        parser.add_argument("--grade", type=int, default=None, help="Override the simulated student's grade")
+        parser.add_argument(
+            "--provider",
+            default=None,
+            help="Provider for simulator and judge, e.g. offline, openai, anthropic/claude-sonnet-4-6",
+        )
+        parser.add_argument(
+            "--seed", type=int, default=None, help="Seed: the same seed replays the same turn decisions"
+        )
+        parser.add_argument(
+            "--target", default=None, help="Agent id of the tutor under test (default: the reference tutor)"
+        )
+        parser.add_argument("--workers", type=int, default=1, help="Runs at a time in this process")
+        parser.add_argument("--turn-timeout", type=float, default=90.0)
+        parser.add_argument(
+            "--cost-limit", type=float, default=None, help="Stop a run when its estimated cost reaches this (USD)"
+        )
+
+    def handle(self, *args, **opts):
+        topic_id = opts["topic_id"] or Topic.objects.filter(approved=True).values_list("topic_id", flat=True).first()
+        if not topic_id:
+            raise CommandError("--topic-id: no approved topic is loaded; run manage.py load_catalog first")
+        missing = require_keys(["simulator", "judge"], opts["provider"])
+        if missing:
+            raise CommandError("missing API keys:\n  " + "\n  ".join(missing))
+        try:
+            runs = services.run_start(
+                topic_id=topic_id,
+                persona=opts["persona"],
+                max_turns=opts["max_turns"],
+                runs_per_persona=opts["runs_per_persona"],
+                seed=opts["seed"],
+                agent_id=opts["target"],
+                provider=opts["provider"],
+                turn_timeout=opts["turn_timeout"],
+                cost_limit_usd=opts["cost_limit"],
+                enqueue=False,
+            )
+        except (InvalidInput, services.NotFound, services.RunLimitReached) as exc:
+            raise CommandError(str(exc)) from exc
+        if opts["grade"] is not None:
+            for run in runs:
+                run.config["grade"] = opts["grade"]
+                run.save(update_fields=["config"])
+        self.stdout.write(f"Starting {len(runs)} run(s) on topic {topic_id!r} ({opts['workers']} at a time)...")
+        lock = threading.Lock()
+        last: dict[str, str] = {}
+
+        def show(status: dict) -> None:
+            line = f"  {status['run_id']:<48} {status['status']:<19} {status['detail']}"
+            with lock:
+                if last.get(status["run_id"]) != line:
+                    last[status["run_id"]] = line
+                    self.stdout.write(line)
+                    sys.stdout.flush()
+
+        done = execute_batch(
+            runs,
+            workers=opts["workers"],
+            server_url=opts["server_url"],
+            manage_server=not opts["skip_server"],
+            listener=show,
+        )
+        self.print_table(done)
+        failed = [r for r in done if r.status != "completed"]
+        if failed:
+            raise CommandError(f"{len(failed)} run(s) failed: " + "; ".join(f"{r.run_id}: {r.error}" for r in failed))
+
+    def print_table(self, runs):
+        from evaluation.selectors import run_scores
+
+        header = f"{'persona':<22}" + "".join(f"{SHORT[d]:>6}" for d in DIMENSIONS) + f"{'avg':>7}{'turns':>7}  status"
+        self.stdout.write("\n" + header)
+        self.stdout.write("-" * len(header))
+        for run in runs:
+            scores = run_scores(run)
+            cells = "".join(f"{scores[d]:>6g}" if d in scores else f"{'-':>6}" for d in DIMENSIONS)
+            avg = f"{run.overall_score:>7.2f}" if run.overall_score is not None else f"{'-':>7}"
+            name = run.persona.persona_id + (f" r{run.repeat_index}" if run.group and run.repeat_index > 1 else "")
+            self.stdout.write(f"{name:<22}{cells}{avg}{run.turn:>7}  {run.status}")
+        judge = runs[0].judge_label if runs else ""
+        if judge.startswith("offline"):
+            self.stdout.write(
+                "\nScores come from the offline rule-based judge (no LLM); set a provider for an LLM judge."
+            )
+        self.stdout.write(
+            f"\nReports: {Path(setting('RUNS_DIR'))}/<run_id>/ (review.md, problems.md, conversation.md, ...)"
+        )
+        groups = {r.group for r in runs if r.group}
+        for group in groups:
+            self.stdout.write(f"Comparison: {Path(setting('RUNS_DIR')) / group / 'comparison.md'}")

@@ -1,0 +1,136 @@
+"""Reads that several doors share (API, CLI, dashboard, reports)."""
+
+from typing import Any
+
+from django.db.models import Count, Prefetch, QuerySet
+
+from evaluation.models import DimensionScore, EvaluationRun, Problem, RunMessage
+from evaluation.tutoring.personas import persona_as_dict
+from evaluation.tutoring.topics import topic_as_dict
+
+
+def runs_with_results() -> QuerySet[EvaluationRun]:
+    """Runs with persona, topic, scores and message counts loaded in a fixed number of queries."""
+    return (
+        EvaluationRun.objects.select_related("persona", "topic", "agent")
+        .prefetch_related(Prefetch("dimension_scores", queryset=DimensionScore.objects.order_by("id")))
+        .annotate(message_count=Count("messages", distinct=True))
+    )
+
+
+def run_scores(run: EvaluationRun) -> dict[str, float]:
+    return {s.dimension: s.score for s in run.dimension_scores.all()}
+
+
+def run_summary(run: EvaluationRun) -> dict[str, Any]:
+    """Spec 001's run-list entry."""
+    scores = run_scores(run)
+    return {
+        "run_id": run.run_id,
+        "id": str(run.id),
+        "timestamp": run.created_at.isoformat(),
+        "status": run.status,
+        "stage": run.stage,
+        "topic_id": run.topic.topic_id if run.topic else None,
+        "persona_id": run.persona.persona_id if run.persona else None,
+        "message_count": getattr(run, "message_count", None) if hasattr(run, "message_count") else run.messages.count(),
+        "avg_score": run.overall_score,
+        "scores": scores,
+        "source": run.source,
+        "source_session_id": str(run.source_session_id) if run.source_session_id else None,
+        "group": run.group or None,
+        "repeat_index": run.repeat_index,
+    }
+
+
+def run_status(run: EvaluationRun) -> dict[str, Any]:
+    """Spec 001's status shape, for one run."""
+    return {
+        "status": run.stage,
+        "run_status": run.status,
+        "run_id": run.run_id,
+        "detail": run.detail,
+        "turn": run.turn,
+        "max_turns": run.max_turns,
+        "error": run.error or None,
+    }
+
+
+def run_messages(run: EvaluationRun) -> list[dict[str, Any]]:
+    return [
+        {
+            "turn": m.turn,
+            "role": m.role,
+            "content": m.content,
+            "timestamp": m.timestamp.isoformat(),
+            "metadata": m.metadata,
+        }
+        for m in RunMessage.objects.filter(run=run).order_by("turn", "id")
+    ]
+
+
+def run_evaluation(run: EvaluationRun) -> dict[str, Any] | None:
+    scores = list(DimensionScore.objects.filter(run=run).order_by("id"))
+    if not scores:
+        return None
+    problems = Problem.objects.filter(run=run).order_by("rank")
+    return {
+        "scores": {s.dimension: s.score for s in scores},
+        "avg_score": run.overall_score,
+        "dimension_analysis": {s.dimension: s.analysis for s in scores},
+        "problems": [
+            {
+                "rank": p.rank,
+                "title": p.title,
+                "turns": p.turns,
+                "description": p.description,
+                "quote": p.quote,
+                "quote_found": p.quote_found,
+                "severity": p.severity,
+                "root_cause": p.root_cause,
+            }
+            for p in problems
+        ],
+        "summary": run.summary,
+        "judge": run.judge_label,
+        "offline": run.judge_label.startswith("offline/"),
+    }
+
+
+def run_report_context(run: EvaluationRun) -> dict[str, Any]:
+    """Everything the report writers need, from the database alone."""
+    return {
+        "run": {"run_id": run.run_id, "id": str(run.id), "status": run.status, "source": run.source},
+        "config": run.config,
+        "persona": persona_as_dict(run.persona) if run.persona else run.config.get("persona"),
+        "topic": topic_as_dict(run.topic) if run.topic else run.config.get("topic"),
+        "session": {
+            "session_id": str(run.source_session_id) if run.source_session_id else run.config.get("session_id")
+        },
+        "messages": run_messages(run),
+        "evaluation": run_evaluation(run),
+    }
+
+
+def group_runs(group: str) -> list[dict[str, Any]]:
+    """Comparison input: every run of a multi-persona group with its scores and root causes."""
+    runs = (
+        runs_with_results()
+        .filter(group=group)
+        .prefetch_related("problems")
+        .order_by("persona__persona_id", "repeat_index")
+    )
+    out = []
+    for run in runs:
+        out.append(
+            {
+                "run_id": run.run_id,
+                "persona_id": run.persona.persona_id if run.persona else None,
+                "status": run.status,
+                "repeat_index": run.repeat_index,
+                "scores": run_scores(run),
+                "avg_score": run.overall_score,
+                "root_causes": [p.root_cause for p in run.problems.all()],
+            }
+        )
+    return out

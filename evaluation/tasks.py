@@ -1,0 +1,11 @@
+"""django-q2 entry points: take an id, call the service. Workers are synchronous."""
+
+from evaluation.tutoring import pipeline
+
+
+def run_execute_task(run_pk: str) -> str:
+    return pipeline.execute_run(run_pk).status
+
+
+def run_retry_evaluation_task(run_pk: str) -> str:
+    return pipeline.retry_evaluation(run_pk).status

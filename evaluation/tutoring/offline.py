@@ -1,0 +1,286 @@
+"""Rule-based stand-ins for the tutoring roles, used by the offline provider (no network, no key).
+
+- simulator: answers the tutor's problem right or wrong as the turn decision says, in the
+  persona's voice and word budget, showing the behaviours that fired;
+- tutor: a scripted reference tutor that checks answers against the problem set;
+- judge: a transparent judge over measurable signals. Its summaries say that they come from the
+  offline rule-based judge.
+"""
+
+import random
+from typing import Any
+
+from evaluation.providers.base import Request
+from evaluation.providers.offline import register
+from evaluation.text import content_words, ngram_overlap, repeated_ngrams, tokens, word_count
+from evaluation.tutoring.judge import DIMENSIONS
+from evaluation.tutoring.problems import answer_matches, solve
+
+BEHAVIOUR_LINES = {
+    "boredom": ["This is easy.", "Can we do something harder?", "Boring..."],
+    "challenge_request": ["Give me a harder one!", "Too easy, next."],
+    "example_request": ["Can you show me an example?", "Can you explain with an example?"],
+    "pushback": ["No, I'm sure I'm right.", "My way is right though."],
+    "off_topic": ["Did you know my dog can catch a frisbee?", "Do you play Minecraft?", "We had football today!"],
+    "minimal_response": [],
+    "call_out_repetition": ["You said that already.", "Why do you keep saying the same thing?"],
+    "overwhelm": ["That's too much.", "Can you say it simpler?"],
+    "discouragement": ["I'm not good at this.", "I always get these wrong."],
+}
+NEGATIVE_SIGNALS = (
+    "not good",
+    "too much",
+    "don't know",
+    "dont know",
+    "confused",
+    "boring",
+    "easy",
+    "always get",
+    "said that already",
+    "simpler",
+    "harder",
+    "sorry",
+    "not sure",
+    "i don't get",
+)
+
+
+def _clip(text: str, max_words: int) -> str:
+    words = text.split()
+    return " ".join(words[:max_words]) if len(words) > max_words else text
+
+
+@register("simulator")
+def offline_student(request: Request, rng: random.Random) -> str:
+    persona: dict[str, Any] = request.context.get("persona") or {}
+    decision: dict[str, Any] = request.context.get("decision") or {"correct": True, "behaviors": []}
+    tutor_message: str = request.context.get("tutor_message", "")
+    max_words = int((persona.get("response_style") or {}).get("max_words", 25))
+    solved = solve(tutor_message)
+    behaviours = decision.get("behaviors") or []
+    if solved is None:
+        examples = [
+            e for e in (persona.get("response_style") or {}).get("examples", []) if not any(c.isdigit() for c in e)
+        ]
+        return _clip(rng.choice(examples or ["Okay."]), max_words)
+    right, wrong = solved
+    answer = right if decision.get("correct") else wrong
+    if "minimal_response" in behaviours:
+        return rng.choice([answer, f"{answer}?", f"maybe {answer}"])
+    parts = []
+    for name in behaviours:
+        lines = BEHAVIOUR_LINES.get(name)
+        if lines:
+            parts.append(rng.choice(lines))
+    hedge = (
+        rng.choice(["", "I think ", "Is it ", "Umm, "]) if persona.get("correct_answer_probability", 1) < 0.7 else ""
+    )
+    parts.append(f"{hedge}{answer}{'?' if hedge.startswith('Is') else '.'}")
+    return _clip(" ".join(parts), max_words)
+
+
+PRAISE = ["Yes, that's right!", "Correct, well done.", "Great job!", "Exactly right."]
+
+
+@register("tutor")
+def offline_tutor(request: Request, rng: random.Random) -> str | dict[str, Any]:
+    state = request.context["state"]
+    problems = state["problems"]
+    if request.context.get("opening"):
+        return f"Hi! Today we're practising {state['topic']['name'].lower()}. Let's start: {problems[0]['question']}"
+    current = problems[state["index"]]
+    upcoming = problems[state["index"] + 1]["question"] if state["index"] + 1 < len(problems) else None
+    student = request.context.get("student_text", "")
+    correct = answer_matches(student, current["answer"])
+    then = f" Next one: {upcoming}" if upcoming else " That was the last one. Great work today, see you next time!"
+    if correct:
+        return {
+            "reply": f"{rng.choice(PRAISE)} It's {current['answer']}.{then}",
+            "student_correct": True,
+            "move_on": True,
+        }
+    if state["attempts"] + 1 >= 2:
+        reply = f"Not quite. The answer is {current['answer']}. {current['hint']}{then}"
+        return {"reply": reply, "student_correct": False, "move_on": True}
+    if not any(ch.isdigit() for ch in student):
+        return {
+            "reply": f"Let's focus on the problem. {current['question']}",
+            "student_correct": False,
+            "move_on": False,
+        }
+    return {
+        "reply": f"Not quite. {current['hint']} Try again: {current['question']}",
+        "student_correct": False,
+        "move_on": False,
+    }
+
+
+def _clamp(x: float) -> int:
+    return int(max(1, min(10, round(x))))
+
+
+@register("judge")
+def offline_judge(request: Request, rng: random.Random) -> dict[str, Any]:
+    """Scores from signals a reader can check; problems quote the transcript exactly."""
+    messages: list[dict[str, Any]] = request.context.get("messages") or []
+    persona: dict[str, Any] = request.context.get("persona") or {}
+    budget = int((persona.get("response_style") or {}).get("max_words", 25))
+    tutor = [m for m in messages if m["role"] == "tutor"]
+    pairs = [
+        (messages[i], messages[i + 1])
+        for i in range(len(messages) - 1)
+        if messages[i]["role"] == "student" and messages[i + 1]["role"] == "tutor"
+    ]
+    problems: list[dict[str, Any]] = []
+
+    # Responsiveness: does the tutor take up the student's words and respond to signals?
+    signals = [(s, t) for s, t in pairs if any(k in s["content"].lower() for k in NEGATIVE_SIGNALS)]
+    missed = [(s, t) for s, t in signals if not content_words(s["content"]) & content_words(t["content"])]
+    uptake = sum(1 for s, t in pairs if content_words(s["content"]) & content_words(t["content"])) / max(1, len(pairs))
+    responsiveness = 3 + 5 * uptake - 4 * (len(missed) / max(1, len(signals)) if signals else 0) + 2
+    if missed:
+        s, t = missed[0]
+        problems.append(
+            {
+                "title": "Student signal ignored",
+                "turns": [s["turn"], t["turn"]],
+                "severity": "major",
+                "root_cause": "missed_student_signal",
+                "quote": s["content"],
+                "description": f"{len(missed)} of {len(signals)} student signals (confusion, boredom, "
+                "distress) got a reply that did not acknowledge them.",
+            }
+        )
+
+    # Repetition across tutor turns (authenticity, explanation quality).
+    repeated = repeated_ngrams([m["content"] for m in tutor], n=3, min_count=3)
+    overlap = sum(ngram_overlap(a["content"], b["content"]) for a, b in zip(tutor, tutor[1:], strict=False)) / max(
+        1, len(tutor) - 1
+    )
+    authenticity = 9 - 8 * overlap - min(3, len(repeated) / 4)
+    if repeated:
+        phrase, count = repeated[0]
+        hit = next(m for m in tutor if phrase in " ".join(tokens(m["content"])))
+        quote = _original_span(hit["content"], phrase)
+        problems.append(
+            {
+                "title": f"Repeats the phrase '{phrase}'",
+                "turns": [m["turn"] for m in tutor if phrase in " ".join(tokens(m["content"]))][:6],
+                "severity": "major" if count >= 5 else "minor",
+                "root_cause": "repetitive_approach",
+                "quote": quote,
+                "description": f"The same three-word phrase opens or fills {count} tutor turns.",
+            }
+        )
+
+    # Explanation quality: after a wrong answer, does the tutor explain (hint, why) rather than only correct?
+    wrong_followups = [t for s, t in pairs if t["content"].lower().startswith("not quite")]
+    explained = [t for t in wrong_followups if word_count(t["content"]) > 12]
+    explanation = 4 + 4 * (len(explained) / max(1, len(wrong_followups))) - 2 * min(1.0, overlap * 2) + 1
+    gave_away = [t for t in wrong_followups if "the answer is" in t["content"].lower()]
+    if gave_away:
+        t = gave_away[0]
+        problems.append(
+            {
+                "title": "Gives the answer instead of finding the misconception",
+                "turns": [t["turn"]],
+                "severity": "major",
+                "root_cause": "missed_misconception",
+                "quote": _first_sentences(t["content"], 2),
+                "description": f"{len(gave_away)} time(s) the tutor stated the answer after a second wrong try "
+                "without asking how the student reasoned.",
+            }
+        )
+
+    # Pacing: tutor length against what this student can take in (4x the student's word budget).
+    lengths = [word_count(m["content"]) for m in tutor] or [0]
+    too_long = [m for m in tutor if word_count(m["content"]) > 4 * budget]
+    pacing = 9 - 6 * (len(too_long) / max(1, len(tutor)))
+    if persona.get("correct_answer_probability", 0) >= 0.85 and not any(
+        "harder" in m["content"].lower() for m in tutor
+    ):
+        pacing -= 2
+        problems.append(
+            {
+                "title": "Never raises the difficulty for a fast student",
+                "turns": [tutor[-1]["turn"]] if tutor else [],
+                "severity": "minor",
+                "root_cause": "wrong_pacing",
+                "quote": _first_sentences(tutor[-1]["content"], 1) if tutor else "",
+                "description": "The student answered quickly and correctly, yet every problem stayed at the same level.",
+            }
+        )
+    if too_long:
+        m = max(too_long, key=lambda x: word_count(x["content"]))
+        problems.append(
+            {
+                "title": "Replies too long for this student",
+                "turns": [x["turn"] for x in too_long][:6],
+                "severity": "minor",
+                "root_cause": "wrong_pacing",
+                "quote": _first_sentences(m["content"], 1),
+                "description": f"{len(too_long)} replies exceed {4 * budget} words for a student who writes at most {budget}.",
+            }
+        )
+
+    # Emotional attunement: warmth words after negative signals.
+    warm = ("don't worry", "that's okay", "it's okay", "good try", "well done", "great", "you can")
+    warm_after = [t for s, t in signals if any(w in t["content"].lower() for w in warm)]
+    attunement = 4 + 5 * (len(warm_after) / len(signals)) if signals else 7
+    if signals and not warm_after:
+        s, t = signals[0]
+        problems.append(
+            {
+                "title": "No warmth after the student struggled",
+                "turns": [s["turn"], t["turn"]],
+                "severity": "major",
+                "root_cause": "emotional_mismatch",
+                "quote": t["content"][:120].rsplit(" ", 1)[0] if len(t["content"]) > 120 else t["content"],
+                "description": "The student showed frustration or discomfort and the tutor moved on without acknowledging it.",
+            }
+        )
+
+    scores = {
+        "responsiveness": _clamp(responsiveness),
+        "explanation_quality": _clamp(explanation),
+        "emotional_attunement": _clamp(attunement),
+        "pacing": _clamp(pacing),
+        "authenticity": _clamp(authenticity),
+    }
+    analysis = {
+        "responsiveness": f"Student words taken up in {uptake:.0%} of tutor replies; {len(signals) - len(missed)} of {len(signals)} signals acknowledged.",
+        "explanation_quality": f"{len(explained)} of {len(wrong_followups)} corrections came with an explanation; {len(gave_away)} gave the answer away.",
+        "emotional_attunement": f"Warmth after {len(warm_after)} of {len(signals)} negative signals."
+        if signals
+        else "No negative signals to respond to.",
+        "pacing": f"Tutor replies average {sum(lengths) / len(lengths):.0f} words (budget {4 * budget}); {len(too_long)} too long.",
+        "authenticity": f"Mean 3-gram overlap between consecutive tutor turns {overlap:.2f}; {len(repeated)} phrases repeated in 3+ turns.",
+    }
+    order = {"critical": 0, "major": 1, "minor": 2}
+    problems.sort(key=lambda p: order[p["severity"]])
+    worst = min(scores, key=lambda d: scores[d])
+    summary = (
+        f"[offline rule-based judge] Scores come from measurable signals, not an LLM. Average "
+        f"{sum(scores.values()) / len(scores):.1f}/10 over {len(tutor)} tutor turns; weakest: {worst}."
+    )
+    assert set(scores) == set(DIMENSIONS)
+    return {"scores": scores, "dimension_analysis": analysis, "problems": problems[:5], "summary": summary}
+
+
+def _first_sentences(text: str, n: int) -> str:
+    out, count = "", 0
+    for ch in text:
+        out += ch
+        if ch in ".!?" and (count := count + 1) >= n:
+            break
+    return out.strip()
+
+
+def _original_span(text: str, phrase: str) -> str:
+    """The phrase as written in text (original case and punctuation), for an exact quote."""
+    words = phrase.split()
+    raw = text.split()
+    for i in range(len(raw) - len(words) + 1):
+        if [" ".join(tokens(w)) for w in raw[i : i + len(words)]] == words:
+            return " ".join(raw[i : i + len(words)]).strip(".,!?")
+    return phrase

@@ -1,0 +1,228 @@
+"""Report artefacts (spec 001): one folder per run with eight files, and comparison reports.
+
+Everything here is a pure function of a context dict (built by selectors from the database), so
+the same report can be written again at any time from what is stored.
+"""
+
+import json
+import statistics
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from evaluation.tutoring.judge import SUGGESTED_FIXES, format_transcript
+
+ARTIFACTS = (
+    "config.json",
+    "conversation.json",
+    "conversation.md",
+    "evaluation.json",
+    "review.md",
+    "problems.md",
+    "run.log",
+)
+
+
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+
+
+def _json(data: Any) -> str:
+    return json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n"
+
+
+def bar(score: float, scale: int = 10) -> str:
+    filled = int(round(score))
+    return "█" * filled + "░" * (scale - filled)
+
+
+def persona_header(persona: dict[str, Any] | None) -> list[str]:
+    if not persona:
+        return ["**Student:** (real session, no persona)", ""]
+    return [
+        f"**Student:** {persona['name']} (`{persona['persona_id']}`), grade {persona['grade']}, "
+        f"correct-answer probability {persona['correct_answer_probability']:.0%}",
+        f"> {persona.get('description', '')}",
+        "",
+    ]
+
+
+def write_run_reports(folder: Path, ctx: dict[str, Any]) -> list[Path]:
+    """Write config, conversation (json + md), evaluation, review and problems; run.log is the runner's."""
+    run, persona, messages, evaluation = ctx["run"], ctx.get("persona"), ctx["messages"], ctx.get("evaluation")
+    _write(folder / "config.json", _json(ctx["config"]))
+    _write(
+        folder / "conversation.json",
+        _json(
+            {"run_id": run["run_id"], "session": ctx.get("session", {}), "config": ctx["config"], "messages": messages}
+        ),
+    )
+    md = [f"# Conversation {run['run_id']}", "", *persona_header(persona)]
+    if ctx.get("topic"):
+        md += [f"**Topic:** {ctx['topic']['name']} (grade {ctx['topic']['grade']})", ""]
+    for m in messages:
+        md.append(f"**[Turn {m['turn']}] {m['role'].upper()}:** {m['content']}")
+        decision = (m.get("metadata") or {}).get("turn_decision")
+        if decision:
+            extra = f"; mistake: {decision['mistake']}" if decision.get("mistake") else ""
+            behaviours = f"; behaviours: {', '.join(decision['behaviors'])}" if decision.get("behaviors") else ""
+            md.append(
+                f"  _(simulator: {'correct' if decision['correct'] else 'incorrect'}, roll {decision['roll']:.3f} vs {decision['probability']}{extra}{behaviours})_"
+            )
+        md.append("")
+    _write(folder / "conversation.md", "\n".join(md))
+    written = [folder / name for name in ("config.json", "conversation.json", "conversation.md")]
+    if evaluation:
+        _write(folder / "evaluation.json", _json(evaluation))
+        _write(folder / "review.md", review_markdown(ctx))
+        _write(folder / "problems.md", problems_markdown(ctx))
+        written += [folder / "evaluation.json", folder / "review.md", folder / "problems.md"]
+    return written
+
+
+def review_markdown(ctx: dict[str, Any]) -> str:
+    run, evaluation = ctx["run"], ctx["evaluation"]
+    lines = [f"# Review: {run['run_id']}", "", *persona_header(ctx.get("persona"))]
+    lines += [
+        f"**Judge:** {evaluation['judge']}"
+        + (
+            " (offline rule-based judge: scores come from measurable signals, not an LLM)"
+            if evaluation.get("offline")
+            else ""
+        ),
+        "",
+    ]
+    lines += ["## Scores", "", "| dimension | score | |", "|---|---|---|"]
+    for name, score in evaluation["scores"].items():
+        lines.append(f"| {name.replace('_', ' ')} | {score:g}/10 | `{bar(score)}` |")
+    lines += [f"| **average** | **{evaluation['avg_score']:g}/10** | `{bar(evaluation['avg_score'])}` |", ""]
+    lines += ["## Summary", "", evaluation["summary"], "", "## Analysis", ""]
+    for name, text in evaluation["dimension_analysis"].items():
+        lines += [f"### {name.replace('_', ' ').title()} ({evaluation['scores'].get(name, 0):g}/10)", "", text, ""]
+    if evaluation["problems"]:
+        lines += ["## Problems", ""]
+        for p in evaluation["problems"]:
+            lines += [
+                f"{p['rank']}. **[{p['severity']}] {p['title']}** (turns {', '.join(map(str, p['turns']))}; {p['root_cause']})",
+                f"   {p['description']}",
+                f"   > {p['quote']}" + ("" if p["quote_found"] else "  _(quote not found in the transcript)_"),
+                "",
+            ]
+    return "\n".join(lines)
+
+
+def problems_markdown(ctx: dict[str, Any]) -> str:
+    run, problems = ctx["run"], ctx["evaluation"]["problems"]
+    lines = [f"# Problems: {run['run_id']}", "", *persona_header(ctx.get("persona"))]
+    if not problems:
+        return "\n".join(lines + ["No problems identified."]) + "\n"
+    lines += ["## Overview", "", "| # | severity | root cause | title | turns |", "|---|---|---|---|---|"]
+    for p in problems:
+        lines.append(
+            f"| {p['rank']} | {p['severity']} | {p['root_cause']} | {p['title']} | {', '.join(map(str, p['turns']))} |"
+        )
+    counts = Counter(p["root_cause"] for p in problems)
+    lines += ["", "## Root cause distribution", "", "| root cause | count |", "|---|---|"]
+    lines += [f"| {cause} | {n} |" for cause, n in counts.most_common()]
+    lines += ["", "## Details", ""]
+    for p in problems:
+        lines += [
+            f"### {p['rank']}. {p['title']}",
+            "",
+            f"- severity: {p['severity']}",
+            f"- root cause: {p['root_cause']}",
+            f"- turns: {', '.join(map(str, p['turns']))}",
+            "",
+            p["description"],
+            "",
+            f"> {p['quote']}",
+            "",
+        ]
+        if not p["quote_found"]:
+            lines += ["_Warning: this quote does not occur in the transcript._", ""]
+    lines += ["## Suggested fixes", ""]
+    lines += [f"- **{cause}**: {SUGGESTED_FIXES.get(cause, SUGGESTED_FIXES['other'])}" for cause in counts]
+    return "\n".join(lines) + "\n"
+
+
+def write_error(folder: Path, when: str, error: str, traceback_text: str) -> Path:
+    path = folder / "error.txt"
+    _write(path, f"time: {when}\nerror: {error}\n\n{traceback_text}")
+    return path
+
+
+def comparison_data(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per persona: every run's scores, the mean and spread per dimension (from the data's own dimensions)."""
+    by_persona: dict[str, list[dict[str, Any]]] = {}
+    for r in runs:
+        by_persona.setdefault(r["persona_id"] or "session", []).append(r)
+    personas = {}
+    for persona_id, items in sorted(by_persona.items()):
+        scored = [r for r in items if r.get("scores")]
+        dims = (
+            sorted(
+                {d for r in scored for d in r["scores"]},
+                key=lambda d: list(scored[0]["scores"]).index(d) if d in scored[0]["scores"] else 99,
+            )
+            if scored
+            else []
+        )
+        means = {d: round(statistics.fmean([r["scores"][d] for r in scored if d in r["scores"]]), 2) for d in dims}
+        spread = {d: round(statistics.pstdev([r["scores"][d] for r in scored if d in r["scores"]]), 2) for d in dims}
+        avgs = [r["avg_score"] for r in scored if r.get("avg_score") is not None]
+        personas[persona_id] = {
+            "runs": items,
+            "mean_scores": means,
+            "spread": spread,
+            "avg_score": round(statistics.fmean(avgs), 2) if avgs else None,
+            "avg_spread": round(statistics.pstdev(avgs), 2) if avgs else None,
+        }
+    causes = Counter(c for r in runs for c in r.get("root_causes", []))
+    return {"personas": personas, "root_causes": dict(causes.most_common()), "run_count": len(runs)}
+
+
+def write_comparison(folder: Path, group: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
+    data = {"group": group, **comparison_data(runs)}
+    _write(folder / "comparison.json", _json(data))
+    dims: list[str] = []
+    for p in data["personas"].values():
+        dims += [d for d in p["mean_scores"] if d not in dims]
+    repeats = max((len(p["runs"]) for p in data["personas"].values()), default=1)
+    lines = [
+        f"# Comparison {group}",
+        "",
+        f"{data['run_count']} runs" + (f", up to {repeats} per persona (mean ± spread)" if repeats > 1 else ""),
+        "",
+    ]
+    lines += [
+        "| persona | " + " | ".join(d.replace("_", " ") for d in dims) + " | average |",
+        "|---" * (len(dims) + 2) + "|",
+    ]
+    for persona_id, p in data["personas"].items():
+        cells = [
+            (f"{p['mean_scores'][d]:g}" + (f" ± {p['spread'][d]:g}" if repeats > 1 else ""))
+            if d in p["mean_scores"]
+            else "-"
+            for d in dims
+        ]
+        avg = (
+            "failed"
+            if p["avg_score"] is None
+            else f"{p['avg_score']:g}" + (f" ± {p['avg_spread']:g}" if repeats > 1 else "")
+        )
+        lines.append(f"| {persona_id} | " + " | ".join(cells) + f" | {avg} |")
+    if repeats > 1:
+        lines += ["", "## Runs", "", "| persona | run | status | average |", "|---|---|---|---|"]
+        for persona_id, p in data["personas"].items():
+            for r in p["runs"]:
+                lines.append(
+                    f"| {persona_id} | {r['run_id']} | {r['status']} | {r.get('avg_score') if r.get('avg_score') is not None else '-'} |"
+                )
+    lines += ["", "## Root causes", "", "| root cause | count |", "|---|---|"]
+    lines += [f"| {c} | {n} |" for c, n in data["root_causes"].items()] or ["| (none) | 0 |"]
+    _write(folder / "comparison.md", "\n".join(lines) + "\n")
+    return data
+
+
+__all__ = ["ARTIFACTS", "format_transcript", "write_comparison", "write_error", "write_run_reports"]

@@ -1,0 +1,296 @@
+"""The session runner: drives a conversation between the student simulator and a tutor agent.
+
+Targets: a server speaking the session protocol (REST + WebSocket, docs/session-protocol.md,
+the reference tutor included) and an OpenAI-compatible chat endpoint with a system prompt. The
+runner reports every message through on_message as it happens, so nothing received is lost if
+the conversation breaks, and logs every event to run.log with millisecond timestamps.
+"""
+
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import websockets
+
+from evaluation.providers import LLM, Message
+from evaluation.tutoring.simulator import StudentSimulator
+
+OnMessage = Callable[[dict[str, Any]], Awaitable[None]]
+
+
+class RunLog:
+    """Append-only run.log with millisecond timestamps."""
+
+    def __init__(self, path: Path | None):
+        self.path = path
+        if path:
+            path.parent.mkdir(parents=True, exist_ok=True)
+
+    def __call__(self, event: str) -> None:
+        if self.path is None:
+            return
+        stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+        with self.path.open("a", encoding="utf-8") as f:
+            f.write(f"{stamp} {event}\n")
+
+
+class TutorUnavailable(Exception):
+    """The tutor could not be reached, closed the conversation or stopped answering."""
+
+
+@dataclass
+class SessionResult:
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    session_id: str | None = None
+    final_state: dict[str, Any] = field(default_factory=dict)
+    ended_by: str = ""
+    """"max_turns", "is_complete" or "error"."""
+    error: str | None = None
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat()
+
+
+def _http_json(method: str, url: str, body: dict[str, Any] | None, headers: dict[str, str], timeout: float) -> Any:
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(
+        url, data=data, method=method, headers={"content-type": "application/json", **headers}
+    )
+    with urllib.request.urlopen(request, timeout=timeout) as response:
+        return json.loads(response.read() or b"null")
+
+
+def health_ok(base_url: str, timeout: float = 2.0) -> bool:
+    try:
+        return _http_json("GET", f"{base_url}/health/db", None, {}, timeout).get("status") == "ok"
+    except (OSError, ValueError, urllib.error.URLError):
+        return False
+
+
+class Conversation:
+    """Shared loop bookkeeping: message numbering, on_message, logging."""
+
+    def __init__(self, on_message: OnMessage, log: RunLog):
+        self.on_message = on_message
+        self.log = log
+        self.result = SessionResult()
+
+    async def add(self, role: str, content: str, metadata: dict[str, Any] | None = None) -> dict[str, Any]:
+        message = {
+            "turn": len(self.result.messages) + 1,
+            "role": role,
+            "content": content,
+            "timestamp": _now(),
+            "metadata": metadata or {},
+        }
+        self.result.messages.append(message)
+        self.log(f"{role.upper()} [{message['turn']}] {content}")
+        await self.on_message(message)
+        return message
+
+
+class ProtocolTarget:
+    """A tutor reached as a real student reaches it: POST /sessions, then the WebSocket."""
+
+    def __init__(self, base_url: str, auth_header: str = ""):
+        self.base_url = base_url.rstrip("/")
+        self.headers = {"Authorization": auth_header} if auth_header else {}
+
+    @property
+    def ws_base(self) -> str:
+        return "ws" + self.base_url[len("http") :] if self.base_url.startswith("http") else self.base_url
+
+    async def converse(
+        self,
+        simulator: StudentSimulator,
+        topic_id: str,
+        *,
+        max_turns: int,
+        turn_timeout: float,
+        on_message: OnMessage,
+        log: RunLog,
+    ) -> SessionResult:
+        conv = Conversation(on_message, log)
+        result = conv.result
+        log(f"target {self.base_url}: health check")
+        if not await asyncio.to_thread(health_ok, self.base_url):
+            raise TutorUnavailable(f"tutor unreachable: {self.base_url}/health/db did not answer ok")
+        try:
+            created = await asyncio.to_thread(
+                _http_json,
+                "POST",
+                f"{self.base_url}/sessions",
+                {"topic_id": topic_id, "user": "eval-student"},
+                self.headers,
+                30,
+            )
+        except urllib.error.HTTPError as exc:
+            raise TutorUnavailable(
+                f"POST /sessions answered HTTP {exc.code}: {exc.read()[:300].decode(errors='replace')}"
+            ) from exc
+        except OSError as exc:
+            raise TutorUnavailable(f"POST /sessions failed: {exc}") from exc
+        result.session_id = created["session_id"]
+        log(f"session {result.session_id} created")
+        url = f"{self.ws_base}/sessions/ws/{result.session_id}"
+        try:
+            async with websockets.connect(url, additional_headers=self.headers, open_timeout=turn_timeout) as ws:
+                log(f"websocket open {url}")
+                reply = await self._await_assistant(ws, turn_timeout, log)
+                await conv.add("tutor", reply["content"])
+                turns = 0
+                while True:
+                    if reply.get("is_complete"):
+                        result.ended_by = "is_complete"
+                        break
+                    if turns >= max_turns:
+                        result.ended_by = "max_turns"
+                        break
+                    turns += 1
+                    transcript = [{"role": m["role"], "content": m["content"]} for m in result.messages]
+                    text, decision = await simulator.respond(transcript, turns)
+                    await conv.add("student", text, {"turn_decision": decision.as_dict()})
+                    await ws.send(json.dumps({"type": "student_message", "content": text}))
+                    reply = await self._await_assistant(ws, turn_timeout, log)
+                    await conv.add("tutor", reply["content"], {"is_complete": bool(reply.get("is_complete"))})
+        except websockets.ConnectionClosed as exc:
+            raise TutorUnavailable(
+                f"the tutor closed the WebSocket (code {exc.rcvd.code if exc.rcvd else 'none'})"
+            ) from exc
+        except (OSError, websockets.InvalidHandshake) as exc:
+            raise TutorUnavailable(f"WebSocket {url} failed: {exc}") from exc
+        log(f"conversation ended: {result.ended_by}")
+        try:
+            result.final_state = await asyncio.to_thread(
+                _http_json, "GET", f"{self.base_url}/sessions/{result.session_id}", None, self.headers, 30
+            )
+        except (OSError, ValueError) as exc:
+            log(f"final state not fetched: {exc}")
+        return result
+
+    @staticmethod
+    async def _await_assistant(ws: Any, timeout: float, log: RunLog) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TutorUnavailable(f"no tutor reply within {timeout:g}s")
+            try:
+                raw = await asyncio.wait_for(ws.recv(), remaining)
+            except TimeoutError:
+                raise TutorUnavailable(f"no tutor reply within {timeout:g}s") from None
+            frame = json.loads(raw)
+            kind = frame.get("type")
+            log(f"ws <- {kind}")
+            if kind == "assistant":
+                return frame
+            if kind == "error":
+                raise TutorUnavailable(f"tutor error: {frame.get('message')}")
+
+
+class ChatTarget:
+    """An OpenAI-compatible chat endpoint with a system prompt: no server, the runner holds the history."""
+
+    def __init__(self, llm: LLM, system_prompt: str):
+        self.llm = llm
+        self.system_prompt = system_prompt
+
+    async def converse(
+        self,
+        simulator: StudentSimulator,
+        topic_id: str,
+        *,
+        max_turns: int,
+        turn_timeout: float,
+        on_message: OnMessage,
+        log: RunLog,
+    ) -> SessionResult:
+        conv = Conversation(on_message, log)
+        self.llm.timeout = turn_timeout
+        history = [
+            Message("system", self.system_prompt),
+            Message("user", "(The student has joined. Greet them and begin.)"),
+        ]
+        for turn in range(max_turns + 1):
+            reply = (await self.llm.acall(history)).text.strip()
+            history.append(Message("assistant", reply))
+            await conv.add("tutor", reply)
+            if turn == max_turns:
+                break
+            transcript = [{"role": m["role"], "content": m["content"]} for m in conv.result.messages]
+            text, decision = await simulator.respond(transcript, turn + 1)
+            history.append(Message("user", text))
+            await conv.add("student", text, {"turn_decision": decision.as_dict()})
+        conv.result.ended_by = "max_turns"
+        return conv.result
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def managed_server(
+    env: dict[str, str] | None = None, *, startup_timeout: float = 60.0, log_path: Path | None = None
+) -> Iterator[str]:
+    """Start daphne (HTTP + WebSocket) as a subprocess, wait for /health/db, stop it on exit.
+
+    Its output goes to a log file (never an unread pipe, which would block it once full).
+    """
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    root = Path(__file__).resolve().parents[2]
+    log_path = log_path or Path(tempfile.gettempdir()) / f"eval-tutor-server-{port}.log"
+    log_file = log_path.open("wb")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "daphne", "-v", "1", "-b", "127.0.0.1", "-p", str(port), "evalproject.asgi:application"],
+        cwd=root,
+        env={**os.environ, **(env or {})},
+        stdout=log_file,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        deadline = time.monotonic() + startup_timeout
+        while not health_ok(url, timeout=1.0):
+            if process.poll() is not None:
+                err = log_path.read_text(errors="replace")[-2000:]
+                raise TutorUnavailable(f"the tutor server exited during start-up (log {log_path}):\n{err}")
+            if time.monotonic() > deadline:
+                raise TutorUnavailable(f"the tutor server did not become healthy within {startup_timeout:g}s")
+            time.sleep(0.1)
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+        log_file.close()
+
+
+@contextmanager
+def tutor_server(url: str, *, manage: bool = True) -> Iterator[str]:
+    """Use the server at url when it is healthy; otherwise (if allowed) start one for the duration."""
+    if health_ok(url):
+        yield url
+        return
+    if not manage:
+        raise TutorUnavailable(f"tutor unreachable: {url}/health/db did not answer ok (and server management is off)")
+    with managed_server() as started:
+        yield started

@@ -1,0 +1,81 @@
+"""The reference tutor's sessions: create one, advance it by a student message, read it back."""
+
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from evaluation.errors import FieldProblem, InvalidInput
+from evaluation.models import Topic, TutoringSession
+from evaluation.providers import get_llm
+from evaluation.tutoring import tutor
+from evaluation.tutoring.topics import topic_as_dict
+
+
+class SessionComplete(Exception):
+    """The session has ended; no more student messages are taken."""
+
+
+def session_create(*, topic_id: str, user: str = "eval-student") -> TutoringSession:
+    topic = Topic.objects.filter(topic_id=topic_id).first()
+    if topic is None:
+        raise InvalidInput([FieldProblem("topic_id", f"no topic {topic_id!r}")])
+    session = TutoringSession(topic=topic, user=user or "eval-student")
+    session.state = tutor.initial_state(topic_as_dict(topic), str(session.id))
+    session.save()
+    return session
+
+
+def _append(session: TutoringSession, role: str, content: str) -> dict[str, Any]:
+    entry = {
+        "role": role,
+        "content": content,
+        "turn": len(session.full_conversation_log) + 1,
+        "timestamp": timezone.now().isoformat(),
+    }
+    session.full_conversation_log.append(entry)
+    session.conversation_history.append({"role": "teacher" if role == "tutor" else role, "content": content})
+    return entry
+
+
+def session_open(session_id: str) -> dict[str, Any] | None:
+    """The tutor's opening message, written once; None when the session already has one."""
+    with transaction.atomic():
+        session = TutoringSession.objects.select_for_update().get(pk=session_id)
+        if session.full_conversation_log:
+            return None
+        reply, _ = tutor.tutor_turn(session.state, [], None, get_llm("tutor"))
+        entry = _append(session, "tutor", reply)
+        session.save()
+    return entry
+
+
+def session_advance(session_id: str, student_text: str) -> tuple[dict[str, Any], bool]:
+    """Record the student's message and the tutor's reply; returns (tutor entry, is_complete)."""
+    session = TutoringSession.objects.get(pk=session_id)
+    if session.is_complete:
+        raise SessionComplete("this session is complete")
+    history = list(session.full_conversation_log)
+    _append(session, "student", student_text)
+    reply, complete = tutor.tutor_turn(
+        session.state, history + [session.full_conversation_log[-1]], student_text, get_llm("tutor")
+    )
+    entry = _append(session, "tutor", reply)
+    session.is_complete = complete
+    session.save()
+    return entry, complete
+
+
+def session_public_state(session: TutoringSession) -> dict[str, Any]:
+    state = session.state or {}
+    problems = state.get("problems") or []
+    return {
+        "session_id": str(session.id),
+        "topic_id": session.topic.topic_id,
+        "user": session.user,
+        "is_complete": session.is_complete,
+        "problem_index": state.get("index", 0),
+        "problem_count": len(problems),
+        "turn": state.get("turn", 0),
+        "message_count": len(session.full_conversation_log),
+    }

@@ -1,0 +1,81 @@
+"""The built-in reference tutor: a grounded LLM tutor that works through a topic's problems.
+
+It keeps its place in the session state (problem index, attempts); the LLM is told the current
+problem and its answer and replies with JSON saying what it wrote and whether to move on.
+"""
+
+from typing import Any
+
+from evaluation.providers import LLM, Message
+from evaluation.tutoring.problems import problems_for
+
+TUTOR_SCHEMA = {
+    "type": "object",
+    "required": ["reply", "student_correct", "move_on"],
+    "properties": {
+        "reply": {"type": "string", "minLength": 1},
+        "student_correct": {"type": "boolean"},
+        "move_on": {"type": "boolean"},
+    },
+}
+MAX_ATTEMPTS = 2
+
+
+def initial_state(topic: dict[str, Any], session_id: str, problem_count: int = 8) -> dict[str, Any]:
+    return {
+        "topic": topic,
+        "problems": [p.as_dict() for p in problems_for(topic["topic_id"], session_id, problem_count)],
+        "index": 0,
+        "attempts": 0,
+        "turn": 0,
+    }
+
+
+def system_prompt(state: dict[str, Any]) -> str:
+    topic = state["topic"]
+    return "\n".join(
+        [
+            f"You are a warm, patient maths tutor teaching a grade {topic['grade']} student: {topic['name']}.",
+            "Learning objectives: " + "; ".join(topic.get("learning_objectives") or []),
+            "Watch for these misconceptions: " + "; ".join(topic.get("common_misconceptions") or []),
+            "Work through one problem at a time. Keep replies short, adapt to the student's mood and pace, and vary "
+            "your wording. When the student is wrong, find the misconception rather than just giving the answer.",
+            'Reply with JSON: {"reply": what you say, "student_correct": bool, "move_on": bool}. Move on when the '
+            f"student is right or has tried {MAX_ATTEMPTS} times; when moving on, end your reply with the next problem.",
+        ]
+    )
+
+
+def tutor_turn(
+    state: dict[str, Any], history: list[dict[str, Any]], student_text: str | None, llm: LLM
+) -> tuple[str, bool]:
+    """Advance the session by one tutor message; mutates state; returns (reply, is_complete)."""
+    problems = state["problems"]
+    state["turn"] += 1
+    if student_text is None:
+        first = problems[0]["question"]
+        messages = [Message("system", system_prompt(state)), Message("user", f"(Greet the student and ask: {first})")]
+        result = llm.call(messages, context={"state": state, "opening": True})
+        return result.text.strip(), False
+    current = problems[state["index"]]
+    upcoming = problems[state["index"] + 1]["question"] if state["index"] + 1 < len(problems) else None
+    situation = (
+        f"Current problem: {current['question']} (answer: {current['answer']}; hint: {current['hint']}). "
+        f"Attempts so far on it: {state['attempts']}. "
+        + (
+            f"Next problem: {upcoming}."
+            if upcoming
+            else "This is the last problem: when done, close the session warmly."
+        )
+    )
+    messages = [Message("system", system_prompt(state) + "\n\n" + situation)]
+    for m in history[-12:]:
+        messages.append(Message("assistant" if m["role"] == "tutor" else "user", m["content"]))
+    result = llm.call(messages, schema=TUTOR_SCHEMA, context={"state": state, "student_text": student_text})
+    data = result.data
+    state["attempts"] += 1
+    if data["move_on"] or state["attempts"] >= MAX_ATTEMPTS + 1:
+        state["index"] += 1
+        state["attempts"] = 0
+    complete = state["index"] >= len(problems)
+    return data["reply"].strip(), complete
