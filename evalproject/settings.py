@@ -88,9 +88,15 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # take the write lock when a transaction begins (no lock-upgrade deadlocks between processes),
     # and let readers work while one writer writes (WAL).
     DATABASES["default"].setdefault("OPTIONS", {}).update(
-        {"timeout": 30, "transaction_mode": "IMMEDIATE", "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"}
+        {
+            "timeout": 30,
+            "transaction_mode": "IMMEDIATE",
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        }
     )
     DATABASES["default"]["CONN_MAX_AGE"] = 0
+    # A file, not memory, so that the test suite's tutor server and worker processes share it.
+    DATABASES["default"]["TEST"] = {"NAME": str(DATA_DIR / "test_db.sqlite3")}
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

@@ -31,6 +31,16 @@ class Meter:
         self.by_role: dict[str, Usage] = {}
         self._lock = threading.Lock()
 
+    def restore(self, saved: dict, cost_usd: float) -> "Meter":
+        """Continue from totals stored earlier (as_dict's shape), e.g. when a run is re-evaluated."""
+        fields = ("input_tokens", "output_tokens", "thinking_tokens", "calls")
+        self.usage = Usage(**{k: int(saved.get(k, 0)) for k in fields})
+        self.by_role = {
+            role: Usage(**{k: int(u.get(k, 0)) for k in fields}) for role, u in (saved.get("by_role") or {}).items()
+        }
+        self.cost_usd = float(cost_usd or 0.0)
+        return self
+
     def check(self) -> None:
         if self.limit_usd is not None and self.cost_usd >= self.limit_usd:
             raise CostLimitReached(f"cost limit reached: ${self.cost_usd:.4f} spent of a ${self.limit_usd:.4f} limit")

@@ -73,8 +73,8 @@ def _meter(run: EvaluationRun) -> Meter:
     def save(meter: Meter) -> None:
         EvaluationRun.objects.filter(pk=run.pk).update(token_usage=meter.as_dict(), cost_usd=meter.cost_usd)
 
-    meter = Meter(limit_usd=run.cost_limit_usd, on_change=save)
-    return meter
+    stored = EvaluationRun.objects.values("token_usage", "cost_usd").get(pk=run.pk)
+    return Meter(limit_usd=run.cost_limit_usd, on_change=save).restore(stored["token_usage"] or {}, stored["cost_usd"])
 
 
 def _override(run: EvaluationRun) -> str | None:

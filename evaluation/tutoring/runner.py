@@ -247,7 +247,11 @@ def free_port() -> int:
 
 @contextmanager
 def managed_server(
-    env: dict[str, str] | None = None, *, startup_timeout: float = 60.0, log_path: Path | None = None
+    env: dict[str, str] | None = None,
+    *,
+    startup_timeout: float = 60.0,
+    log_path: Path | None = None,
+    app: str = "evalproject.asgi:application",
 ) -> Iterator[str]:
     """Start daphne (HTTP + WebSocket) as a subprocess, wait for /health/db, stop it on exit.
 
@@ -259,7 +263,7 @@ def managed_server(
     log_path = log_path or Path(tempfile.gettempdir()) / f"eval-tutor-server-{port}.log"
     log_file = log_path.open("wb")
     process = subprocess.Popen(
-        [sys.executable, "-m", "daphne", "-v", "1", "-b", "127.0.0.1", "-p", str(port), "evalproject.asgi:application"],
+        [sys.executable, "-m", "daphne", "-v", "1", "-b", "127.0.0.1", "-p", str(port), app],
         cwd=root,
         env={**os.environ, **(env or {})},
         stdout=log_file,

@@ -49,7 +49,7 @@ def test_missing_key_is_named_before_starting(monkeypatch):
 
 
 def test_offline_is_deterministic():
-    llm = get_llm("tutor", override="offline")
+    llm = get_llm("gate", override="offline")
     messages = [Message("user", "hello")]
     first, second = llm.call(messages), llm.call(messages)
     assert first.text == second.text and first.provider == "offline"

@@ -1,0 +1,61 @@
+"""A misbehaving tutor that speaks the session protocol, served by daphne in fault tests.
+
+FAKE_TUTOR_MODE: "close" closes the socket after the first student message; "silent" never
+answers it; "error" answers with an error frame.
+"""
+
+import json
+import os
+import uuid
+
+
+async def app(scope, receive, send):
+    mode = os.environ.get("FAKE_TUTOR_MODE", "close")
+    if scope["type"] == "lifespan":
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+    if scope["type"] == "http":
+        while (await receive()).get("more_body"):
+            pass
+        if scope["path"] == "/health/db":
+            body = {"status": "ok"}
+        elif scope["path"] == "/sessions" and scope["method"] == "POST":
+            body = {"session_id": str(uuid.uuid4()), "is_complete": False}
+        else:
+            body = {"session_id": scope["path"].rsplit("/", 1)[-1], "is_complete": False}
+        data = json.dumps(body).encode()
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 201 if scope["method"] == "POST" else 200,
+                "headers": [(b"content-type", b"application/json")],
+            }
+        )
+        await send({"type": "http.response.body", "body": data})
+        return
+    if scope["type"] == "websocket":
+        await receive()  # websocket.connect
+        await send({"type": "websocket.accept"})
+        await send(
+            {
+                "type": "websocket.send",
+                "text": json.dumps({"type": "assistant", "content": "Hello! What is 2 + 3?", "is_complete": False}),
+            }
+        )
+        while True:
+            message = await receive()
+            if message["type"] == "websocket.disconnect":
+                return
+            if mode == "close":
+                await send({"type": "websocket.close", "code": 1011})
+                return
+            if mode == "error":
+                await send(
+                    {"type": "websocket.send", "text": json.dumps({"type": "error", "message": "tutor crashed"})}
+                )
+            # "silent": say nothing

@@ -1,0 +1,100 @@
+"""The session protocol of the reference tutor, driven by the websockets client against daphne."""
+
+import asyncio
+import json
+import urllib.error
+import urllib.request
+import uuid
+
+import pytest
+import websockets
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def http(method, url, body=None):
+    request = urllib.request.Request(
+        url,
+        data=json.dumps(body).encode() if body is not None else None,
+        method=method,
+        headers={"content-type": "application/json"},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def test_health_and_session_rest(server):
+    assert http("GET", f"{server}/health/db") == (
+        200,
+        {"status": "ok", "database": http("GET", f"{server}/health/db")[1]["database"]},
+    )
+    status, created = http("POST", f"{server}/sessions", {"topic_id": "comparing-decimals"})
+    assert status == 201 and created["user"] == "eval-student" and created["problem_count"] == 8
+    status, state = http("GET", f"{server}/sessions/{created['session_id']}")
+    assert status == 200 and state["full_conversation_log"] == [] and state["is_complete"] is False
+
+
+@pytest.mark.parametrize(
+    ("body", "code", "needle"),
+    [({"topic_id": "no-such-topic"}, 404, "no topic 'no-such-topic'"), ({}, 400, "topic_id: is required")],
+)
+def test_session_create_bad_input(server, body, code, needle):
+    status, answer = http("POST", f"{server}/sessions", body)
+    assert status == code and needle in answer["error"]
+
+
+def test_unknown_session_is_404(server):
+    status, answer = http("GET", f"{server}/sessions/{uuid.uuid4()}")
+    assert status == 404 and "no session" in answer["error"]
+
+
+async def frames_until(ws, kind, timeout=10):
+    seen = []
+    while True:
+        frame = json.loads(await asyncio.wait_for(ws.recv(), timeout))
+        seen.append(frame)
+        if frame["type"] == kind:
+            return seen
+
+
+def test_websocket_conversation(server):
+    _, created = http("POST", f"{server}/sessions", {"topic_id": "two-digit-addition-regrouping"})
+    url = server.replace("http", "ws") + f"/sessions/ws/{created['session_id']}"
+
+    async def talk():
+        async with websockets.connect(url) as ws:
+            opening = await frames_until(ws, "assistant")
+            assert [f["type"] for f in opening] == ["state_update", "typing", "assistant"]
+            question = opening[-1]["content"]
+            assert question.startswith("Hi!") and "What is" in question
+            a, b = (int(x) for x in question.split("What is ")[1].rstrip("?").split(" + "))
+            await ws.send(json.dumps({"type": "student_message", "content": f"It's {a + b}"}))
+            reply = await frames_until(ws, "assistant")
+            assert [f["type"] for f in reply] == ["typing", "assistant"]
+            assert reply[-1]["is_complete"] is False and str(a + b) in reply[-1]["content"] and reply[-1]["turn"] == 3
+            state = json.loads(await ws.recv())
+            assert state["type"] == "state_update" and state["state"]["problem_index"] == 1
+            await ws.send("not json")
+            assert json.loads(await ws.recv()) == {"type": "error", "message": 'type: expected "student_message"'}
+            await ws.send(json.dumps({"type": "student_message", "content": "  "}))
+            assert "content: a non-empty string" in json.loads(await ws.recv())["message"]
+
+    asyncio.run(talk())
+    _, state = http("GET", f"{server}/sessions/{created['session_id']}")
+    assert [m["role"] for m in state["full_conversation_log"]] == ["tutor", "student", "tutor"]
+    assert [m["role"] for m in state["conversation_history"]] == ["teacher", "student", "teacher"]
+
+
+def test_websocket_unknown_session_closes_with_4404(server):
+    async def talk():
+        async with websockets.connect(server.replace("http", "ws") + f"/sessions/ws/{uuid.uuid4()}") as ws:
+            frame = json.loads(await ws.recv())
+            assert frame["type"] == "error" and "no session" in frame["message"]
+            with pytest.raises(websockets.ConnectionClosed) as closed:
+                await ws.recv()
+            assert closed.value.rcvd.code == 4404
+
+    asyncio.run(talk())

@@ -1,0 +1,79 @@
+"""The student simulator: enforced correctness rates, reproducible decisions, directives, offline turns."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from evaluation.providers import Message, get_llm
+from evaluation.tutoring.simulator import StudentSimulator
+
+ROOT = Path(__file__).resolve().parents[2]
+PERSONAS = {p.stem: json.loads(p.read_text()) for p in sorted((ROOT / "personas").glob("*.json")) if p.stem != "schema"}
+
+
+def realised_rate(persona, seed, turns=200):
+    sim = StudentSimulator(persona, None, llm=None, seed=seed)
+    return sum(sim.decide(t).correct for t in range(1, turns + 1)) / turns
+
+
+@pytest.mark.parametrize("persona_id", sorted(PERSONAS))
+def test_realised_correct_rate_is_within_7_points(persona_id):
+    persona = PERSONAS[persona_id]
+    rate = realised_rate(persona, seed=2026)
+    assert abs(rate - persona["correct_answer_probability"]) <= 0.07, (
+        f"{persona_id}: {rate:.3f} vs {persona['correct_answer_probability']}"
+    )
+
+
+def test_same_seed_same_decisions_other_seed_other_decisions():
+    persona = PERSONAS["average_student"]
+    a = [StudentSimulator(persona, None, None, seed=5).decide(t) for t in range(1, 30)]
+    b = [StudentSimulator(persona, None, None, seed=5).decide(t) for t in range(1, 30)]
+    sim = StudentSimulator(persona, None, None, seed=5)
+    a = [sim.decide(t) for t in range(1, 30)]
+    sim2 = StudentSimulator(persona, None, None, seed=5)
+    b = [sim2.decide(t) for t in range(1, 30)]
+    sim3 = StudentSimulator(persona, None, None, seed=6)
+    c = [sim3.decide(t) for t in range(1, 30)]
+    assert a == b and a != c
+    assert sim.turn_decisions == a
+
+
+def test_incorrect_turns_carry_a_mistake_and_behaviours_fire():
+    persona = PERSONAS["struggler"]
+    sim = StudentSimulator(persona, None, None, seed=1)
+    decisions = [sim.decide(t) for t in range(1, 200)]
+    wrong = [d for d in decisions if not d.correct]
+    assert wrong and all(d.mistake in persona["common_mistakes"] for d in wrong)
+    assert all(d.mistake is None for d in decisions if d.correct)
+    fired = sum("discouragement" in d.behaviors for d in decisions) / len(decisions)
+    assert 0.3 <= fired <= 0.5  # discouragement_probability is 0.4
+    directive = StudentSimulator.directive(wrong[0])
+    assert (
+        directive.startswith("[TURN DIRECTIVE: This turn you MUST ANSWER INCORRECTLY") and wrong[0].mistake in directive
+    )
+
+
+def test_system_prompt_carries_the_persona():
+    sim = StudentSimulator(PERSONAS["quiet_one"], {"name": "Comparing decimals"}, None, seed=1)
+    prompt = sim.system_prompt()
+    assert "You are Meera, a grade 5 student aged 10" in prompt
+    assert "at most 8 words" in prompt and "minimal response (about 80% of turns)" in prompt
+    assert "Vary how you behave" in prompt
+
+
+@pytest.mark.django_db
+def test_offline_student_follows_the_decision_and_seed():
+    llm = get_llm("simulator", override="offline")
+    persona = PERSONAS["average_student"]
+    question = "Let's start: What is 3/8 + 2/8?"
+
+    def turn(seed, correct):
+        decision = {"correct": correct, "behaviors": [], "mistake": None}
+        context = {"persona": persona, "decision": decision, "tutor_message": question}
+        return llm.call([Message("user", question)], context=context, seed=seed).text
+
+    assert "5/8" in turn(1, True) and "5/16" in turn(1, False)
+    assert turn(1, True) == turn(1, True)
+    assert len({turn(seed, True) for seed in range(1, 12)}) > 1
