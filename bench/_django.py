@@ -10,10 +10,21 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "evalproject.settings")
 
 
-def setup() -> None:
+def setup(*, fresh_database: bool = False) -> None:
+    """Configure Django; with fresh_database, on a new SQLite file in a temporary folder, catalogue loaded."""
+    if fresh_database:
+        import tempfile
+
+        os.environ["EVAL_DATA_DIR"] = tempfile.mkdtemp(prefix="eval-bench-")
+        os.environ.pop("DATABASE_URL", None)
     import django
 
     django.setup()
+    if fresh_database:
+        from django.core.management import call_command
+
+        call_command("migrate", verbosity=0)
+        call_command("load_catalog", stdout=open(os.devnull, "w"))
 
 
 def percentile(values: list[float], q: float) -> float:

@@ -2,12 +2,28 @@
 
 from typing import Any
 
+from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.db import close_old_connections
 
 from evaluation.models import TutoringSession
 from evaluation.providers import ProviderError
 from evaluation.tutoring.sessions import SessionComplete, session_advance, session_open, session_public_state
+
+
+def _concurrent(fn: Any) -> Any:
+    """Run fn in a thread of its own: a tutor turn waits on an LLM, and sessions must not queue
+    behind each other on Django's single thread for sync code."""
+
+    def wrapped(*args: Any) -> Any:
+        close_old_connections()
+        try:
+            return fn(*args)
+        finally:
+            close_old_connections()
+
+    return sync_to_async(wrapped, thread_sensitive=False)
 
 
 @database_sync_to_async
@@ -29,7 +45,7 @@ class TutorSessionConsumer(AsyncJsonWebsocketConsumer):
         if state["message_count"] == 0:
             await self.send_json({"type": "typing"})
             try:
-                entry = await database_sync_to_async(session_open)(self.session_id)
+                entry = await _concurrent(session_open)(self.session_id)
             except ProviderError as exc:
                 await self.send_json({"type": "error", "message": f"tutor: {exc}"})
                 return
@@ -48,7 +64,7 @@ class TutorSessionConsumer(AsyncJsonWebsocketConsumer):
             return
         await self.send_json({"type": "typing"})
         try:
-            entry, complete = await database_sync_to_async(session_advance)(self.session_id, text.strip())
+            entry, complete = await _concurrent(session_advance)(self.session_id, text.strip())
         except SessionComplete as exc:
             await self.send_json({"type": "error", "message": str(exc)})
             return

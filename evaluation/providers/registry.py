@@ -1,7 +1,9 @@
 """Which vendor serves a role: CLI override, then the database's LLMConfig, then environment, then offline."""
 
 import importlib
+import json
 import os
+import threading
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -95,14 +97,30 @@ def require_keys(roles: list[str], override: str | None = None) -> list[str]:
     return problems
 
 
+_INSTANCES: dict[str, Provider] = {}
+_INSTANCES_LOCK = threading.Lock()
+
+
 def build(spec: ProviderSpec) -> Provider:
-    """Import the vendor's module (only now) and construct it."""
+    """Import the vendor's module (only now) and construct it, once per configuration.
+
+    Vendor clients are thread-safe and costly to make (an HTTP pool and a TLS context: ~20 ms),
+    so every role with the same configuration and key shares one.
+    """
     env = missing_key(spec)
     if env:
         raise MissingKeyError(f"{spec.provider}: set {env} to use this provider")
-    module_name, _, class_name = VENDORS[spec.provider].rpartition(".")
-    cls = getattr(importlib.import_module(module_name), class_name)
-    return cls(model=spec.model, base_url=spec.base_url, options=spec.options)
+    key = json.dumps(
+        [spec.provider, spec.model, spec.base_url, spec.options, os.environ.get(KEY_ENV.get(spec.provider, ""), "")],
+        sort_keys=True,
+        default=str,
+    )
+    with _INSTANCES_LOCK:
+        if key not in _INSTANCES:
+            module_name, _, class_name = VENDORS[spec.provider].rpartition(".")
+            cls = getattr(importlib.import_module(module_name), class_name)
+            _INSTANCES[key] = cls(model=spec.model, base_url=spec.base_url, options=spec.options)
+        return _INSTANCES[key]
 
 
 def settings_for(role: str, spec: ProviderSpec, **overrides: Any) -> GenerateSettings:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from asgiref.sync import async_to_sync
-from channels.layers import get_channel_layer
+from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.db import close_old_connections, transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
@@ -49,7 +49,9 @@ def broadcast(run: EvaluationRun, listener: Listener | None = None) -> None:
     if listener:
         listener(payload)
     layer = get_channel_layer()
-    if layer is None:
+    if layer is None or isinstance(layer, InMemoryChannelLayer):
+        # An in-memory layer reaches only this process, and runs execute in workers, never in the
+        # web process: live views poll instead. A shared layer (Redis) carries the events.
         return
 
     def send() -> None:

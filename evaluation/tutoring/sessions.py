@@ -5,6 +5,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from evaluation.conf import setting
 from evaluation.errors import FieldProblem, InvalidInput
 from evaluation.models import Topic, TutoringSession
 from evaluation.providers import get_llm
@@ -21,7 +22,7 @@ def session_create(*, topic_id: str, user: str = "eval-student") -> TutoringSess
     if topic is None:
         raise InvalidInput([FieldProblem("topic_id", f"no topic {topic_id!r}")])
     session = TutoringSession(topic=topic, user=user or "eval-student")
-    session.state = tutor.initial_state(topic_as_dict(topic), str(session.id))
+    session.state = tutor.initial_state(topic_as_dict(topic), str(session.id), setting("TUTOR_PROBLEMS"))
     session.save()
     return session
 

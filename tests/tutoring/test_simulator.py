@@ -28,8 +28,6 @@ def test_realised_correct_rate_is_within_7_points(persona_id):
 
 def test_same_seed_same_decisions_other_seed_other_decisions():
     persona = PERSONAS["average_student"]
-    a = [StudentSimulator(persona, None, None, seed=5).decide(t) for t in range(1, 30)]
-    b = [StudentSimulator(persona, None, None, seed=5).decide(t) for t in range(1, 30)]
     sim = StudentSimulator(persona, None, None, seed=5)
     a = [sim.decide(t) for t in range(1, 30)]
     sim2 = StudentSimulator(persona, None, None, seed=5)
