@@ -167,6 +167,7 @@ EVALUATION = {
     "LLM_TIMEOUT_SECONDS": float(os.environ.get("EVAL_LLM_TIMEOUT", "120")),
     "LLM_CONCURRENCY": int(os.environ.get("EVAL_LLM_CONCURRENCY", "8")),
     "SERVER_URL": os.environ.get("EVAL_SERVER_URL", "http://127.0.0.1:8000"),
+    "SERVE_STATIC": _env_bool("EVAL_SERVE_STATIC", True),
     # Problems per reference-tutor session: the session completes when they are done.
     "TUTOR_PROBLEMS": int(os.environ.get("EVAL_TUTOR_PROBLEMS", "8")),
     # USD per million tokens (input, output); thinking tokens are billed as output.

@@ -1,10 +1,12 @@
-"""URL map: admin, REST API, OpenAPI schema, the reference tutor's session protocol."""
+"""URL map: the staff dashboard (inside the admin's URL space), admin, REST API, schema, session protocol."""
 
 from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView
 
 urlpatterns = [
+    # Before admin.site.urls: /admin/evaluation/ is the dashboard rather than the app's model index.
+    path("admin/evaluation/", include("evaluation.web.urls")),
     path("admin/", admin.site.urls),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("", include("evaluation.urls")),

@@ -81,3 +81,19 @@ class TutorSessionConsumer(AsyncJsonWebsocketConsumer):
             return await super().decode_json(text_data)
         except ValueError:
             return None
+
+
+class RunProgressConsumer(AsyncJsonWebsocketConsumer):
+    """Live run progress for staff dashboards (needs a shared channel layer such as Redis)."""
+
+    groups = ["runs"]
+
+    async def connect(self) -> None:
+        user = self.scope.get("user")
+        if not (user and user.is_authenticated and user.is_staff):
+            await self.close(code=4403)
+            return
+        await self.accept()
+
+    async def run_progress(self, event: dict[str, Any]) -> None:
+        await self.send_json(event["payload"])

@@ -1,8 +1,11 @@
 """Reads that several doors share (API, CLI, dashboard, reports)."""
 
+from dataclasses import dataclass
 from typing import Any
 
+from django.core.paginator import Page, Paginator
 from django.db.models import Count, Prefetch, QuerySet
+from django.utils.dateparse import parse_date
 
 from evaluation.models import DimensionScore, EvaluationRun, Problem, RunMessage
 from evaluation.tutoring.personas import persona_as_dict
@@ -134,3 +137,85 @@ def group_runs(group: str) -> list[dict[str, Any]]:
             }
         )
     return out
+
+
+@dataclass
+class RunCard:
+    """What a dashboard card shows for one run."""
+
+    run: EvaluationRun
+    scores: list[tuple[str, float]]
+    message_count: int
+
+
+RUN_FILTERS = ("source", "persona", "topic", "status", "date_from", "date_to")
+
+
+def run_list_page(
+    filters: dict[str, str], page_number: str | int | None, per_page: int = 24
+) -> tuple[Page, list[RunCard]]:
+    """One page of runs, newest first, in four queries whatever the number of runs or messages."""
+    runs = EvaluationRun.objects.filter(kind="tutor").select_related("persona", "topic").order_by("-created_at")
+    if filters.get("source"):
+        runs = runs.filter(source=filters["source"])
+    if filters.get("persona"):
+        runs = runs.filter(persona__persona_id=filters["persona"])
+    if filters.get("topic"):
+        runs = runs.filter(topic__topic_id=filters["topic"])
+    if filters.get("status"):
+        runs = runs.filter(status=filters["status"])
+    for key, lookup in (("date_from", "created_at__date__gte"), ("date_to", "created_at__date__lte")):
+        value = parse_date(filters.get(key) or "")
+        if value:
+            runs = runs.filter(**{lookup: value})
+    page = Paginator(runs, per_page).get_page(page_number)
+    items = list(page.object_list)
+    ids = [r.pk for r in items]
+    scores: dict[Any, list[tuple[str, float]]] = {}
+    for run_pk, dimension, score in (
+        DimensionScore.objects.filter(run_id__in=ids).order_by("id").values_list("run_id", "dimension", "score")
+    ):
+        scores.setdefault(run_pk, []).append((dimension, score))
+    counts = dict(
+        RunMessage.objects.filter(run_id__in=ids).values("run_id").annotate(n=Count("id")).values_list("run_id", "n")
+    )
+    return page, [RunCard(r, scores.get(r.pk, []), counts.get(r.pk, 0)) for r in items]
+
+
+def runs_by_ids(run_ids: list[str]) -> list[dict[str, Any]]:
+    """Statuses of the named runs (for the dashboard's polling), in one query."""
+    return [run_status(r) for r in EvaluationRun.objects.filter(run_id__in=run_ids[:200])]
+
+
+def comparison_context(group: str) -> dict[str, Any] | None:
+    """A multi-persona group's table: personas x dimensions (mean, spread), root causes, from the data."""
+    from evaluation.tutoring.reports import comparison_data
+
+    runs = group_runs(group)
+    if not runs:
+        return None
+    data = comparison_data(runs)
+    dimensions: list[str] = []
+    for p in data["personas"].values():
+        dimensions += [d for d in p["mean_scores"] if d not in dimensions]
+    rows = []
+    for persona_id, p in data["personas"].items():
+        cells = [(p["mean_scores"].get(d), p["spread"].get(d)) for d in dimensions]
+        rows.append(
+            {
+                "persona_id": persona_id,
+                "cells": cells,
+                "avg": p["avg_score"],
+                "avg_spread": p["avg_spread"],
+                "runs": p["runs"],
+            }
+        )
+    repeats = max(len(p["runs"]) for p in data["personas"].values())
+    return {
+        "group": group,
+        "dimensions": dimensions,
+        "rows": rows,
+        "root_causes": data["root_causes"],
+        "repeats": repeats,
+        "series": {pid: p["mean_scores"] for pid, p in data["personas"].items()},
+    }

@@ -77,7 +77,7 @@ def _enqueue(task: str, run: EvaluationRun) -> None:
 def run_start(
     *,
     topic_id: str,
-    persona: str = "average_student",
+    persona: str | list[str] = "average_student",
     max_turns: int = 20,
     runs_per_persona: int = 1,
     seed: int | None = None,
@@ -86,6 +86,7 @@ def run_start(
     turn_timeout: float = 90.0,
     cost_limit_usd: float | None = None,
     enqueue: bool = True,
+    started_by: str = "api",
 ) -> list[EvaluationRun]:
     """Create simulated runs (one per persona and repeat) and enqueue them; returns the runs."""
     problems = []
@@ -110,7 +111,9 @@ def run_start(
         agent = Agent.objects.filter(pk=agent_id).first()
         if agent is None:
             raise NotFound(f"target: no agent {agent_id!r}")
-    personas = resolve_personas(persona)
+    personas: list[Persona] = []
+    for name in [persona] if isinstance(persona, str) else persona:
+        personas += [p for p in resolve_personas(name) if p not in personas]
     if not personas:
         raise NotFound("persona: no personas are loaded (run manage.py load_catalog)")
     count = len(personas) * runs_per_persona
@@ -143,7 +146,7 @@ def run_start(
                         "target": agent.pk if agent else "reference",
                         "provider": provider or "",
                         "seed": base_seed + index * 1000 + repeat,
-                        "started_by": "api",
+                        "started_by": started_by,
                         "timestamp": timezone.now().isoformat(),
                     },
                 )

@@ -63,7 +63,7 @@ class PersonaAdmin(admin.ModelAdmin):
 
     @admin.display(description="Runs")
     def runs_link(self, obj):
-        url = reverse("admin:evaluation_evaluationrun_changelist") + f"?persona__id__exact={obj.pk}"
+        url = reverse("evaluation-dashboard") + f"?persona={obj.persona_id}"
         return format_html('<a href="{}">runs</a>', url)
 
 

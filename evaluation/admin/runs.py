@@ -1,6 +1,8 @@
 """Admin for evaluation runs: results are read-only; completed and failed runs have their own views."""
 
 from django.contrib import admin
+from django.urls import reverse
+from django.utils.html import format_html, format_html_join
 
 from evaluation.models import CompletedRun, DimensionScore, EvaluationRun, FailedRun, Problem, RunMessage
 
@@ -85,8 +87,17 @@ class EvaluationRunAdmin(admin.ModelAdmin):
     search_fields = ("run_id", "group", "error", "summary")
     list_select_related = ("persona", "topic", "agent")
     date_hierarchy = "created_at"
-    readonly_fields = tuple(f for f in RESULT_FIELDS if f != "is_baseline")
+    readonly_fields = ("report_link", *(f for f in RESULT_FIELDS if f != "is_baseline"))
     inlines = [DimensionScoreInline, ProblemInline, RunMessageInline]
+
+    @admin.display(description="Report")
+    def report_link(self, obj):
+        if not obj.pk:
+            return "-"
+        links = [format_html('<a href="{}">Open the report</a>', reverse("evaluation-run-report", args=[obj.run_id]))]
+        if obj.group:
+            links.append(format_html('<a href="{}">comparison</a>', reverse("evaluation-comparison", args=[obj.group])))
+        return format_html_join(" · ", "{}", ((link,) for link in links))
 
     def has_add_permission(self, request):
         # Runs are started from the dashboard, the API or the CLI, never typed in.

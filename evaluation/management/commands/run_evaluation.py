@@ -72,6 +72,7 @@ class Command(BaseCommand):
                 turn_timeout=opts["turn_timeout"],
                 cost_limit_usd=opts["cost_limit"],
                 enqueue=False,
+                started_by="cli",
             )
         except (InvalidInput, services.NotFound, services.RunLimitReached) as exc:
             raise CommandError(str(exc)) from exc

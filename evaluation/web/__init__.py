@@ -1,0 +1,1 @@
+"""The staff dashboard and server-rendered reports, reached from the admin."""

@@ -1,0 +1,47 @@
+"""Server-rendered SVG charts (no JavaScript library, no CDN)."""
+
+from html import escape
+
+PALETTE = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"]
+
+
+def grouped_bars(series: dict[str, dict[str, float]], dimensions: list[str], *, scale: float = 10.0) -> str:
+    """One group of bars per dimension, one bar per series (persona); values 0..scale."""
+    names = list(series)
+    bar_w, gap, left, top, height = 10, 18, 34, 12, 180
+    group_w = max(130, max(1, len(names)) * bar_w + gap)
+    legend_rows = (len(names) + 3) // 4
+    width = max(left + group_w * len(dimensions) + 10, left + 4 * 150)
+    full_height = height + 40 + 14 * legend_rows
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" width="{width}" height="{full_height}" '
+        f'viewBox="0 0 {width} {full_height}" role="img" aria-label="Scores by dimension and persona">'
+    ]
+    for tick in range(0, int(scale) + 1, 2):
+        y = top + height - tick / scale * height
+        parts.append(
+            f'<line x1="{left}" x2="{width}" y1="{y:.1f}" y2="{y:.1f}" stroke="#ddd"/><text x="{left - 6}" y="{y + 4:.1f}" font-size="10" text-anchor="end">{tick}</text>'
+        )
+    for d_index, dim in enumerate(dimensions):
+        x0 = left + d_index * group_w + (group_w - len(names) * bar_w) / 2
+        for s_index, name in enumerate(names):
+            value = series[name].get(dim)
+            if value is None:
+                continue
+            h = value / scale * height
+            parts.append(
+                f'<rect x="{x0 + s_index * bar_w:.1f}" y="{top + height - h:.1f}" width="{bar_w - 1}" height="{h:.1f}" fill="{PALETTE[s_index % len(PALETTE)]}">'
+                f"<title>{escape(name)} / {escape(dim)}: {value:g}</title></rect>"
+            )
+        label = escape(dim.replace("_", " "))
+        parts.append(
+            f'<text x="{x0 + len(names) * bar_w / 2:.1f}" y="{top + height + 14}" font-size="10" text-anchor="middle">{label}</text>'
+        )
+    for s_index, name in enumerate(names):
+        x = left + (s_index % 4) * 150
+        y = top + height + 32 + (s_index // 4) * 14
+        parts.append(
+            f'<rect x="{x}" y="{y - 9}" width="10" height="10" fill="{PALETTE[s_index % len(PALETTE)]}"/><text x="{x + 14}" y="{y}" font-size="10">{escape(name)}</text>'
+        )
+    parts.append("</svg>")
+    return "".join(parts)

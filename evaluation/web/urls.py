@@ -1,0 +1,17 @@
+"""Dashboard and report pages, under /admin/evaluation/."""
+
+from django.urls import path
+
+from evaluation.web import views
+
+urlpatterns = [
+    path("", views.dashboard, name="evaluation-dashboard"),
+    path("start", views.start, name="evaluation-start"),
+    path("runs/status.json", views.runs_status, name="evaluation-runs-status"),
+    path("runs/<str:run_id>/", views.run_report, name="evaluation-run-report"),
+    path("runs/<str:run_id>/live.json", views.run_live, name="evaluation-run-live"),
+    path("runs/<str:run_id>/files/<str:name>", views.run_artifact, name="evaluation-run-file"),
+    path("runs/<str:run_id>/retry", views.run_retry, name="evaluation-run-retry"),
+    path("runs/<str:run_id>/again", views.run_again, name="evaluation-run-again"),
+    path("comparisons/<str:group>/", views.comparison, name="evaluation-comparison"),
+]

@@ -1,0 +1,205 @@
+"""Dashboard and report pages (server-rendered, staff only). Thin: read selectors, call services."""
+
+import json
+from pathlib import Path
+
+from django.contrib import messages
+from django.contrib.admin.views.decorators import staff_member_required
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
+
+from evaluation import selectors, services
+from evaluation.errors import InvalidInput
+from evaluation.models import Agent, Persona, RunMessage, Topic, TutoringSession
+from evaluation.models.runs import RunSource, RunStatus
+from evaluation.tutoring.reports import ARTIFACTS
+from evaluation.web.charts import grouped_bars
+from evaluation.web.markdown import render_markdown
+
+DOWNLOADABLE = set(ARTIFACTS) | {"error.txt", "judge_raw.txt"}
+
+
+def _live_socket() -> bool:
+    from django.conf import settings
+
+    return bool(getattr(settings, "REDIS_URL", ""))
+
+
+@staff_member_required
+@require_GET
+def dashboard(request: HttpRequest) -> HttpResponse:
+    filters = {key: request.GET.get(key, "") for key in selectors.RUN_FILTERS}
+    page, cards = selectors.run_list_page(filters, request.GET.get("page"))
+    query = request.GET.copy()
+    query.pop("page", None)
+    return render(
+        request,
+        "evaluation/dashboard.html",
+        {
+            "title": "Evaluation runs",
+            "page": page,
+            "cards": cards,
+            "filters": filters,
+            "query": query.urlencode(),
+            "personas": Persona.objects.order_by("persona_id").only("persona_id", "name"),
+            "topics": Topic.objects.order_by("grade", "topic_id").only("topic_id", "name", "grade", "approved"),
+            "agents": Agent.objects.exclude(kind="character").only("id", "display_name"),
+            "sessions": TutoringSession.objects.select_related("topic").order_by("-created_at")[:50],
+            "sources": RunSource.choices,
+            "statuses": RunStatus.choices,
+            "live_socket": _live_socket(),
+            "active_ids": [c.run.run_id for c in cards if c.run.is_active],
+        },
+    )
+
+
+@staff_member_required
+@require_POST
+def start(request: HttpRequest) -> HttpResponse:
+    try:
+        if request.POST.get("mode") == "session":
+            run = services.session_evaluation_start(
+                session_id=request.POST.get("session_id", ""), provider=request.POST.get("provider") or None
+            )
+            messages.success(request, f"Evaluating session: {run.run_id}")
+            return redirect(reverse("evaluation-dashboard") + "?source=existing_session")
+        personas = request.POST.getlist("personas") or ["all"]
+        runs = services.run_start(
+            topic_id=request.POST.get("topic_id", ""),
+            persona=personas,
+            max_turns=int(request.POST.get("max_turns") or 20),
+            runs_per_persona=int(request.POST.get("runs_per_persona") or 1),
+            agent_id=request.POST.get("target") or None,
+            provider=request.POST.get("provider") or None,
+            started_by="dashboard",
+        )
+    except (InvalidInput, services.NotFound, services.RunLimitReached, ValueError) as exc:
+        messages.error(request, f"Not started: {exc}")
+        return redirect("evaluation-dashboard")
+    messages.success(request, f"Started {len(runs)} run(s): " + ", ".join(r.run_id for r in runs))
+    return redirect("evaluation-dashboard")
+
+
+@staff_member_required
+@require_GET
+def runs_status(request: HttpRequest) -> JsonResponse:
+    ids = [i for i in request.GET.get("ids", "").split(",") if i]
+    return JsonResponse({"runs": selectors.runs_by_ids(ids)})
+
+
+def _run_or_404(run_id: str):
+    try:
+        return services.run_lookup(run_id)
+    except services.NotFound as exc:
+        raise Http404(str(exc)) from None
+
+
+def _message_rows(items):
+    return [
+        {
+            "turn": m.turn,
+            "role": m.role,
+            "html": render_markdown(m.content),
+            "decision": (m.metadata or {}).get("turn_decision"),
+        }
+        for m in items
+    ]
+
+
+@staff_member_required
+@require_GET
+def run_report(request: HttpRequest, run_id: str) -> HttpResponse:
+    run = _run_or_404(run_id)
+    evaluation = selectors.run_evaluation(run)
+    folder = Path(run.artifacts_dir) if run.artifacts_dir else None
+    files = sorted(p.name for p in folder.iterdir() if p.name in DOWNLOADABLE) if folder and folder.is_dir() else []
+    return render(
+        request,
+        "evaluation/report.html",
+        {
+            "title": f"Run {run.run_id}",
+            "run": run,
+            "evaluation": evaluation,
+            "scores": list(evaluation["scores"].items()) if evaluation else [],
+            "transcript": _message_rows(RunMessage.objects.filter(run=run).order_by("turn", "id")),
+            "files": files,
+            "usage": run.token_usage or {},
+            "live_socket": _live_socket(),
+        },
+    )
+
+
+@staff_member_required
+@require_GET
+def run_live(request: HttpRequest, run_id: str) -> JsonResponse:
+    """The run's status and the messages after turn ?after=N, for the growing transcript."""
+    run = _run_or_404(run_id)
+    after = int(request.GET.get("after") or 0)
+    rows = _message_rows(RunMessage.objects.filter(run=run, turn__gt=after).order_by("turn", "id"))
+    return JsonResponse({"status": selectors.run_status(run), "messages": rows})
+
+
+@staff_member_required
+@require_GET
+def run_artifact(request: HttpRequest, run_id: str, name: str) -> FileResponse:
+    run = _run_or_404(run_id)
+    if name not in DOWNLOADABLE or not run.artifacts_dir:
+        raise Http404(f"no file {name!r} for run {run.run_id}")
+    path = Path(run.artifacts_dir) / name
+    if not path.is_file():
+        raise Http404(f"no file {name!r} for run {run.run_id}")
+    return FileResponse(path.open("rb"), as_attachment=True, filename=f"{run.run_id}_{name}")
+
+
+@staff_member_required
+@require_POST
+def run_retry(request: HttpRequest, run_id: str) -> HttpResponse:
+    run = _run_or_404(run_id)
+    try:
+        services.run_retry_evaluation_start(run=run)
+        messages.success(request, f"Re-evaluating {run.run_id}.")
+    except (InvalidInput, services.RunLimitReached) as exc:
+        messages.error(request, f"Not re-evaluated: {exc}")
+    return redirect("evaluation-run-report", run_id=run.run_id)
+
+
+@staff_member_required
+@require_POST
+def run_again(request: HttpRequest, run_id: str) -> HttpResponse:
+    """Simulate and evaluate again with the same persona, topic, target and settings (a new seed)."""
+    run = _run_or_404(run_id)
+    try:
+        if run.source == RunSource.EXISTING_SESSION:
+            new = services.session_evaluation_start(
+                session_id=str(run.source_session_id), provider=run.config.get("provider") or None
+            )
+        else:
+            new = services.run_start(
+                topic_id=run.topic.topic_id if run.topic else "",
+                persona=run.persona.persona_id if run.persona else "",
+                max_turns=run.max_turns,
+                agent_id=run.agent_id,
+                provider=run.config.get("provider") or None,
+                started_by="dashboard",
+            )[0]
+    except (InvalidInput, services.NotFound, services.RunLimitReached) as exc:
+        messages.error(request, f"Not started: {exc}")
+        return redirect("evaluation-run-report", run_id=run.run_id)
+    messages.success(request, f"Started {new.run_id}.")
+    return redirect("evaluation-run-report", run_id=new.run_id)
+
+
+@staff_member_required
+@require_GET
+def comparison(request: HttpRequest, group: str) -> HttpResponse:
+    ctx = selectors.comparison_context(group)
+    if ctx is None:
+        raise Http404(f"no comparison {group!r}")
+    ctx["chart"] = grouped_bars(ctx["series"], ctx["dimensions"])
+    ctx["title"] = f"Comparison {group}"
+    ctx["root_causes_json"] = json.dumps(ctx["root_causes"])
+    total = sum(ctx["root_causes"].values()) or 1
+    ctx["root_cause_rows"] = [(c, n, round(100 * n / total)) for c, n in ctx["root_causes"].items()]
+    return render(request, "evaluation/comparison.html", ctx)
