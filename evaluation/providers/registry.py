@@ -67,6 +67,11 @@ def resolve(role: str, override: str | ProviderSpec | None = None) -> ProviderSp
     row = LLMConfig.objects.filter(role=role).first()
     if row is not None:
         return ProviderSpec(row.provider, row.model, row.base_url, dict(row.options or {}), source="database")
+    return resolve_without_db(role)
+
+
+def resolve_without_db(role: str) -> ProviderSpec:
+    """Environment, then offline: for callers with no database (pytest items of EVAL.md suites)."""
     env_role = role.upper()
     provider = os.environ.get(f"EVAL_{env_role}_PROVIDER") or os.environ.get("EVAL_LLM_PROVIDER")
     if provider:

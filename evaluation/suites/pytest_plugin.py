@@ -1,0 +1,117 @@
+"""pytest plugin: every case of an EVAL.md (or *.eval.md) becomes an item `<folder>: <case name>`,
+marked `eval` and left out of the default run. `pytest -m eval` or `pytest --eval` runs them.
+
+    pytest --eval skills/ --eval-model anthropic/claude-sonnet-4-6 --eval-cache .eval_cache.json
+"""
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from evaluation.suites.parser import SuiteError, is_suite_file, load_file
+
+WARNINGS_KEY = pytest.StashKey[list[tuple[str, str]]]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("evalmd", "EVAL.md suites")
+    group.addoption("--eval", action="store_true", help="run EVAL.md cases (left out of the default run)")
+    group.addoption("--eval-model", default=None, help="provider/model of the agent under test (default: role config, env, offline)")
+    group.addoption("--eval-judge-model", default=None, help="provider/model of the verdict judge")
+    group.addoption("--eval-cache", nargs="?", const="build/eval_cache.json", default=None, help="skip cases whose scope already passed (PATH, default build/eval_cache.json)")
+    group.addoption("--eval-timeout", type=float, default=120.0, help="seconds per LLM call")
+    group.addoption("--eval-no-judge", action="store_true", help="completion check only: no judge tokens")
+    parser.addini("eval_dirs", "folders whose EVAL.md files are collected (default: everywhere pytest looks)", type="paths", default=[])
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "eval: an EVAL.md case (an agent run plus an LLM judge)")
+    config.stash[WARNINGS_KEY] = []
+
+
+def _wanted(config: pytest.Config) -> bool:
+    return bool(config.getoption("--eval")) or "eval" in (config.option.markexpr or "")
+
+
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> "EvalFile | None":
+    if not is_suite_file(file_path):
+        return None
+    dirs = parent.config.getini("eval_dirs")
+    if dirs and not any(file_path.resolve().is_relative_to(Path(d).resolve()) for d in dirs):
+        return None
+    return EvalFile.from_parent(parent, path=file_path)
+
+
+class EvalFile(pytest.File):
+    def collect(self):  # type: ignore[no-untyped-def]
+        try:
+            suite = load_file(self.path)
+        except SuiteError as exc:
+            raise self.CollectError(str(exc)) from None
+        for case in suite.cases:
+            item = EvalItem.from_parent(self, name=f"{suite.label}: {case.name}", suite=suite, case=case)
+            item.add_marker(pytest.mark.eval)
+            yield item
+
+    class CollectError(Exception):
+        pass
+
+
+class EvalFailed(Exception):
+    pass
+
+
+class EvalItem(pytest.Item):
+    def __init__(self, *, suite: Any, case: Any, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.suite = suite
+        self.case = case
+
+    def runtest(self) -> None:
+        from evaluation.suites.cache import FileCache
+        from evaluation.suites.runner import RunOptions, run_case
+
+        config = self.config
+        cache_path = config.getoption("--eval-cache")
+        options = RunOptions(
+            model=config.getoption("--eval-model"),
+            judge_model=config.getoption("--eval-judge-model"),
+            judge=not config.getoption("--eval-no-judge"),
+            cache=FileCache(cache_path) if cache_path else None,
+            timeout=config.getoption("--eval-timeout"),
+            use_db=False,
+        )
+        result = run_case(self.suite, self.case, options)
+        self.user_properties.append(("eval_cached", result.cached))
+        if not result.passed:
+            raise EvalFailed(result.failure_message())
+        for warning in result.warnings:
+            config.stash[WARNINGS_KEY].append((self.name, warning))
+        if result.cached:
+            self.add_report_section("call", "eval", "cached pass: the scope fingerprint matched a recorded pass")
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
+        if isinstance(excinfo.value, EvalFailed):
+            return str(excinfo.value)
+        return str(super().repr_failure(excinfo))
+
+    def reportinfo(self) -> tuple[Path, int, str]:
+        return self.path, self.case.line - 1, self.name
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if _wanted(config):
+        return
+    left_out = [i for i in items if isinstance(i, EvalItem)]
+    if left_out:
+        items[:] = [i for i in items if not isinstance(i, EvalItem)]
+        config.hook.pytest_deselected(items=left_out)
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    warnings = config.stash.get(WARNINGS_KEY, [])
+    if warnings:
+        terminalreporter.section("EVAL.md warnings (passing cases)")
+        for name, warning in warnings:
+            terminalreporter.line(f"{name}: WARNING: {warning}")

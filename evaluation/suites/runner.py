@@ -1,0 +1,119 @@
+"""Run EVAL.md cases: a fresh agent per case, the completion check, then the verdict judge."""
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from evaluation.providers import LLM, Meter, ProviderError, get_llm
+from evaluation.providers.registry import ProviderSpec, parse_override, resolve, resolve_without_db
+from evaluation.suites.agent import Transcript, run_agent
+from evaluation.suites.cache import PassCache, fingerprint
+from evaluation.suites.judge import judge_transcript
+from evaluation.suites.parser import EvalCase, EvalSuite
+from evaluation.suites.subjects import Subject, resolve_subject
+
+
+@dataclass
+class RunOptions:
+    model: str | None = None
+    """Provider for the agent ('openai/gpt-5.2', 'anthropic:claude-sonnet-4-6'); wins over frontmatter."""
+    judge_model: str | None = None
+    judge: bool = True
+    cache: PassCache | None = None
+    timeout: float = 120.0
+    use_db: bool = True
+    """Read role configuration from the database (off inside pytest items, which have none)."""
+
+
+@dataclass
+class Check:
+    name: str
+    passed: bool
+    detail: str = ""
+
+
+@dataclass
+class CaseResult:
+    suite: str
+    case: str
+    checks: list[Check] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    transcript: dict[str, Any] = field(default_factory=dict)
+    usage: dict[str, Any] = field(default_factory=dict)
+    duration_ms: float = 0.0
+    cached: bool = False
+    fingerprint: str = ""
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.checks) and all(c.passed for c in self.checks)
+
+    def failure_message(self) -> str:
+        lines = [f"{self.suite}: {self.case}"]
+        lines += [f"  FAILED {c.name}: {c.detail}" for c in self.checks if not c.passed]
+        t = self.transcript
+        if t:
+            lines += ["  --- transcript ---", f"  prompt: {t.get('prompt', '')}"]
+            for call in t.get("tool_calls", []):
+                lines.append(f"  tool {call['name']}({call['arguments']}) -> {call.get('result', call.get('error'))}")
+            lines.append(f"  response: {t.get('response', '')}")
+        return "\n".join(lines)
+
+
+def model_spec(value: str | None) -> ProviderSpec | None:
+    """Accept spec 003's 'provider:model' URIs as well as our 'provider/model'."""
+    if not value:
+        return None
+    provider, sep, rest = value.partition(":")
+    if sep and "/" not in provider and not rest.startswith("//"):
+        value = f"{provider}/{rest}"
+    return parse_override(value)
+
+
+def _llm(role: str, override: ProviderSpec | None, options: RunOptions, meter: Meter) -> LLM:
+    spec = override or (resolve(role) if options.use_db else resolve_without_db(role))
+    llm = get_llm(role, override=spec, meter=meter)
+    llm.timeout = options.timeout
+    return llm
+
+
+def run_case(suite: EvalSuite, case: EvalCase, options: RunOptions | None = None, *, subject: Subject | None = None) -> CaseResult:
+    options = options or RunOptions()
+    started = time.perf_counter()
+    subject = subject or resolve_subject(suite)
+    meter = Meter()
+    agent_llm = _llm("suite_agent", model_spec(options.model) or model_spec(suite.frontmatter.get("model")), options, meter)
+    judge_llm = _llm("suite_judge", model_spec(options.judge_model), options, meter) if options.judge else None
+    key = fingerprint(suite, case, subject, agent_model=agent_llm.label, judge_model=judge_llm.label if judge_llm else "", judge=options.judge)
+    result = CaseResult(suite=suite.label, case=case.name, fingerprint=key)
+    if options.cache is not None and options.cache.is_pass(key):
+        result.cached = True
+        result.checks = [Check("completion", True, "cached pass"), Check("judge", True, "cached pass")] if options.judge else [Check("completion", True, "cached pass")]
+        result.duration_ms = (time.perf_counter() - started) * 1000
+        return result
+    transcript = Transcript(prompt=case.prompt, system="")
+    try:
+        transcript = run_agent(agent_llm, subject, case.prompt, suite.frontmatter.get("system"))
+        completed = bool(transcript.response)
+        result.checks.append(Check("completion", completed, "the agent answered" if completed else "the agent gave an empty response"))
+    except (ProviderError, TimeoutError) as exc:
+        result.checks.append(Check("completion", False, f"the agent did not complete: {exc}"))
+    result.transcript = transcript.as_dict()
+    if result.checks[0].passed and judge_llm is not None:
+        try:
+            verdict = judge_transcript(judge_llm, transcript, case.expect)
+            result.checks.append(Check("judge", verdict.passed, verdict.reason))
+            if verdict.warning:
+                result.warnings.append(verdict.warning)
+        except ProviderError as exc:
+            result.checks.append(Check("judge", False, f"the judge did not answer: {exc}"))
+    result.usage = meter.as_dict()
+    result.duration_ms = (time.perf_counter() - started) * 1000
+    if result.passed and options.cache is not None:
+        options.cache.record_pass(key, case=case.name, suite=suite.path)
+    return result
+
+
+def run_suite(suite: EvalSuite, options: RunOptions | None = None) -> list[CaseResult]:
+    subject = resolve_subject(suite)
+    return [run_case(suite, case, options, subject=subject) for case in suite.cases]
