@@ -160,6 +160,7 @@ EVALUATION = {
     "PERSONAS_DIR": BASE_DIR / "personas",
     "TOPICS_DIR": BASE_DIR / "topics",
     "PROPOSITIONS_DIR": BASE_DIR / "propositions",
+    "SUITE_DIRS": [BASE_DIR / "skills", BASE_DIR / "agents"],
     "RECORDINGS_DIR": Path(os.environ.get("EVAL_RECORDINGS_DIR", DATA_DIR / "recordings")),
     "MAX_ACTIVE_RUNS": int(os.environ.get("EVAL_MAX_ACTIVE_RUNS", "32")),
     "LLM_MAX_ATTEMPTS": int(os.environ.get("EVAL_LLM_MAX_ATTEMPTS", "3")),

@@ -219,3 +219,21 @@ def comparison_context(group: str) -> dict[str, Any] | None:
         "repeats": repeats,
         "series": {pid: p["mean_scores"] for pid, p in data["personas"].items()},
     }
+
+
+def suite_results(run: EvaluationRun) -> list[dict[str, Any]]:
+    from evaluation.models import CaseResult
+
+    return [
+        {
+            "case": r.case.name,
+            "passed": r.passed,
+            "cached": r.cached,
+            "checks": r.checks,
+            "warnings": r.warnings,
+            "transcript": r.transcript,
+            "duration_ms": round(r.duration_ms, 1),
+            "usage": r.usage,
+        }
+        for r in CaseResult.objects.filter(run=run).select_related("case").order_by("case__line")
+    ]

@@ -53,7 +53,7 @@ def _check_capacity(adding: int) -> None:
         raise RunLimitReached(f"{active} runs are active and the limit is {limit}; {adding} more cannot start now")
 
 
-def _create_run(base_id: str, **fields: Any) -> EvaluationRun:
+def create_run(base_id: str, **fields: Any) -> EvaluationRun:
     """Create a run whose readable id (its report folder) is unique, suffixing _2, _3 on collision."""
     for n in range(1, 1000):
         run_id = base_id if n == 1 else f"{base_id}_{n}"
@@ -126,7 +126,7 @@ def run_start(
         for index, p in enumerate(personas):
             for repeat in range(1, runs_per_persona + 1):
                 suffix = f"_r{repeat}" if runs_per_persona > 1 else ""
-                run = _create_run(
+                run = create_run(
                     f"run_{stamp}_{p.persona_id}{suffix}",
                     kind="tutor",
                     source=RunSource.SIMULATED,
@@ -188,7 +188,7 @@ def session_evaluation_start(*, session_id: str, provider: str | None = None, en
     stamp = timezone.now().strftime("%Y%m%d_%H%M%S")
     with transaction.atomic():
         _check_capacity(1)
-        run = _create_run(
+        run = create_run(
             f"run_{stamp}_session",
             kind="tutor",
             source=RunSource.EXISTING_SESSION,
@@ -228,4 +228,30 @@ def run_lookup(run_id: str) -> EvaluationRun:
     run = EvaluationRun.objects.select_related("persona", "topic", "agent").filter(query).first()
     if run is None:
         raise NotFound(f"run: no run {run_id!r}")
+    return run
+
+
+def suite_run_start(
+    *, suite_id: int, model: str | None = None, judge_model: str | None = None, judge: bool = True, enqueue: bool = True
+) -> EvaluationRun:
+    """Start a background run of one discovered suite."""
+    from evaluation.models import Suite
+    from evaluation.suites.store import suite_run_create
+
+    suite = Suite.objects.filter(pk=suite_id).first()
+    if suite is None:
+        raise NotFound(f"suite: no suite {suite_id}")
+    for field, value in (("model", model), ("judge_model", judge_model)):
+        if value:
+            try:
+                from evaluation.suites.runner import model_spec
+
+                model_spec(value)
+            except ValueError as exc:
+                raise InvalidInput([FieldProblem(field, str(exc))]) from None
+    with transaction.atomic():
+        _check_capacity(1)
+        run = suite_run_create(suite=suite, model=model, judge_model=judge_model, judge=judge)
+        if enqueue:
+            _enqueue("evaluation.tasks.suite_run_task", run)
     return run

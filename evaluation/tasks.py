@@ -9,3 +9,9 @@ def run_execute_task(run_pk: str) -> str:
 
 def run_retry_evaluation_task(run_pk: str) -> str:
     return pipeline.retry_evaluation(run_pk).status
+
+
+def suite_run_task(run_pk: str) -> str:
+    from evaluation.suites.store import suite_run_execute
+
+    return suite_run_execute(run_pk).status

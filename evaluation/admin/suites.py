@@ -1,8 +1,13 @@
 """Admin for EVAL.md suites, their cases, results and the pass cache."""
 
-from django.contrib import admin
+from django.contrib import admin, messages
+from django.db.models import Count
+from django.urls import reverse
+from django.utils.html import format_html
 
-from evaluation.models import CacheEntry, Case, CaseResult, Suite
+from evaluation import services
+from evaluation.errors import InvalidInput
+from evaluation.models import CacheEntry, Case, CaseResult, EvaluationRun, Suite
 
 
 class CaseInline(admin.TabularInline):
@@ -13,9 +18,40 @@ class CaseInline(admin.TabularInline):
 
 @admin.register(Suite)
 class SuiteAdmin(admin.ModelAdmin):
-    list_display = ("name", "path", "discovered_at")
+    list_display = ("name", "path", "case_count", "last_run", "discovered_at")
     search_fields = ("name", "path")
     inlines = [CaseInline]
+    actions = ["run_suites"]
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).annotate(n_cases=Count("cases"))
+
+    @admin.display(description="Cases", ordering="n_cases")
+    def case_count(self, obj):
+        return obj.n_cases
+
+    @admin.display(description="Last run")
+    def last_run(self, obj):
+        run = EvaluationRun.objects.filter(kind="suite", config__suite_id=obj.pk).order_by("-created_at").first()
+        if run is None:
+            return "-"
+        return format_html(
+            '<a href="{}">{} ({})</a>',
+            reverse("evaluation-suite-run", args=[run.run_id]),
+            run.detail or run.status,
+            run.created_at.strftime("%Y-%m-%d %H:%M"),
+        )
+
+    @admin.action(description="Run the selected suites in the background")
+    def run_suites(self, request, queryset):
+        started = []
+        for suite in queryset:
+            try:
+                started.append(services.suite_run_start(suite_id=suite.pk).run_id)
+            except (services.RunLimitReached, services.NotFound, InvalidInput) as exc:
+                self.message_user(request, f"{suite.name}: not started: {exc}", messages.ERROR)
+        if started:
+            self.message_user(request, f"Started {len(started)} suite run(s): {', '.join(started)}", messages.SUCCESS)
 
 
 @admin.register(Case)

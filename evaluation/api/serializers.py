@@ -20,3 +20,9 @@ class StartSerializer(serializers.Serializer):
 class EvaluateSessionSerializer(serializers.Serializer):
     session_id = serializers.UUIDField()
     provider = serializers.CharField(required=False, allow_blank=True, default="")
+
+
+class SuiteRunSerializer(serializers.Serializer):
+    model = serializers.CharField(required=False, allow_blank=True, default="")
+    judge_model = serializers.CharField(required=False, allow_blank=True, default="")
+    judge = serializers.BooleanField(required=False, default=True)

@@ -12,4 +12,7 @@ urlpatterns = [
     path("evaluation/runs/<str:run_id>/status", views.run_status, name="api-evaluation-run-status"),
     path("evaluation/runs/<str:run_id>/retry-evaluation", views.retry_evaluation, name="api-evaluation-retry"),
     path("evaluation/evaluate-session", views.evaluate_session, name="api-evaluation-session"),
+    path("suites", views.suite_list, name="api-suites"),
+    path("suites/<int:suite_id>/run", views.suite_run, name="api-suite-run"),
+    path("suites/runs/<str:run_id>", views.suite_run_detail, name="api-suite-run-detail"),
 ]

@@ -1,14 +1,14 @@
 """Evaluation API (spec 001's six endpoints plus a per-run status). Thin: validate, call, serialize."""
 
-from django.db.models import Q
+from django.db.models import Count, Q
 from rest_framework import status
 from rest_framework.decorators import api_view
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from evaluation import selectors, services
-from evaluation.api.serializers import EvaluateSessionSerializer, StartSerializer
-from evaluation.models import EvaluationRun
+from evaluation.api.serializers import EvaluateSessionSerializer, StartSerializer, SuiteRunSerializer
+from evaluation.models import EvaluationRun, Suite
 from evaluation.models.runs import RunStatus
 
 
@@ -147,3 +147,35 @@ def retry_evaluation(request: Request, run_id: str) -> Response:
     except services.RunLimitReached as exc:
         return _error(exc, status.HTTP_409_CONFLICT)
     return Response({"run_id": run.run_id, "status": "pending"}, status=status.HTTP_202_ACCEPTED)
+
+
+@api_view(["GET"])
+def suite_list(request: Request) -> Response:
+    suites = Suite.objects.annotate(case_count=Count("cases")).order_by("path")
+    return Response({"results": [{"id": s.pk, "name": s.name, "path": s.path, "cases": s.case_count} for s in suites]})
+
+
+@api_view(["POST"])
+def suite_run(request: Request, suite_id: int) -> Response:
+    body = SuiteRunSerializer(data=request.data)
+    body.is_valid(raise_exception=True)
+    try:
+        run = services.suite_run_start(suite_id=suite_id, **body.validated_data)
+    except services.NotFound as exc:
+        return _error(exc, status.HTTP_404_NOT_FOUND)
+    except services.RunLimitReached as exc:
+        return _error(exc, status.HTTP_409_CONFLICT)
+    return Response({"run_id": run.run_id, "status": "pending"}, status=status.HTTP_202_ACCEPTED)
+
+
+@api_view(["GET"])
+def suite_run_detail(request: Request, run_id: str) -> Response:
+    try:
+        run = services.run_lookup(run_id)
+    except services.NotFound as exc:
+        return _error(exc, status.HTTP_404_NOT_FOUND)
+    if run.kind != "suite":
+        return _error(services.NotFound(f"run: {run_id!r} is not a suite run"), status.HTTP_404_NOT_FOUND)
+    return Response(
+        {**selectors.run_status(run), "passed_share": run.overall_score, "results": selectors.suite_results(run)}
+    )

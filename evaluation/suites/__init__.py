@@ -9,4 +9,14 @@ a scope-fingerprint cache and a pytest plugin. Plain functions first:
 from evaluation.suites.parser import EvalCase, EvalSuite, SuiteError, load_file, parse_suite
 from evaluation.suites.runner import CaseResult, RunOptions, run_case, run_suite
 
-__all__ = ["CaseResult", "EvalCase", "EvalSuite", "RunOptions", "SuiteError", "load_file", "parse_suite", "run_case", "run_suite"]
+__all__ = [
+    "CaseResult",
+    "EvalCase",
+    "EvalSuite",
+    "RunOptions",
+    "SuiteError",
+    "load_file",
+    "parse_suite",
+    "run_case",
+    "run_suite",
+]

@@ -17,7 +17,11 @@ AGENT_SCHEMA = {
     "properties": {
         "tool_calls": {
             "type": "array",
-            "items": {"type": "object", "required": ["name", "arguments"], "properties": {"name": {"type": "string"}, "arguments": {"type": "object"}}},
+            "items": {
+                "type": "object",
+                "required": ["name", "arguments"],
+                "properties": {"name": {"type": "string"}, "arguments": {"type": "object"}},
+            },
         },
         "final": {"type": ["string", "null"]},
     },
@@ -56,7 +60,11 @@ def run_agent(llm: LLM, subject: Subject, prompt: str, system: str | None) -> Tr
     """Drive one conversation to a final answer; raises ProviderError on LLM failure."""
     transcript = Transcript(prompt=prompt, system=system_prompt(subject, system))
     messages = [Message("system", transcript.system), Message("user", prompt)]
-    context = {"tools": [t.schema() for t in subject.tools], "skills": [name for name, _ in subject.skills], "prompt": prompt}
+    context = {
+        "tools": [t.schema() for t in subject.tools],
+        "skills": [name for name, _ in subject.skills],
+        "prompt": prompt,
+    }
     if not subject.tools:
         transcript.response = llm.call(messages, context=context).text.strip()
         return transcript
@@ -79,6 +87,9 @@ def run_agent(llm: LLM, subject: Subject, prompt: str, system: str | None) -> Tr
                     record["error"] = f"{type(exc).__name__}: {exc}"
             transcript.tool_calls.append(record)
             results.append(record)
-        messages += [Message("assistant", json.dumps(data)), Message("user", "Tool results: " + json.dumps(results, default=str))]
+        messages += [
+            Message("assistant", json.dumps(data)),
+            Message("user", "Tool results: " + json.dumps(results, default=str)),
+        ]
     transcript.response = ""
     raise TimeoutError(f"no final answer after {MAX_STEPS} tool-calling steps")

@@ -16,13 +16,20 @@ from evaluation.suites.parser import EvalCase, EvalSuite
 from evaluation.suites.subjects import Subject
 
 HARNESS_VERSION = "evalmd-1"
-DEFAULT_PATH = Path("build") / "eval_cache.json"
+DEFAULT_PATH = Path("build") / "eval_cache.jsonl"
 
 
-def fingerprint(suite: EvalSuite, case: EvalCase, subject: Subject, *, agent_model: str, judge_model: str, judge: bool) -> str:
+def fingerprint(
+    suite: EvalSuite, case: EvalCase, subject: Subject, *, agent_model: str, judge_model: str, judge: bool
+) -> str:
     payload = {
         "harness": HARNESS_VERSION,
-        "case": {"name": case.name, "prompt": case.prompt, "expect": case.expect, "system": suite.frontmatter.get("system")},
+        "case": {
+            "name": case.name,
+            "prompt": case.prompt,
+            "expect": case.expect,
+            "system": suite.frontmatter.get("system"),
+        },
         "agent_model": agent_model,
         "judge_model": judge_model if judge else None,
         "sources": dict(sorted(subject.sources.items())),
@@ -37,23 +44,31 @@ class PassCache(Protocol):
 
 
 class FileCache:
-    """A JSON file of passes; ephemeral under build/ by default, or a path you commit to share with CI."""
+    """Passes in a JSON-lines file (one pass a line, appended), ephemeral under build/ by default,
+    or at a path you commit or restore in CI to share skips. Delete it to force a full re-run."""
 
     def __init__(self, path: str | Path = DEFAULT_PATH):
         self.path = Path(path)
         self._lock = threading.Lock()
+        self.entries: dict[str, dict[str, str]] = {}
         try:
-            self.entries: dict[str, dict[str, str]] = json.loads(self.path.read_text())
-        except (FileNotFoundError, json.JSONDecodeError):
-            self.entries = {}
+            lines = self.path.read_text(encoding="utf-8").splitlines()
+        except FileNotFoundError:
+            lines = []
+        for line in lines:
+            try:
+                entry = json.loads(line)
+                self.entries[entry["fingerprint"]] = entry
+            except (json.JSONDecodeError, KeyError, TypeError):
+                continue  # a torn last line from an interrupted run costs one re-run, nothing more
 
     def is_pass(self, key: str) -> bool:
         return key in self.entries
 
     def record_pass(self, key: str, *, case: str, suite: str) -> None:
+        entry = {"fingerprint": key, "case": case, "suite": suite, "passed_at": datetime.now(UTC).isoformat()}
         with self._lock:
-            self.entries[key] = {"case": case, "suite": suite, "passed_at": datetime.now(UTC).isoformat()}
+            self.entries[key] = entry
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = self.path.with_suffix(".tmp")
-            tmp.write_text(json.dumps(self.entries, indent=1, sort_keys=True))
-            tmp.replace(self.path)
+            with self.path.open("a", encoding="utf-8") as f:
+                f.write(json.dumps(entry) + "\n")

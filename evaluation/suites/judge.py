@@ -36,6 +36,10 @@ class Verdict:
 def judge_transcript(llm: LLM, transcript: Transcript, rubric: str) -> Verdict:
     tools = json.dumps(transcript.tool_calls, default=str) if transcript.tool_calls else "(none)"
     user = f"## User prompt\n{transcript.prompt}\n\n## Tools called\n{tools}\n\n## Final response\n{transcript.response}\n\n## Rubric (Expect)\n{rubric}"
-    data = llm.call([Message("system", SYSTEM), Message("user", user)], schema=VERDICT_SCHEMA, context={"transcript": transcript.as_dict(), "rubric": rubric}).data
+    data = llm.call(
+        [Message("system", SYSTEM), Message("user", user)],
+        schema=VERDICT_SCHEMA,
+        context={"transcript": transcript.as_dict(), "rubric": rubric},
+    ).data
     warning = (data.get("warning") or "").strip().splitlines()
     return Verdict(passed=data["verdict"] == "PASS", reason=data["reason"], warning=warning[0] if warning else None)

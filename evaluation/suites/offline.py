@@ -19,6 +19,8 @@ _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 @register("suite_agent")
 def offline_agent(request: Request, rng: random.Random) -> str | dict[str, Any]:
     ctx = request.context
+    if ctx.get("draft"):
+        return offline_draft(ctx.get("cases") or [])
     prompt: str = ctx.get("prompt", "")
     tools: list[dict[str, Any]] = ctx.get("tools") or []
     if request.schema is not None:
@@ -50,9 +52,20 @@ def offline_judge(request: Request, rng: random.Random) -> dict[str, Any]:
     if not response.strip():
         return {"verdict": "FAIL", "reason": "[offline rule-based judge] the response is empty", "warning": None}
     if not shared:
-        return {"verdict": "FAIL", "reason": "[offline rule-based judge] the response shares no words with the rubric", "warning": None}
+        return {
+            "verdict": "FAIL",
+            "reason": "[offline rule-based judge] the response shares no words with the rubric",
+            "warning": None,
+        }
     return {
         "verdict": "PASS",
         "reason": f"[offline rule-based judge] the response mentions {', '.join(sorted(shared)[:5])}",
         "warning": "offline rule-based verdict: set a provider for an LLM judge",
     }
+
+
+def offline_draft(cases: list[dict[str, str]]) -> str:
+    """A rule-based SKILL.md: one instruction per case, from its rubric."""
+    lines = ["# Drafted skill", "", "Follow these instructions:", ""]
+    lines += [f'- When the user writes something like "{c["prompt"][:80]}": {c["expect"]}' for c in cases]
+    return "\n".join(lines)

@@ -81,12 +81,16 @@ def _frontmatter(lines: list[str], file: str) -> tuple[dict[str, Any], int]:
         data = yaml.safe_load("\n".join(lines[1:index])) or {}
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        raise SuiteError(file, (mark.line + 2) if mark else 1, f"frontmatter is not valid YAML: {getattr(exc, 'problem', exc)}") from None
+        raise SuiteError(
+            file, (mark.line + 2) if mark else 1, f"frontmatter is not valid YAML: {getattr(exc, 'problem', exc)}"
+        ) from None
     if not isinstance(data, dict):
         raise SuiteError(file, 2, "frontmatter must be a mapping of keys to values")
     for key in data:
         if key not in FRONTMATTER_KEYS:
-            raise SuiteError(file, _key_line(lines, key), f"unknown frontmatter key {key!r} (known: {', '.join(FRONTMATTER_KEYS)})")
+            raise SuiteError(
+                file, _key_line(lines, key), f"unknown frontmatter key {key!r} (known: {', '.join(FRONTMATTER_KEYS)})"
+            )
     for key in LIST_KEYS:
         value = data.get(key)
         if value is None:

@@ -1,7 +1,7 @@
 """pytest plugin: every case of an EVAL.md (or *.eval.md) becomes an item `<folder>: <case name>`,
 marked `eval` and left out of the default run. `pytest -m eval` or `pytest --eval` runs them.
 
-    pytest --eval skills/ --eval-model anthropic/claude-sonnet-4-6 --eval-cache .eval_cache.json
+    pytest --eval skills/ --eval-model anthropic/claude-sonnet-4-6 --eval-cache .eval_cache.jsonl
 """
 
 from pathlib import Path
@@ -17,12 +17,25 @@ WARNINGS_KEY = pytest.StashKey[list[tuple[str, str]]]()
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("evalmd", "EVAL.md suites")
     group.addoption("--eval", action="store_true", help="run EVAL.md cases (left out of the default run)")
-    group.addoption("--eval-model", default=None, help="provider/model of the agent under test (default: role config, env, offline)")
+    group.addoption(
+        "--eval-model", default=None, help="provider/model of the agent under test (default: role config, env, offline)"
+    )
     group.addoption("--eval-judge-model", default=None, help="provider/model of the verdict judge")
-    group.addoption("--eval-cache", nargs="?", const="build/eval_cache.json", default=None, help="skip cases whose scope already passed (PATH, default build/eval_cache.json)")
+    group.addoption(
+        "--eval-cache",
+        nargs="?",
+        const="build/eval_cache.jsonl",
+        default=None,
+        help="skip cases whose scope already passed (PATH, default build/eval_cache.jsonl)",
+    )
     group.addoption("--eval-timeout", type=float, default=120.0, help="seconds per LLM call")
     group.addoption("--eval-no-judge", action="store_true", help="completion check only: no judge tokens")
-    parser.addini("eval_dirs", "folders whose EVAL.md files are collected (default: everywhere pytest looks)", type="paths", default=[])
+    parser.addini(
+        "eval_dirs",
+        "folders whose EVAL.md files are collected (default: everywhere pytest looks)",
+        type="paths",
+        default=[],
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:

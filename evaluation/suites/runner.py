@@ -77,25 +77,42 @@ def _llm(role: str, override: ProviderSpec | None, options: RunOptions, meter: M
     return llm
 
 
-def run_case(suite: EvalSuite, case: EvalCase, options: RunOptions | None = None, *, subject: Subject | None = None) -> CaseResult:
+def run_case(
+    suite: EvalSuite, case: EvalCase, options: RunOptions | None = None, *, subject: Subject | None = None
+) -> CaseResult:
     options = options or RunOptions()
     started = time.perf_counter()
     subject = subject or resolve_subject(suite)
     meter = Meter()
-    agent_llm = _llm("suite_agent", model_spec(options.model) or model_spec(suite.frontmatter.get("model")), options, meter)
+    agent_llm = _llm(
+        "suite_agent", model_spec(options.model) or model_spec(suite.frontmatter.get("model")), options, meter
+    )
     judge_llm = _llm("suite_judge", model_spec(options.judge_model), options, meter) if options.judge else None
-    key = fingerprint(suite, case, subject, agent_model=agent_llm.label, judge_model=judge_llm.label if judge_llm else "", judge=options.judge)
+    key = fingerprint(
+        suite,
+        case,
+        subject,
+        agent_model=agent_llm.label,
+        judge_model=judge_llm.label if judge_llm else "",
+        judge=options.judge,
+    )
     result = CaseResult(suite=suite.label, case=case.name, fingerprint=key)
     if options.cache is not None and options.cache.is_pass(key):
         result.cached = True
-        result.checks = [Check("completion", True, "cached pass"), Check("judge", True, "cached pass")] if options.judge else [Check("completion", True, "cached pass")]
+        result.checks = (
+            [Check("completion", True, "cached pass"), Check("judge", True, "cached pass")]
+            if options.judge
+            else [Check("completion", True, "cached pass")]
+        )
         result.duration_ms = (time.perf_counter() - started) * 1000
         return result
     transcript = Transcript(prompt=case.prompt, system="")
     try:
         transcript = run_agent(agent_llm, subject, case.prompt, suite.frontmatter.get("system"))
         completed = bool(transcript.response)
-        result.checks.append(Check("completion", completed, "the agent answered" if completed else "the agent gave an empty response"))
+        result.checks.append(
+            Check("completion", completed, "the agent answered" if completed else "the agent gave an empty response")
+        )
     except (ProviderError, TimeoutError) as exc:
         result.checks.append(Check("completion", False, f"the agent did not complete: {exc}"))
     result.transcript = transcript.as_dict()

@@ -136,7 +136,11 @@ def _add_provider(subject: Subject, ref: str, base: Path, *, as_tool: bool, suit
 def _agent_folder(suite: EvalSuite) -> Path | None:
     ref = suite.frontmatter.get("agent")
     if ref:
-        folder = Path(ref) if Path(ref).is_absolute() else (suite.folder / ref if (suite.folder / ref).exists() else Path(ref))
+        folder = (
+            Path(ref)
+            if Path(ref).is_absolute()
+            else (suite.folder / ref if (suite.folder / ref).exists() else Path(ref))
+        )
         if not (folder / "AGENT.md").is_file():
             raise SuiteError(suite.path, None, f"agent: no AGENT.md in {ref}")
         return folder

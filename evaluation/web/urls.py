@@ -14,4 +14,5 @@ urlpatterns = [
     path("runs/<str:run_id>/retry", views.run_retry, name="evaluation-run-retry"),
     path("runs/<str:run_id>/again", views.run_again, name="evaluation-run-again"),
     path("comparisons/<str:group>/", views.comparison, name="evaluation-comparison"),
+    path("suites/runs/<str:run_id>/", views.suite_run, name="evaluation-suite-run"),
 ]

@@ -203,3 +203,22 @@ def comparison(request: HttpRequest, group: str) -> HttpResponse:
     total = sum(ctx["root_causes"].values()) or 1
     ctx["root_cause_rows"] = [(c, n, round(100 * n / total)) for c, n in ctx["root_causes"].items()]
     return render(request, "evaluation/comparison.html", ctx)
+
+
+@staff_member_required
+@require_GET
+def suite_run(request: HttpRequest, run_id: str) -> HttpResponse:
+    run = _run_or_404(run_id)
+    if run.kind != "suite":
+        raise Http404(f"{run_id!r} is not a suite run")
+    results = selectors.suite_results(run)
+    return render(
+        request,
+        "evaluation/suite_run.html",
+        {
+            "title": f"Suite run {run.run_id}",
+            "run": run,
+            "results": results,
+            "passed": sum(r["passed"] for r in results),
+        },
+    )

@@ -21,8 +21,16 @@ def test_no_frontmatter_when_the_first_line_is_not_dashes():
 
 
 def test_frontmatter_keys_and_scalar_to_list():
-    suite = parse('---\nskills: "skills/greeter"\ntools:\n  - a.b\nmodel: "anthropic:claude"\nsystem: Be brief.\nmetadata: {owner: me}\n---\n## c\n### Prompt\np\n### Expect\ne\n')
-    assert suite.frontmatter == {"skills": ["skills/greeter"], "tools": ["a.b"], "model": "anthropic:claude", "system": "Be brief.", "metadata": {"owner": "me"}}
+    suite = parse(
+        '---\nskills: "skills/greeter"\ntools:\n  - a.b\nmodel: "anthropic:claude"\nsystem: Be brief.\nmetadata: {owner: me}\n---\n## c\n### Prompt\np\n### Expect\ne\n'
+    )
+    assert suite.frontmatter == {
+        "skills": ["skills/greeter"],
+        "tools": ["a.b"],
+        "model": "anthropic:claude",
+        "system": "Be brief.",
+        "metadata": {"owner": "me"},
+    }
 
 
 def test_unclosed_frontmatter_is_an_error_at_line_1():
@@ -48,7 +56,13 @@ def test_wrong_frontmatter_types_are_errors():
 
 
 @pytest.mark.parametrize(
-    ("prompt", "expect"), [("### Prompt", "### Expect"), ("## prompt", "## EXPECT"), ("# PROMPT", "###### expect"), ("#### Prompt ##", "#### Expect ####")]
+    ("prompt", "expect"),
+    [
+        ("### Prompt", "### Expect"),
+        ("## prompt", "## EXPECT"),
+        ("# PROMPT", "###### expect"),
+        ("#### Prompt ##", "#### Expect ####"),
+    ],
 )
 def test_prompt_and_expect_headings_of_any_level_and_case_are_markers(prompt, expect):
     suite = parse(f"## c\n{prompt}\nthe prompt\n{expect}\nthe rubric\n")

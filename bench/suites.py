@@ -1,0 +1,89 @@
+"""EVAL.md harness speed: parse 10,000 cases and fingerprint them; a fully cached re-run of 1,000 cases.
+
+python bench/suites.py [--cases 10000] [--cached 1000]
+"""
+
+import argparse
+import os
+import tempfile
+import time
+from pathlib import Path
+
+from _django import setup
+
+setup()
+
+from evaluation.providers.loopback import LoopbackLLMServer, Reply  # noqa: E402
+from evaluation.suites.cache import FileCache, fingerprint  # noqa: E402
+from evaluation.suites.parser import parse_suite  # noqa: E402
+from evaluation.suites.runner import RunOptions, run_case  # noqa: E402
+from evaluation.suites.subjects import resolve_subject  # noqa: E402
+
+
+def suite_text(n: int) -> str:
+    return "\n".join(
+        f"## case {i}\n### Prompt\nWhat is {i} + {i}? Explain briefly.\n### Step {i}\nnested heading stays in the prompt\n"
+        f"### Expect\nThe assistant answers {2 * i} and explains it in one sentence.\n"
+        for i in range(n)
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--cases", type=int, default=10_000)
+    parser.add_argument("--cached", type=int, default=1_000)
+    args = parser.parse_args()
+    folder = Path(tempfile.mkdtemp(prefix="eval-bench-"))
+    (folder / "SKILL.md").write_text("Answer arithmetic questions and explain in one sentence.\n")
+    text = suite_text(args.cases)
+    started = time.perf_counter()
+    suite = parse_suite(text, str(folder / "EVAL.md"))
+    parsed = time.perf_counter() - started
+    subject = resolve_subject(suite)
+    started = time.perf_counter()
+    keys = [
+        fingerprint(suite, c, subject, agent_model="openai/gpt-5.2", judge_model="openai/gpt-5.2", judge=True)
+        for c in suite.cases
+    ]
+    hashed = time.perf_counter() - started
+    assert len(set(keys)) == args.cases
+    print(
+        f"parse {args.cases} cases ({len(text) / 1e6:.1f} MB): {parsed * 1000:.0f} ms ({parsed / args.cases * 1e6:.1f} us/case)"
+    )
+    print(f"fingerprint {args.cases} cases: {hashed * 1000:.0f} ms ({hashed / args.cases * 1e6:.1f} us/case)")
+
+    small = parse_suite(suite_text(args.cached), str(folder / "EVAL.md"))
+    cache = FileCache(folder / "cache.json")
+    server = LoopbackLLMServer(
+        responder=lambda endpoint, body, n: (
+            Reply(json={"verdict": "PASS", "reason": "ok", "warning": None})
+            if body.get("response_format")
+            else Reply(text="The answer, explained.")
+        )
+    ).start()
+    os.environ.setdefault("OPENAI_API_KEY", "bench")
+    model = f"openai/bench@{server.openai_url}"
+    options = RunOptions(model=model, judge_model=model, cache=cache, use_db=False)
+    started = time.perf_counter()
+    first = [run_case(small, c, options, subject=subject) for c in small.cases]
+    cold = time.perf_counter() - started
+    passes = sum(r.passed for r in first)
+    # Reload the cache from disk, as a new process (or CI with a restored cache) would.
+    options.cache = FileCache(folder / "cache.json")
+    started = time.perf_counter()
+    second = [run_case(small, c, options, subject=subject) for c in small.cases]
+    warm = time.perf_counter() - started
+    cached = sum(r.cached for r in second)
+    calls_first = server.count()
+    second_calls = server.count() - calls_first
+    server.stop()
+    print(
+        f"first run of {args.cached} cases against the loopback LLM (0 ms latency, {passes} passed, {calls_first} LLM calls): {cold:.2f} s"
+    )
+    print(
+        f"fully cached re-run of {args.cached} cases: {warm * 1000:.0f} ms ({warm / args.cached * 1000:.2f} ms/case), {cached} served from the cache, {second_calls} LLM calls"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,82 @@
+"""The pytest plugin, run as a user would: a pytest subprocess over a folder of EVAL.md files."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from .test_runner_and_cache import responder
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run_pytest(folder, *args):
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "evalproject.settings",
+        "PYTHONPATH": str(ROOT),
+        "EVAL_DATA_DIR": str(folder / "data"),
+    }
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rA", str(folder), *args],
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+@pytest.fixture
+def suite_dir(tmp_path):
+    folder = tmp_path / "evals" / "greeter"
+    folder.mkdir(parents=True)
+    (folder / "SKILL.md").write_text("Greet people by name.")
+    (folder / "EVAL.md").write_text(
+        "## greets by name\n### Prompt\nHi, I'm Sam\n### Expect\nGreets Sam by name.\n\n## stays polite\n### Prompt\nHello\n### Expect\nPolite.\n"
+    )
+    return tmp_path / "evals"
+
+
+def test_eval_cases_are_left_out_of_the_default_run(suite_dir):
+    code, out = run_pytest(suite_dir)
+    assert "2 deselected" in out, out
+
+
+def test_eval_flag_runs_items_named_by_folder_and_case(suite_dir, loopback):
+    loopback.responder = responder(warning="Slightly formal.")
+    model = f"openai/m@{loopback.openai_url}"
+    code, out = run_pytest(suite_dir, "--eval", "--eval-model", model, "--eval-judge-model", model)
+    assert code == 0, out
+    assert "PASSED greeter/EVAL.md::greeter: greets by name" in out and "2 passed" in out
+    assert "greeter: greets by name: WARNING: Slightly formal." in out
+    assert loopback.count() == 4
+
+
+def test_marker_selection_and_failure_output(suite_dir, loopback):
+    loopback.responder = responder(verdicts={"User prompt\\nHello\\n": "FAIL"})
+    model = f"openai/m@{loopback.openai_url}"
+    code, out = run_pytest(suite_dir, "-m", "eval", "--eval-model", model, "--eval-judge-model", model)
+    assert code == 1 and "1 failed, 1 passed" in out, out
+    assert "FAILED judge: judged FAIL" in out and "--- transcript ---" in out and "prompt: Hello" in out
+
+
+def test_cache_option_skips_a_second_run(suite_dir, loopback, tmp_path):
+    model = f"openai/m@{loopback.openai_url}"
+    loopback.responder = responder()
+    cache = tmp_path / "shared_cache.json"
+    run_pytest(suite_dir, "--eval", "--eval-model", model, "--eval-judge-model", model, "--eval-cache", str(cache))
+    before = loopback.count()
+    code, out = run_pytest(
+        suite_dir, "--eval", "--eval-model", model, "--eval-judge-model", model, "--eval-cache", str(cache)
+    )
+    assert code == 0 and loopback.count() == before and "2 passed" in out
+
+
+def test_a_malformed_file_is_a_collection_error_with_file_and_line(suite_dir):
+    (suite_dir / "greeter" / "EVAL.md").write_text("## broken\n### Prompt\nhi\n")
+    code, out = run_pytest(suite_dir, "--eval")
+    assert code != 0 and "EVAL.md:1: case 'broken': the Expect section is missing" in out
