@@ -14,7 +14,7 @@ from django.db import transaction
 
 from evaluation.drift.propositions import PropositionSpec, parse_proposition_yaml, proposition_file_as_dict
 from evaluation.errors import FieldProblem
-from evaluation.models import Persona, Proposition, PropositionSet, Topic
+from evaluation.models import Agent, Persona, Proposition, PropositionSet, Topic
 from evaluation.tutoring.personas import persona_as_dict, split_known, validate_persona
 from evaluation.tutoring.topics import KNOWN_KEYS as TOPIC_KEYS
 from evaluation.tutoring.topics import topic_as_dict, validate_topic
@@ -24,7 +24,7 @@ from evaluation.tutoring.topics import topic_as_dict, validate_topic
 class LoadReport:
     """What a load did: counts per kind, warnings (kept unknown keys) and errors (skipped files)."""
 
-    loaded: dict[str, int] = field(default_factory=lambda: {"personas": 0, "topics": 0, "propositions": 0})
+    loaded: dict[str, int] = field(default_factory=lambda: {"personas": 0, "topics": 0, "propositions": 0, "cast": 0})
     warnings: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
@@ -112,10 +112,57 @@ def load_proposition_file(path: Path, report: LoadReport, label: str) -> None:
     report.loaded["propositions"] += len(parsed.propositions)
 
 
-def catalog_load(*, personas_dir: Path | None, topics_dir: Path | None, propositions_dir: Path | None) -> LoadReport:
+CAST_KEYS = ("id", "display_name", "persona_spec")
+
+
+def load_cast_file(path: Path, report: LoadReport, label: str) -> None:
+    """A character agent: id, display_name, persona_spec; other keys (nudge, ...) kept in extra."""
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        report.errors.append(
+            str(
+                FieldProblem(
+                    "", f"invalid YAML: {getattr(exc, 'problem', exc)}", label, line=mark.line + 1 if mark else None
+                )
+            )
+        )
+        return
+    if not isinstance(data, dict):
+        report.errors.append(
+            str(FieldProblem("(document)", "must be a mapping with id, display_name, persona_spec", label))
+        )
+        return
+    problems = [
+        FieldProblem(key, "is required (a non-empty string)", label)
+        for key in CAST_KEYS
+        if not isinstance(data.get(key), str) or not data[key].strip()
+    ]
+    if problems:
+        report.errors.extend(str(p) for p in problems)
+        return
+    extra = {k: v for k, v in data.items() if k not in CAST_KEYS}
+    Agent.objects.update_or_create(
+        id=data["id"],
+        defaults={
+            "display_name": data["display_name"],
+            "persona_spec": data["persona_spec"].strip(),
+            "kind": "character",
+            "extra": extra,
+        },
+    )
+    report.loaded["cast"] += 1
+
+
+def catalog_load(
+    *, personas_dir: Path | None, topics_dir: Path | None, propositions_dir: Path | None, cast_dir: Path | None = None
+) -> LoadReport:
     """Load every file under the given folders; each file is its own transaction."""
     report = LoadReport()
     jobs = []
+    if cast_dir:
+        jobs += [(p, load_cast_file) for p in sorted(cast_dir.glob("*.yaml"))]
     if personas_dir:
         jobs += [(p, load_persona_file) for p in sorted(personas_dir.glob("*.json")) if p.name != "schema.json"]
     if topics_dir:

@@ -255,3 +255,43 @@ def suite_run_start(
         if enqueue:
             _enqueue("evaluation.tasks.suite_run_task", run)
     return run
+
+
+def drift_run_start(
+    *,
+    agent_id: str,
+    dimensions: list[str] | None = None,
+    sample_size: int = 20,
+    judge: str | None = None,
+    enqueue: bool = True,
+) -> EvaluationRun:
+    """Start a background drift evaluation of one agent's newest messages."""
+    from evaluation.drift.evaluate import DIMENSIONS, drift_run_create
+
+    agent = Agent.objects.filter(pk=agent_id).first()
+    if agent is None:
+        raise NotFound(f"agent: no agent {agent_id!r}")
+    if judge:
+        try:
+            parse_override(judge)
+        except ValueError as exc:
+            raise InvalidInput([FieldProblem("judge", str(exc))]) from None
+    with transaction.atomic():
+        _check_capacity(1)
+        try:
+            run = drift_run_create(
+                agent=agent, dimensions=dimensions or list(DIMENSIONS), sample_size=sample_size, judge=judge or ""
+            )
+        except ValueError as exc:
+            field, _, reason = str(exc).partition(": ")
+            raise InvalidInput([FieldProblem(field, reason)]) from None
+        if enqueue:
+            _enqueue("evaluation.tasks.drift_run_task", run)
+    return run
+
+
+def agent_lookup(agent_id: str) -> Agent:
+    agent = Agent.objects.filter(pk=agent_id).first()
+    if agent is None:
+        raise NotFound(f"agent: no agent {agent_id!r}")
+    return agent

@@ -15,3 +15,9 @@ def suite_run_task(run_pk: str) -> str:
     from evaluation.suites.store import suite_run_execute
 
     return suite_run_execute(run_pk).status
+
+
+def drift_run_task(run_pk: str) -> str:
+    from evaluation.drift.evaluate import drift_run_execute
+
+    return drift_run_execute(run_pk).status

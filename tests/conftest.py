@@ -12,7 +12,10 @@ ROOT = Path(__file__).resolve().parent.parent
 @pytest.fixture
 def catalog(db):
     report = catalog_load(
-        personas_dir=ROOT / "personas", topics_dir=ROOT / "topics", propositions_dir=ROOT / "propositions"
+        personas_dir=ROOT / "personas",
+        topics_dir=ROOT / "topics",
+        propositions_dir=ROOT / "propositions",
+        cast_dir=ROOT / "cast",
     )
     assert report.ok, report.errors
     return report

@@ -152,7 +152,7 @@ def test_malformed_proposition_file_is_reported_and_the_others_still_load(tmp_pa
     assert len(report.errors) == 1, report.errors
     assert report.errors[0].startswith("propositions/adherence/broken.yaml")
     assert needle in report.errors[0]
-    assert PropositionSet.objects.count() == 4
+    assert PropositionSet.objects.count() == len(list((ROOT / "propositions").glob("*/*.yaml")))
 
 
 def test_command_exits_non_zero_naming_the_file(tmp_path):

@@ -84,10 +84,16 @@ class AgentEvaluationConfigInline(admin.StackedInline):
 
 @admin.register(Agent)
 class AgentAdmin(admin.ModelAdmin):
-    list_display = ("id", "display_name", "kind", "base_url", "model", "active")
+    list_display = ("id", "display_name", "kind", "base_url", "model", "active", "drift_link")
     list_filter = ("kind", "active")
     search_fields = ("id", "display_name", "persona_spec")
     inlines = [AgentEvaluationConfigInline]
+
+    @admin.display(description="Drift")
+    def drift_link(self, obj):
+        if obj.kind != "character":
+            return "-"
+        return format_html('<a href="{}">drift report</a>', reverse("evaluation-drift-agent", args=[obj.pk]))
 
 
 @admin.register(TutoringSession)

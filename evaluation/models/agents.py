@@ -26,6 +26,9 @@ class Agent(models.Model):
     system_prompt = models.TextField(blank=True)
     persona_spec = models.TextField(blank=True, help_text="Character agents: who this agent is.")
     active = models.BooleanField(default=True)
+    extra = models.JSONField(
+        default=dict, blank=True, help_text='Character agents: {"nudge": "..."} and other keys from the cast file.'
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

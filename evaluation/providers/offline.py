@@ -48,7 +48,8 @@ class OfflineProvider(Provider):
     default_model = "offline-rules-v1"
 
     def generate(self, request: Request) -> Completion:
-        handler = _HANDLERS.get(request.role, _echo)
+        # A caller may name the rule-based handler (a character agent speaks through the tutor role).
+        handler = _HANDLERS.get(request.context.get("offline_handler") or request.role, _echo)
         answer = handler(request, rng_for(request))
         data = answer if isinstance(answer, dict) else None
         text = json.dumps(answer) if isinstance(answer, dict) else answer

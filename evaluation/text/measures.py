@@ -45,3 +45,68 @@ def repeated_ngrams(texts: Iterable[str], n: int = 3, min_count: int = 2) -> lis
     for text in texts:
         counts.update(set(ngrams(tokens(text), n)))
     return [(" ".join(g), c) for g, c in counts.most_common() if c >= min_count]
+
+
+AGREEMENT_MARKERS = (
+    "agree",
+    "exactly",
+    "totally",
+    "absolutely",
+    "you're right",
+    "youre right",
+    "same here",
+    "good point",
+    "great point",
+    "well said",
+    "couldn't agree",
+    "+1",
+    "yes!",
+    "definitely",
+    "i second",
+    "me too",
+)
+
+
+def is_agreement(text: str) -> bool:
+    lowered = text.lower()
+    return any(marker in lowered for marker in AGREEMENT_MARKERS)
+
+
+def agreement_ratio(texts: Iterable[str]) -> float:
+    """Share of messages that mainly agree with someone (marker phrases); 0 for none."""
+    items = list(texts)
+    return sum(1 for t in items if is_agreement(t)) / len(items) if items else 0.0
+
+
+def novelty_overlap(texts: Iterable[str], n: int = 3) -> float:
+    """Mean share of each message's n-grams already used in an earlier message (linear time)."""
+    seen: set[tuple[str, ...]] = set()
+    shares = []
+    for text in texts:
+        grams = ngrams(tokens(text), n)
+        if grams:
+            shares.append(sum(1 for g in grams if g in seen) / len(grams))
+            seen.update(grams)
+    return sum(shares) / len(shares) if shares else 0.0
+
+
+def vocabulary_stats(texts_by_speaker: dict[str, list[str]]) -> dict[str, float]:
+    """Type-token ratio per speaker and the mean Jaccard overlap of speakers' content vocabularies.
+
+    Linear in the number of words; the pairwise part is over speakers, not messages.
+    """
+    vocab: dict[str, set[str]] = {}
+    ttr: dict[str, float] = {}
+    for speaker, texts in texts_by_speaker.items():
+        words = [w for text in texts for w in tokens(text)]
+        content = {w for w in words if w not in STOPWORDS and len(w) > 2}
+        vocab[speaker] = content
+        ttr[speaker] = len(set(words)) / len(words) if words else 0.0
+    speakers = sorted(vocab)
+    pairs = [(a, b) for i, a in enumerate(speakers) for b in speakers[i + 1 :]]
+    overlaps = [len(vocab[a] & vocab[b]) / len(vocab[a] | vocab[b]) for a, b in pairs if vocab[a] | vocab[b]]
+    return {
+        "speakers": float(len(speakers)),
+        "mean_type_token_ratio": sum(ttr.values()) / len(ttr) if ttr else 0.0,
+        "mean_vocabulary_overlap": sum(overlaps) / len(overlaps) if overlaps else 0.0,
+    }

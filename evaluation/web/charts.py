@@ -45,3 +45,37 @@ def grouped_bars(series: dict[str, dict[str, float]], dimensions: list[str], *, 
         )
     parts.append("</svg>")
     return "".join(parts)
+
+
+def lines(series: dict[str, list[float | None]], labels: list[str], *, scale: float = 9.0) -> str:
+    """One line per series (dimension) over the runs, values 0..scale."""
+    left, top, height, step = 30, 10, 160, 70
+    width = max(left + step * max(1, len(labels) - 1) + 40, left + 4 * 150)
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" width="{width}" height="{height + 60}" viewBox="0 0 {width} {height + 60}" role="img" aria-label="Scores over time">'
+    ]
+    for tick in range(0, int(scale) + 1, 3):
+        y = top + height - tick / scale * height
+        parts.append(
+            f'<line x1="{left}" x2="{width}" y1="{y:.1f}" y2="{y:.1f}" stroke="#ddd"/><text x="{left - 6}" y="{y + 4:.1f}" font-size="10" text-anchor="end">{tick}</text>'
+        )
+    for index, (name, values) in enumerate(series.items()):
+        colour = PALETTE[index % len(PALETTE)]
+        points = [(left + i * step, top + height - v / scale * height) for i, v in enumerate(values) if v is not None]
+        if len(points) > 1:
+            parts.append(
+                f'<polyline fill="none" stroke="{colour}" stroke-width="2" points="{" ".join(f"{x:.1f},{y:.1f}" for x, y in points)}"/>'
+            )
+        parts += [
+            f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3" fill="{colour}"><title>{escape(name)}</title></circle>'
+            for x, y in points
+        ]
+        parts.append(
+            f'<rect x="{left + index * 150}" y="{height + 35}" width="10" height="10" fill="{colour}"/><text x="{left + index * 150 + 14}" y="{height + 44}" font-size="10">{escape(name)}</text>'
+        )
+    for i, label in enumerate(labels):
+        parts.append(
+            f'<text x="{left + i * step}" y="{top + height + 16}" font-size="9" text-anchor="middle">{escape(label)}</text>'
+        )
+    parts.append("</svg>")
+    return "".join(parts)

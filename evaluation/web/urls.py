@@ -15,4 +15,5 @@ urlpatterns = [
     path("runs/<str:run_id>/again", views.run_again, name="evaluation-run-again"),
     path("comparisons/<str:group>/", views.comparison, name="evaluation-comparison"),
     path("suites/runs/<str:run_id>/", views.suite_run, name="evaluation-suite-run"),
+    path("drift/<str:agent_id>/", views.drift_agent, name="evaluation-drift-agent"),
 ]

@@ -15,7 +15,7 @@ from evaluation.errors import InvalidInput
 from evaluation.models import Agent, Persona, RunMessage, Topic, TutoringSession
 from evaluation.models.runs import RunSource, RunStatus
 from evaluation.tutoring.reports import ARTIFACTS
-from evaluation.web.charts import grouped_bars
+from evaluation.web.charts import grouped_bars, lines
 from evaluation.web.markdown import render_markdown
 
 DOWNLOADABLE = set(ARTIFACTS) | {"error.txt", "judge_raw.txt"}
@@ -222,3 +222,14 @@ def suite_run(request: HttpRequest, run_id: str) -> HttpResponse:
             "passed": sum(r["passed"] for r in results),
         },
     )
+
+
+@staff_member_required
+@require_GET
+def drift_agent(request: HttpRequest, agent_id: str) -> HttpResponse:
+    ctx = selectors.drift_context(agent_id)
+    if ctx is None:
+        raise Http404(f"no agent {agent_id!r}")
+    ctx["chart"] = lines(ctx["series"], ctx["labels"]) if ctx["table"] else ""
+    ctx["title"] = f"Persona drift: {ctx['agent'].display_name}"
+    return render(request, "evaluation/drift_agent.html", ctx)

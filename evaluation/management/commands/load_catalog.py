@@ -17,13 +17,15 @@ class Command(BaseCommand):
         parser.add_argument(
             "--propositions", type=Path, default=None, help="Proposition folder (default: propositions/)"
         )
-        parser.add_argument("--only", choices=["personas", "topics", "propositions"], help="Load one kind only")
+        parser.add_argument("--cast", type=Path, default=None, help="Character agents folder (default: cast/)")
+        parser.add_argument("--only", choices=["personas", "topics", "propositions", "cast"], help="Load one kind only")
 
     def handle(self, *args, **opts):
         dirs = {
             "personas": opts["personas"] or Path(setting("PERSONAS_DIR")),
             "topics": opts["topics"] or Path(setting("TOPICS_DIR")),
             "propositions": opts["propositions"] or Path(setting("PROPOSITIONS_DIR")),
+            "cast": opts["cast"] or Path(setting("CAST_DIR")),
         }
         if opts["only"]:
             dirs = {k: (v if k == opts["only"] else None) for k, v in dirs.items()}
@@ -31,7 +33,10 @@ class Command(BaseCommand):
             if folder is not None and not folder.is_dir():
                 raise CommandError(f"--{kind}: {folder} is not a folder")
         report = catalog_load(
-            personas_dir=dirs["personas"], topics_dir=dirs["topics"], propositions_dir=dirs["propositions"]
+            personas_dir=dirs["personas"],
+            topics_dir=dirs["topics"],
+            propositions_dir=dirs["propositions"],
+            cast_dir=dirs["cast"],
         )
         for warning in report.warnings:
             self.stderr.write(self.style.WARNING(f"warning: {warning}"))

@@ -1,0 +1,71 @@
+"""Our own character agents: they talk in channels through the tutor role with their persona spec,
+with the runtime corrections applied in-process. Synthetic mode generates a conversation."""
+
+from django.utils import timezone
+
+from evaluation.drift.corrections import gate_llm, gated_message, pre_invocation
+from evaluation.models import Agent, AgentMessage, EvaluationRun
+from evaluation.providers import Message, ProviderSpec, get_llm
+
+
+def system_prompt(agent: Agent, guidance: dict) -> str:
+    parts = [
+        f"You are {agent.display_name}. {agent.persona_spec}",
+        "You are chatting with the other members of your community garden committee. Write one short chat message, in character.",
+    ]
+    if guidance.get("nudge"):
+        parts.append(guidance["nudge"])
+    if guidance.get("avoid_phrases"):
+        parts.append("Avoid these phrases you have used a lot lately: " + "; ".join(guidance["avoid_phrases"]))
+    return "\n\n".join(parts)
+
+
+def character_say(
+    agent: Agent,
+    channel: str,
+    *,
+    provider: str | ProviderSpec | None = None,
+    source: str = "generated",
+    run: EvaluationRun | None = None,
+) -> AgentMessage:
+    recent = list(AgentMessage.objects.filter(channel=channel).select_related("agent").order_by("-created_at")[:12])[
+        ::-1
+    ]
+    guidance = pre_invocation(agent, channel)
+    llm = get_llm("tutor", override=provider)
+    history = [Message("system", system_prompt(agent, guidance))]
+    history += [
+        Message("assistant" if m.agent_id == agent.pk else "user", f"{m.agent.display_name}: {m.text}") for m in recent
+    ]
+    if len(history) == 1 or history[-1].role != "user":
+        history.append(Message("user", f"(Your turn to speak in #{channel}.)"))
+    context = {
+        "offline_handler": "character",
+        "agent": {
+            "id": agent.pk,
+            "name": agent.display_name,
+            "persona_spec": agent.persona_spec,
+            **(agent.extra or {}),
+        },
+        "recent": [m.text for m in recent],
+        "guidance": guidance,
+        "turn": len(recent),
+    }
+
+    def generate(feedback: str | None) -> str:
+        messages = history + ([Message("user", feedback)] if feedback else [])
+        return llm.call(messages, context={**context, "feedback": feedback}).text.strip()
+
+    text, _ = gated_message(agent, channel, generate, llm=gate_llm(provider), run=run)
+    return AgentMessage.objects.create(
+        agent=agent, channel=channel, text=text, created_at=timezone.now(), source=source
+    )
+
+
+def synthesize_conversation(
+    agents: list[Agent], channel: str, *, rounds: int = 4, provider: str | ProviderSpec | None = None
+) -> list[AgentMessage]:
+    """Round-robin messages from each agent in a fresh channel (synthetic mode)."""
+    return [
+        character_say(agent, channel, provider=provider, source="synthetic") for _ in range(rounds) for agent in agents
+    ]

@@ -1,0 +1,123 @@
+"""The proposition engine: a judge scores claims against message context on TinyTroupe's 0-9 scale
+(0 completely false, 9 completely true), many checks per LLM call in bounded batches. A reply
+that leaves a check out or scores it outside 0-9 is asked again once for those checks; a check
+still without a valid score is marked unscored with the reason, and everything else goes on."""
+
+import json
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from evaluation.providers import LLM, AuthError, CostLimitReached, Message, MissingKeyError, ProviderError, ReplayMiss
+
+# Not a judge's bad day but a setup that cannot work: stop the run instead of scoring around it.
+FATAL = (ReplayMiss, AuthError, MissingKeyError, CostLimitReached)
+
+SCORE_SCHEMA = {
+    "type": "object",
+    "required": ["scores"],
+    "properties": {
+        "scores": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["id", "score", "reasoning"],
+                "properties": {"id": {"type": "string"}, "score": {"type": "number"}, "reasoning": {"type": "string"}},
+            },
+        }
+    },
+}
+
+SYSTEM = """You evaluate claims about a character agent's behaviour. For each check, read the
+context and score how true the claim is on a 0-9 scale: 0 = completely false, 9 = completely
+true. Judge only what the context shows. Reply with JSON:
+{"scores": [{"id": "<check id>", "score": <0-9>, "reasoning": "<one sentence>"}, ...]}
+with exactly one entry per check id."""
+
+
+@dataclass(frozen=True)
+class Check:
+    id: str
+    claim: str
+    context: str
+
+
+@dataclass
+class Scored:
+    score: float | None
+    reasoning: str
+
+
+def _prompt(checks: list[Check]) -> str:
+    return "\n\n".join(f"### Check {c.id}\nClaim: {c.claim}\nContext:\n{c.context}" for c in checks)
+
+
+def _valid(entries: list[dict[str, Any]], wanted: set[str]) -> tuple[dict[str, Scored], dict[str, str]]:
+    good: dict[str, Scored] = {}
+    bad: dict[str, str] = {}
+    for entry in entries:
+        cid = str(entry.get("id"))
+        if cid not in wanted:
+            continue
+        score = entry.get("score")
+        if isinstance(score, int | float) and not isinstance(score, bool) and 0 <= score <= 9:
+            good[cid] = Scored(float(score), str(entry.get("reasoning", "")))
+        else:
+            bad[cid] = f"score {score!r} is outside 0-9"
+    for cid in wanted - good.keys() - bad.keys():
+        bad[cid] = "the judge's reply had no entry for this check"
+    return good, bad
+
+
+def score_checks(
+    llm: LLM, checks: list[Check], *, batch_size: int = 20, context: dict[str, Any] | None = None
+) -> dict[str, Scored]:
+    """Score every check; the number of calls is ceil(len / batch_size) plus one repair per batch that needs it."""
+    results: dict[str, Scored] = {}
+    for start in range(0, len(checks), batch_size):
+        batch = checks[start : start + batch_size]
+        wanted = {c.id for c in batch}
+        try:
+            reply = llm.call(
+                [Message("system", SYSTEM), Message("user", _prompt(batch))],
+                schema=SCORE_SCHEMA,
+                context={**(context or {}), "checks": [c.__dict__ for c in batch]},
+            )
+        except FATAL:
+            raise
+        except ProviderError as exc:
+            results.update({c.id: Scored(None, f"unscored: the judge failed ({exc})") for c in batch})
+            continue
+        good, bad = _valid(reply.data["scores"], wanted)
+        if bad:
+            retry = [c for c in batch if c.id in bad]
+            problems = "; ".join(f"{cid}: {reason}" for cid, reason in bad.items())
+            ask = f"Your previous reply had problems ({problems}). Score these checks again, each 0-9:\n\n{_prompt(retry)}"
+            try:
+                again = llm.call(
+                    [Message("system", SYSTEM), Message("user", ask)],
+                    schema=SCORE_SCHEMA,
+                    context={**(context or {}), "checks": [c.__dict__ for c in retry], "repair": True},
+                )
+                fixed, still_bad = _valid(again.data["scores"], set(bad))
+            except FATAL:
+                raise
+            except ProviderError as exc:
+                fixed, still_bad = {}, {cid: f"{reason}; the repair failed ({exc})" for cid, reason in bad.items()}
+            good.update(fixed)
+            for cid, reason in still_bad.items():
+                good[cid] = Scored(None, f"unscored: {reason} (after one repair)")
+        results.update(good)
+    return results
+
+
+def batches_needed(count: int, batch_size: int) -> int:
+    return math.ceil(count / batch_size) if count else 0
+
+
+def snippet(text: str, limit: int = 240) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def dumps(data: Any) -> str:
+    return json.dumps(data, ensure_ascii=False)

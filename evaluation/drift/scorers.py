@@ -1,0 +1,216 @@
+"""The four drift scorers (spec 002), each returning a 0-9 dimension score with per-proposition detail.
+
+| scorer      | input                                   | LLM                     | computed here                 |
+|-------------|-----------------------------------------|-------------------------|-------------------------------|
+| adherence   | agent messages + persona spec           | claim vs each message   |                               |
+| consistency | (later, earlier) message pairs, no spec | same character?         |                               |
+| fluency     | the agent's recent messages             | structural variety      | 3-gram reuse across messages  |
+| convergence | anonymised channel messages             | voice distinctiveness   | vocabulary overlap of speakers|
+
+A proposition's score is the mean over its checks; inverted propositions count as 9 minus that;
+a dimension is the weighted mean of its propositions (and, for fluency and convergence, the mean
+of that and the computed measure).
+"""
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from evaluation.drift.engine import Check, Scored, score_checks, snippet
+from evaluation.drift.propositions import render_claim
+from evaluation.providers import LLM
+from evaluation.text import novelty_overlap, vocabulary_stats
+
+
+@dataclass
+class Prop:
+    id: str
+    claim: str
+    weight: float
+    inverted: bool
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Msg:
+    agent_id: str
+    agent_name: str
+    channel: str
+    recipient: str
+    text: str
+
+
+@dataclass
+class PropositionResult:
+    proposition_id: str
+    score: float | None
+    """Effective 0-9 score (inverted already applied); None when the judge never scored it."""
+    reasoning: str
+    snippet: str = ""
+
+
+@dataclass
+class DimensionResult:
+    dimension: str
+    score: float | None
+    items: list[PropositionResult]
+    metrics: dict[str, float] = field(default_factory=dict)
+
+
+def window(messages: list[Msg], prop: Prop, set_extra: dict[str, Any]) -> list[Msg]:
+    """Honour first_n / last_n (on the proposition, else its file) on the messages judged."""
+    first_n = prop.extra.get("first_n", set_extra.get("first_n"))
+    last_n = prop.extra.get("last_n", set_extra.get("last_n"))
+    out = messages
+    if isinstance(first_n, int) and first_n > 0:
+        out = out[:first_n]
+    if isinstance(last_n, int) and last_n > 0:
+        out = out[-last_n:]
+    return out
+
+
+def combine(
+    props: list[Prop], scored: dict[str, list[Scored]], snippets: dict[str, str]
+) -> tuple[float | None, list[PropositionResult]]:
+    items: list[PropositionResult] = []
+    total = weights = 0.0
+    for p in props:
+        results = scored.get(p.id, [])
+        valid = [r.score for r in results if r.score is not None]
+        if not valid:
+            reason = next((r.reasoning for r in results if r.score is None), "no messages to judge")
+            items.append(PropositionResult(p.id, None, reason, snippets.get(p.id, "")))
+            continue
+        raw = sum(valid) / len(valid)
+        effective = 9 - raw if p.inverted else raw
+        reasons = [r.reasoning for r in results if r.score is not None][:2]
+        note = f" (inverted: the judge's mean {raw:.2f} counts as {effective:.2f})" if p.inverted else ""
+        unscored = len(results) - len(valid)
+        if unscored:
+            note += f"; {unscored} check(s) unscored"
+        items.append(PropositionResult(p.id, round(effective, 3), " | ".join(reasons) + note, snippets.get(p.id, "")))
+        total += p.weight * effective
+        weights += p.weight
+    return (round(total / weights, 3) if weights else None), items
+
+
+def _run(
+    llm: LLM, props: list[Prop], checks_for: dict[str, list[Check]], batch_size: int, dimension: str
+) -> tuple[dict[str, list[Scored]], dict[str, str]]:
+    all_checks = [c for p in props for c in checks_for.get(p.id, [])]
+    results = score_checks(llm, all_checks, batch_size=batch_size, context={"dimension": dimension})
+    scored: dict[str, list[Scored]] = {}
+    snippets: dict[str, str] = {}
+    for p in props:
+        for c in checks_for.get(p.id, []):
+            scored.setdefault(p.id, []).append(results[c.id])
+            snippets.setdefault(p.id, snippet(c.context))
+    return scored, snippets
+
+
+def score_adherence(
+    llm: LLM, props: list[Prop], set_extra: dict[str, Any], messages: list[Msg], persona_spec: str, batch_size: int
+) -> DimensionResult:
+    checks: dict[str, list[Check]] = {}
+    for p in props:
+        for i, m in enumerate(window(messages, p, set_extra)):
+            claim = render_claim(p.claim, agent_name=m.agent_name, channel_name=m.channel, recipient_name=m.recipient)
+            to = f" to {m.recipient}" if m.recipient else ""
+            context = f"Persona spec of {m.agent_name}:\n{persona_spec}\n\nMessage in #{m.channel}{to}:\n{m.text}"
+            checks.setdefault(p.id, []).append(Check(f"{p.id}#{i}", claim, context))
+    scored, snippets = _run(llm, props, checks, batch_size, "adherence")
+    score, items = combine(props, scored, snippets)
+    return DimensionResult("adherence", score, items)
+
+
+def score_consistency(
+    llm: LLM, props: list[Prop], set_extra: dict[str, Any], messages: list[Msg], batch_size: int, pairs: int = 10
+) -> DimensionResult:
+    """Pairs of a later message with an earlier one; the judge sees no persona spec."""
+    half = len(messages) // 2
+    history, current = messages[:half], messages[half:]
+    pairings = [(current[i], history[i % len(history)]) for i in range(min(pairs, len(current)))] if history else []
+    checks: dict[str, list[Check]] = {}
+    for p in props:
+        for i, (later, earlier) in enumerate(pairings):
+            claim = render_claim(
+                p.claim, agent_name=later.agent_name, channel_name=later.channel, recipient_name=later.recipient
+            )
+            checks.setdefault(p.id, []).append(
+                Check(f"{p.id}#{i}", claim, f"Earlier message:\n{earlier.text}\n\nLater message:\n{later.text}")
+            )
+    scored, snippets = _run(llm, props, checks, batch_size, "consistency")
+    score, items = combine(props, scored, snippets)
+    return DimensionResult("consistency", score, items, {"pairs": float(len(pairings))})
+
+
+def _blend(llm_score: float | None, computed: float) -> float:
+    return round(computed if llm_score is None else (llm_score + computed) / 2, 3)
+
+
+def score_fluency(
+    llm: LLM, props: list[Prop], set_extra: dict[str, Any], messages: list[Msg], batch_size: int
+) -> DimensionResult:
+    overlap = novelty_overlap([m.text for m in messages], n=3)
+    computed = 9 * (1 - overlap)
+    checks: dict[str, list[Check]] = {}
+    for p in props:
+        recent = window(messages, p, set_extra)
+        if recent:
+            listing = "\n".join(f"{i + 1}. {m.text}" for i, m in enumerate(recent))
+            claim = render_claim(p.claim, agent_name=recent[0].agent_name)
+            checks[p.id] = [Check(f"{p.id}#0", claim, f"Recent messages of {recent[0].agent_name}:\n{listing}")]
+    scored, snippets = _run(llm, props, checks, batch_size, "fluency")
+    llm_score, items = combine(props, scored, snippets)
+    items.insert(
+        0,
+        PropositionResult(
+            "ngram-overlap",
+            round(computed, 3),
+            f"{overlap:.1%} of 3-grams reuse an earlier message's (computed, no LLM)",
+        ),
+    )
+    return DimensionResult("fluency", _blend(llm_score, computed), items, {"ngram_overlap": overlap})
+
+
+def score_convergence(
+    llm: LLM,
+    props: list[Prop],
+    set_extra: dict[str, Any],
+    channels: dict[str, list[Msg]],
+    agent_name: str,
+    batch_size: int,
+) -> DimensionResult:
+    overlaps = []
+    checks: dict[str, list[Check]] = {}
+    for index, (channel, msgs) in enumerate(sorted(channels.items())):
+        by_speaker: dict[str, list[str]] = {}
+        labels: dict[str, str] = {}
+        for m in msgs:
+            by_speaker.setdefault(m.agent_id, []).append(m.text)
+            labels.setdefault(m.agent_id, f"Speaker {chr(ord('A') + len(labels))}")
+        if len(by_speaker) < 2:
+            continue
+        overlaps.append(vocabulary_stats(by_speaker)["mean_vocabulary_overlap"])
+        transcript = "\n".join(f"{labels[m.agent_id]}: {m.text}" for m in msgs)
+        for p in props:
+            claim = render_claim(p.claim, agent_name=agent_name, channel_name=channel)
+            checks.setdefault(p.id, []).append(
+                Check(f"{p.id}#{index}", claim, f"Anonymised conversation in #{channel}:\n{transcript}")
+            )
+    if not overlaps:
+        return DimensionResult(
+            "convergence", None, [PropositionResult(p.id, None, "no channel with two or more speakers") for p in props]
+        )
+    overlap = sum(overlaps) / len(overlaps)
+    computed = 9 * (1 - overlap)
+    scored, snippets = _run(llm, props, checks, batch_size, "convergence")
+    llm_score, items = combine(props, scored, snippets)
+    items.insert(
+        0,
+        PropositionResult(
+            "vocabulary-overlap",
+            round(computed, 3),
+            f"speakers share {overlap:.1%} of their content vocabulary (computed, no LLM)",
+        ),
+    )
+    return DimensionResult("convergence", _blend(llm_score, computed), items, {"vocabulary_overlap": overlap})

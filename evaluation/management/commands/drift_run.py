@@ -1,0 +1,69 @@
+"""Persona-drift harness: evaluate agents and fail on regressions against golden baselines."""
+
+from pathlib import Path
+
+from django.core.management.base import BaseCommand, CommandError
+
+from evaluation.conf import setting
+from evaluation.drift.harness import MODES, harness_run, junit, markdown
+from evaluation.errors import InvalidInput
+from evaluation.models import Agent
+from evaluation.providers import ProviderError, require_keys
+
+
+class Command(BaseCommand):
+    help = "Evaluate character agents on the four drift dimensions; exit status 1 on a regression (a drop of more than 1.0)."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--agents", default="", help="Comma-separated agent ids (default: every character agent)")
+        parser.add_argument("--mode", choices=MODES, default="live")
+        parser.add_argument("--judge", default=None, help="Provider for the judge (live and synthetic modes)")
+        parser.add_argument(
+            "--baselines", type=Path, default=None, help="Folder of golden baselines (default: baselines/)"
+        )
+        parser.add_argument(
+            "--markdown", type=Path, default=None, help="Write the scores table (for a PR comment) here"
+        )
+        parser.add_argument("--junit", type=Path, default=None, help="Write JUnit XML here")
+        parser.add_argument("--rounds", type=int, default=4, help="Synthetic mode: messages per agent")
+
+    def handle(self, *args, **opts):
+        agents = [a for a in opts["agents"].split(",") if a] or list(
+            Agent.objects.filter(kind="character").values_list("id", flat=True)
+        )
+        if not agents:
+            raise CommandError("--agents: no character agents (load the cast with manage.py load_catalog)")
+        if opts["mode"] != "mock-judge":
+            missing = require_keys(
+                ["proposition_judge", "gate", "tutor"] if opts["mode"] == "synthetic" else ["proposition_judge"],
+                opts["judge"],
+            )
+            if missing:
+                raise CommandError("; ".join(missing))
+        try:
+            report = harness_run(
+                agent_ids=agents,
+                mode=opts["mode"],
+                baselines_dir=opts["baselines"] or Path(setting("BASELINES_DIR")),
+                cast_file=Path(setting("CAST_DIR")) / "messages.jsonl",
+                judge=opts["judge"],
+                rounds=opts["rounds"],
+            )
+        except (ValueError, RuntimeError, ProviderError, InvalidInput) as exc:
+            raise CommandError(str(exc)) from None
+        table = markdown(report)
+        self.stdout.write(table)
+        if opts["markdown"]:
+            opts["markdown"].write_text(table)
+        if opts["junit"]:
+            opts["junit"].write_text(junit(report))
+        if report.regressions:
+            raise CommandError(
+                f"{len(report.regressions)} regression(s): "
+                + ", ".join(
+                    f"{r.agent}/{r.dimension} {r.delta:+.2f}"
+                    if r.delta is not None
+                    else f"{r.agent}/{r.dimension} no score"
+                    for r in report.regressions
+                )
+            )

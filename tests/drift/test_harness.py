@@ -1,0 +1,131 @@
+"""The regression harness: mock-judge replays with no network, regressions fail, reports are written."""
+
+import json
+import shutil
+import time
+from io import StringIO
+from pathlib import Path
+from xml.etree import ElementTree as ET
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from evaluation.models import AgentMessage, EvaluationRun
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.django_db
+CAST = ["bertrand", "ivy", "juniper", "marigold", "rex"]
+
+
+@pytest.fixture
+def baselines(tmp_path):
+    shutil.copytree(ROOT / "baselines", tmp_path / "baselines")
+    return tmp_path / "baselines"
+
+
+def test_mock_judge_runs_the_cast_with_no_http_and_matches_the_baselines(catalog, baselines, loopback, tmp_path):
+    started = time.perf_counter()
+    out = StringIO()
+    call_command(
+        "drift_run",
+        "--mode",
+        "mock-judge",
+        "--baselines",
+        str(baselines),
+        "--markdown",
+        str(tmp_path / "t.md"),
+        "--junit",
+        str(tmp_path / "j.xml"),
+        stdout=out,
+    )
+    elapsed = time.perf_counter() - started
+    assert elapsed < 60
+    assert loopback.count() == 0
+    runs = EvaluationRun.objects.filter(kind="drift")
+    assert sorted(runs.values_list("agent_id", flat=True)) == CAST and all(
+        r.judge_label.startswith("replay/") for r in runs
+    )
+    for agent in CAST:
+        expected = json.loads((baselines / f"{agent}.json").read_text())["dimensions"]
+        got = {s.dimension: s.score for s in runs.get(agent_id=agent).dimension_scores.all()}
+        assert got == pytest.approx(expected), agent
+    table = (tmp_path / "t.md").read_text()
+    assert "| marigold | adherence |" in table and "No regressions." in table
+    suite = ET.parse(tmp_path / "j.xml").getroot()
+    assert suite.get("tests") == "20" and suite.get("failures") == "0"
+    assert AgentMessage.objects.filter(source="cast").count() == 25
+
+
+def test_a_drop_of_more_than_one_point_is_a_regression(catalog, baselines, tmp_path):
+    path = baselines / "rex.json"
+    doc = json.loads(path.read_text())
+    doc["dimensions"]["adherence"] += 1.5
+    doc["dimensions"]["fluency"] += 0.9  # within tolerance
+    path.write_text(json.dumps(doc))
+    with pytest.raises(CommandError, match=r"1 regression\(s\): rex/adherence -1.50"):
+        call_command(
+            "drift_run",
+            "--mode",
+            "mock-judge",
+            "--baselines",
+            str(baselines),
+            "--junit",
+            str(tmp_path / "j.xml"),
+            "--agents",
+            "rex",
+            stdout=StringIO(),
+        )
+    failures = ET.parse(tmp_path / "j.xml").getroot().findall("testcase/failure")
+    assert [f.get("message") for f in failures] == ["adherence fell 1.50 below its baseline"]
+
+
+def test_a_changed_judge_request_is_a_replay_miss_not_a_silent_pass(catalog, baselines):
+    call_command(
+        "drift_run", "--mode", "mock-judge", "--baselines", str(baselines), "--agents", "ivy", stdout=StringIO()
+    )
+    AgentMessage.objects.filter(agent_id="ivy", source="cast").update(text="Something else entirely.")
+    with pytest.raises(CommandError, match="fingerprint"):
+        call_command(
+            "drift_run", "--mode", "mock-judge", "--baselines", str(baselines), "--agents", "ivy", stdout=StringIO()
+        )
+
+
+def test_baseline_command_records_what_mock_judge_replays(catalog, tmp_path):
+    folder = tmp_path / "fresh"
+    call_command(
+        "drift_baseline", "--agents", "rex,ivy", "--baselines", str(folder), "--judge", "offline", stdout=StringIO()
+    )
+    assert sorted(p.name for p in folder.glob("*.json")) == ["ivy.json", "rex.json"]
+    assert any((folder / "recordings" / "proposition_judge").iterdir())
+    call_command(
+        "drift_run", "--mode", "mock-judge", "--baselines", str(folder), "--agents", "rex,ivy", stdout=StringIO()
+    )
+
+
+def test_synthetic_mode_generates_then_evaluates(catalog, tmp_path):
+    out = StringIO()
+    call_command(
+        "drift_run",
+        "--mode",
+        "synthetic",
+        "--agents",
+        "rex,juniper",
+        "--judge",
+        "offline",
+        "--rounds",
+        "2",
+        "--baselines",
+        str(tmp_path),
+        stdout=out,
+    )
+    assert AgentMessage.objects.filter(source="synthetic").count() == 4
+    assert "no baseline" in out.getvalue()
+
+
+def test_unknown_agent_and_missing_baseline_are_clear_errors(catalog, tmp_path):
+    with pytest.raises(CommandError, match="no agent 'ghost'"):
+        call_command("drift_run", "--agents", "ghost", "--mode", "mock-judge", stdout=StringIO())
+    with pytest.raises(CommandError, match="no baseline for rex"):
+        call_command(
+            "drift_run", "--agents", "rex", "--mode", "mock-judge", "--baselines", str(tmp_path), stdout=StringIO()
+        )
