@@ -147,7 +147,7 @@ def load_cast_file(path: Path, report: LoadReport, label: str) -> None:
         id=data["id"],
         defaults={
             "display_name": data["display_name"],
-            "persona_spec": data["persona_spec"].strip(),
+            "persona_spec": data["persona_spec"],
             "kind": "character",
             "extra": extra,
         },
@@ -177,7 +177,9 @@ def catalog_load(
     return report
 
 
-def catalog_export(*, personas_dir: Path | None, topics_dir: Path | None, propositions_dir: Path | None) -> list[Path]:
+def catalog_export(
+    *, personas_dir: Path | None, topics_dir: Path | None, propositions_dir: Path | None, cast_dir: Path | None = None
+) -> list[Path]:
     """Write the database back to files; returns the files written."""
     written: list[Path] = []
 
@@ -198,6 +200,10 @@ def catalog_export(*, personas_dir: Path | None, topics_dir: Path | None, propos
                 topics_dir / f"{topic.topic_id}.json",
                 json.dumps(topic_as_dict(topic), indent=2, ensure_ascii=False) + "\n",
             )
+    if cast_dir:
+        for agent in Agent.objects.filter(kind="character"):
+            doc = {"id": agent.pk, "display_name": agent.display_name, "persona_spec": agent.persona_spec, **(agent.extra or {})}
+            write(cast_dir / f"{agent.pk}.yaml", yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=1000))
     if propositions_dir:
         for pset in PropositionSet.objects.prefetch_related("propositions"):
             specs = [

@@ -178,6 +178,8 @@ def test_round_trip_file_db_file_is_lossless_unknown_keys_included(tmp_path):
     shutil.copytree(ROOT / "personas", source / "personas")
     shutil.copytree(ROOT / "topics", source / "topics")
     shutil.copytree(ROOT / "propositions", source / "propositions")
+    shutil.copytree(ROOT / "cast", source / "cast")
+    (source / "cast" / "messages.jsonl").unlink()  # messages are data, not catalogue
     persona = good_persona(persona_id="wild", hobbies=["chess"], notes={"author": "x"})
     (source / "personas" / "wild.json").write_text(json.dumps(persona))
     props = yaml.safe_load(VALID_PROPOSITIONS)
@@ -187,7 +189,7 @@ def test_round_trip_file_db_file_is_lossless_unknown_keys_included(tmp_path):
     (source / "propositions" / "adherence" / "wild.yaml").write_text(yaml.safe_dump({**props, "agent_id": "wild"}))
 
     report = catalog_load(
-        personas_dir=source / "personas", topics_dir=source / "topics", propositions_dir=source / "propositions"
+        personas_dir=source / "personas", topics_dir=source / "topics", propositions_dir=source / "propositions", cast_dir=source / "cast"
     )
     assert report.ok, report.errors
     out = tmp_path / "out"

@@ -27,10 +27,6 @@ class EvaluateSerializer(serializers.Serializer):
     judge = serializers.CharField(required=False, allow_blank=True, default="")
 
 
-def _not_found(exc: Exception) -> Response:
-    return Response({"error": str(exc)}, status=status.HTTP_404_NOT_FOUND)
-
-
 @api_view(["POST"])
 def ingest(request: Request) -> Response:
     """Messages as one JSON object, a JSON list, or JSON lines (application/x-ndjson); all or nothing."""
@@ -42,17 +38,12 @@ def ingest(request: Request) -> Response:
 def evaluate(request: Request, agent_id: str) -> Response:
     body = EvaluateSerializer(data=request.data)
     body.is_valid(raise_exception=True)
-    try:
-        run = services.drift_run_start(
-            agent_id=agent_id,
-            dimensions=body.validated_data.get("dimensions"),
-            sample_size=body.validated_data["sample_size"],
-            judge=body.validated_data["judge"] or None,
-        )
-    except services.NotFound as exc:
-        return _not_found(exc)
-    except services.RunLimitReached as exc:
-        return Response({"error": str(exc)}, status=status.HTTP_409_CONFLICT)
+    run = services.drift_run_start(
+        agent_id=agent_id,
+        dimensions=body.validated_data.get("dimensions"),
+        sample_size=body.validated_data["sample_size"],
+        judge=body.validated_data["judge"] or None,
+    )
     return Response({"run_id": run.run_id, "status": "pending"}, status=status.HTTP_202_ACCEPTED)
 
 
@@ -61,10 +52,7 @@ def gate(request: Request, agent_id: str) -> Response:
     """Score a message before the runtime commits it: {commit, score, threshold, feedback, ...}."""
     body = GateSerializer(data=request.data)
     body.is_valid(raise_exception=True)
-    try:
-        agent = services.agent_lookup(agent_id)
-    except services.NotFound as exc:
-        return _not_found(exc)
+    agent = services.agent_lookup(agent_id)
     decision = gate_check(agent, **body.validated_data)
     return Response(decision.__dict__)
 
@@ -74,8 +62,5 @@ def pre_invocation_view(request: Request, agent_id: str) -> Response:
     """What to add to the agent's next system prompt: a nudge and phrases to avoid (either may be empty)."""
     body = PreInvocationSerializer(data=request.data)
     body.is_valid(raise_exception=True)
-    try:
-        agent = services.agent_lookup(agent_id)
-    except services.NotFound as exc:
-        return _not_found(exc)
+    agent = services.agent_lookup(agent_id)
     return Response(pre_invocation(agent, body.validated_data["channel"].lstrip("#")))

@@ -13,6 +13,13 @@ log = logging.getLogger(__name__)
 
 
 def exception_handler(exc, context):
+    # The services' own refusals map to one status each, so views need no try/except of their own.
+    from evaluation.services import NotFound, RunLimitReached
+
+    if isinstance(exc, NotFound):
+        return Response({"error": str(exc)}, status=status.HTTP_404_NOT_FOUND)
+    if isinstance(exc, RunLimitReached):
+        return Response({"error": str(exc)}, status=status.HTTP_409_CONFLICT)
     if isinstance(exc, InvalidInput):
         fields: dict[str, list[str]] = {}
         for p in exc.problems:

@@ -12,31 +12,22 @@ from evaluation.models import EvaluationRun, Suite
 from evaluation.models.runs import RunStatus
 
 
-def _error(exc: Exception, code: int) -> Response:
-    return Response({"error": str(exc)}, status=code)
-
-
 @api_view(["POST"])
 def start(request: Request) -> Response:
     """Start simulated runs in the background: one persona, or 'all', optionally repeated."""
     body = StartSerializer(data=request.data)
     body.is_valid(raise_exception=True)
     data = body.validated_data
-    try:
-        runs = services.run_start(
-            topic_id=data["topic_id"],
-            persona=data.get("persona_file") or data.get("persona") or "average_student.json",
-            max_turns=data["max_turns"],
-            runs_per_persona=data["runs_per_persona"],
-            seed=data["seed"],
-            agent_id=data["target"] or None,
-            provider=data["provider"] or None,
-            cost_limit_usd=data["cost_limit_usd"],
-        )
-    except services.NotFound as exc:
-        return _error(exc, status.HTTP_404_NOT_FOUND)
-    except services.RunLimitReached as exc:
-        return _error(exc, status.HTTP_409_CONFLICT)
+    runs = services.run_start(
+        topic_id=data["topic_id"],
+        persona=data.get("persona_file") or data.get("persona") or "average_student.json",
+        max_turns=data["max_turns"],
+        runs_per_persona=data["runs_per_persona"],
+        seed=data["seed"],
+        agent_id=data["target"] or None,
+        provider=data["provider"] or None,
+        cost_limit_usd=data["cost_limit_usd"],
+    )
     return Response(
         {
             "run_id": runs[0].run_id,
@@ -52,10 +43,7 @@ def start(request: Request) -> Response:
 def current_status(request: Request) -> Response:
     """The newest active run's status (spec 001's polling shape), or idle; ?run_id= for one run."""
     if request.query_params.get("run_id"):
-        try:
-            return Response(selectors.run_status(services.run_lookup(request.query_params["run_id"])))
-        except services.NotFound as exc:
-            return _error(exc, status.HTTP_404_NOT_FOUND)
+        return Response(selectors.run_status(services.run_lookup(request.query_params["run_id"])))
     active = EvaluationRun.objects.filter(status__in=[RunStatus.PENDING, RunStatus.RUNNING]).order_by("-created_at")
     run = active.first() or EvaluationRun.objects.order_by("-created_at").first()
     if run is None:
@@ -95,10 +83,7 @@ def run_list(request: Request) -> Response:
 
 @api_view(["GET"])
 def run_detail(request: Request, run_id: str) -> Response:
-    try:
-        run = services.run_lookup(run_id)
-    except services.NotFound as exc:
-        return _error(exc, status.HTTP_404_NOT_FOUND)
+    run = services.run_lookup(run_id)
     ctx = selectors.run_report_context(run)
     return Response(
         {
@@ -117,35 +102,22 @@ def run_detail(request: Request, run_id: str) -> Response:
 
 @api_view(["GET"])
 def run_status(request: Request, run_id: str) -> Response:
-    try:
-        return Response(selectors.run_status(services.run_lookup(run_id)))
-    except services.NotFound as exc:
-        return _error(exc, status.HTTP_404_NOT_FOUND)
+    return Response(selectors.run_status(services.run_lookup(run_id)))
 
 
 @api_view(["POST"])
 def evaluate_session(request: Request) -> Response:
     body = EvaluateSessionSerializer(data=request.data)
     body.is_valid(raise_exception=True)
-    try:
-        run = services.session_evaluation_start(
-            session_id=str(body.validated_data["session_id"]), provider=body.validated_data["provider"] or None
-        )
-    except services.NotFound as exc:
-        return _error(exc, status.HTTP_404_NOT_FOUND)
-    except services.RunLimitReached as exc:
-        return _error(exc, status.HTTP_409_CONFLICT)
+    run = services.session_evaluation_start(
+        session_id=str(body.validated_data["session_id"]), provider=body.validated_data["provider"] or None
+    )
     return Response({"run_id": run.run_id, "status": "pending"}, status=status.HTTP_202_ACCEPTED)
 
 
 @api_view(["POST"])
 def retry_evaluation(request: Request, run_id: str) -> Response:
-    try:
-        run = services.run_retry_evaluation_start(run=services.run_lookup(run_id))
-    except services.NotFound as exc:
-        return _error(exc, status.HTTP_404_NOT_FOUND)
-    except services.RunLimitReached as exc:
-        return _error(exc, status.HTTP_409_CONFLICT)
+    run = services.run_retry_evaluation_start(run=services.run_lookup(run_id))
     return Response({"run_id": run.run_id, "status": "pending"}, status=status.HTTP_202_ACCEPTED)
 
 
@@ -159,23 +131,15 @@ def suite_list(request: Request) -> Response:
 def suite_run(request: Request, suite_id: int) -> Response:
     body = SuiteRunSerializer(data=request.data)
     body.is_valid(raise_exception=True)
-    try:
-        run = services.suite_run_start(suite_id=suite_id, **body.validated_data)
-    except services.NotFound as exc:
-        return _error(exc, status.HTTP_404_NOT_FOUND)
-    except services.RunLimitReached as exc:
-        return _error(exc, status.HTTP_409_CONFLICT)
+    run = services.suite_run_start(suite_id=suite_id, **body.validated_data)
     return Response({"run_id": run.run_id, "status": "pending"}, status=status.HTTP_202_ACCEPTED)
 
 
 @api_view(["GET"])
 def suite_run_detail(request: Request, run_id: str) -> Response:
-    try:
-        run = services.run_lookup(run_id)
-    except services.NotFound as exc:
-        return _error(exc, status.HTTP_404_NOT_FOUND)
+    run = services.run_lookup(run_id)
     if run.kind != "suite":
-        return _error(services.NotFound(f"run: {run_id!r} is not a suite run"), status.HTTP_404_NOT_FOUND)
+        raise services.NotFound(f"run: {run_id!r} is not a suite run")
     return Response(
         {**selectors.run_status(run), "passed_share": run.overall_score, "results": selectors.suite_results(run)}
     )

@@ -9,7 +9,8 @@ import asyncio
 import logging
 import os
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -107,6 +108,20 @@ def fail(run: EvaluationRun, exc: BaseException, listener: Listener | None = Non
     RunLog(folder / "run.log")(f"FAILED: {message}")
 
 
+@contextmanager
+def tutor_target(agent: Any, server_url: str | None, meter: Meter) -> Iterator[Any]:
+    """The agent under test as a target: an OpenAI-compatible chat endpoint, or a server speaking the
+    session protocol (the reference tutor by default, started here if none is running)."""
+    if agent is not None and agent.kind == "openai_chat":
+        spec = ProviderSpec("openai", agent.model, agent.base_url, {"api": "chat"})
+        yield ChatTarget(get_llm("tutor", override=spec, meter=meter), agent.system_prompt)
+        return
+    base = agent.base_url if agent is not None and agent.kind == "protocol" else server_url or setting("SERVER_URL")
+    auth = os.environ.get(agent.auth_header, "") if agent is not None and agent.auth_header else ""
+    with tutor_server(base, manage=agent is None or agent.kind == "reference") as url:
+        yield ProtocolTarget(url, auth)
+
+
 def converse(run: EvaluationRun, *, server_url: str | None, listener: Listener | None) -> None:
     """Simulate the conversation, storing every message as it arrives."""
     persona = persona_as_dict(run.persona) if run.persona else None
@@ -142,9 +157,7 @@ def converse(run: EvaluationRun, *, server_url: str | None, listener: Listener |
     runlog(
         f"run {run.run_id}: persona {persona['persona_id']}, topic {topic['topic_id']}, max_turns {run.max_turns}, seed {run.seed}"
     )
-    if agent is not None and agent.kind == "openai_chat":
-        spec = ProviderSpec("openai", agent.model, agent.base_url, {"api": "chat"})
-        target: Any = ChatTarget(get_llm("tutor", override=spec, meter=meter), agent.system_prompt)
+    with tutor_target(agent, server_url, meter) as target:
         result = asyncio.run(
             target.converse(
                 simulator,
@@ -155,22 +168,6 @@ def converse(run: EvaluationRun, *, server_url: str | None, listener: Listener |
                 log=runlog,
             )
         )
-    else:
-        base = agent.base_url if agent is not None and agent.kind == "protocol" else server_url or setting("SERVER_URL")
-        auth = os.environ.get(agent.auth_header, "") if agent is not None and agent.auth_header else ""
-        manage = agent is None or agent.kind == "reference"
-        with tutor_server(base, manage=manage) as url:
-            target = ProtocolTarget(url, auth)
-            result = asyncio.run(
-                target.converse(
-                    simulator,
-                    topic["topic_id"],
-                    max_turns=run.max_turns,
-                    turn_timeout=turn_timeout,
-                    on_message=on_message,
-                    log=runlog,
-                )
-            )
     run.config = {
         **run.config,
         "session_id": result.session_id,
