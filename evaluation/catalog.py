@@ -202,7 +202,12 @@ def catalog_export(
             )
     if cast_dir:
         for agent in Agent.objects.filter(kind="character"):
-            doc = {"id": agent.pk, "display_name": agent.display_name, "persona_spec": agent.persona_spec, **(agent.extra or {})}
+            doc = {
+                "id": agent.pk,
+                "display_name": agent.display_name,
+                "persona_spec": agent.persona_spec,
+                **(agent.extra or {}),
+            }
             write(cast_dir / f"{agent.pk}.yaml", yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=1000))
     if propositions_dir:
         for pset in PropositionSet.objects.prefetch_related("propositions"):

@@ -189,7 +189,10 @@ def test_round_trip_file_db_file_is_lossless_unknown_keys_included(tmp_path):
     (source / "propositions" / "adherence" / "wild.yaml").write_text(yaml.safe_dump({**props, "agent_id": "wild"}))
 
     report = catalog_load(
-        personas_dir=source / "personas", topics_dir=source / "topics", propositions_dir=source / "propositions", cast_dir=source / "cast"
+        personas_dir=source / "personas",
+        topics_dir=source / "topics",
+        propositions_dir=source / "propositions",
+        cast_dir=source / "cast",
     )
     assert report.ok, report.errors
     out = tmp_path / "out"

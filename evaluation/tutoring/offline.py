@@ -84,7 +84,10 @@ PRAISE = ["Yes, that's right!", "Correct, well done.", "Great job!", "Exactly ri
 
 @register("tutor")
 def offline_tutor(request: Request, rng: random.Random) -> str | dict[str, Any]:
-    state = request.context["state"]
+    state = request.context.get("state")
+    if state is None:  # a tutor call from outside a reference-tutor session: a plain scripted answer
+        last = next((m.content for m in reversed(request.messages) if m.role == "user"), "")
+        return f"Let's work through it together. You said: {last[:200]}"
     problems = state["problems"]
     if request.context.get("opening"):
         return f"Hi! Today we're practising {state['topic']['name'].lower()}. Let's start: {problems[0]['question']}"

@@ -78,3 +78,10 @@ def test_record_then_replay_makes_no_http_calls(loopback, tmp_path):
     assert "role 'judge', fingerprint " in str(miss.value)
     fingerprint = str(miss.value).split("fingerprint ")[1].split(" ")[0]
     assert len(fingerprint) == 64 and fingerprint != recorded[0].fingerprint != changed.fingerprint
+
+
+def test_every_offline_role_answers_a_plain_call():
+    """Roles whose rule-based handlers expect context still answer a bare call (benchmarks, smoke tests)."""
+    for role in ("simulator", "tutor", "gate", "suite_agent"):
+        result = get_llm(role, override="offline").call([Message("user", "hello")])
+        assert result.text, role

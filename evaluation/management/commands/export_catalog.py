@@ -16,6 +16,9 @@ class Command(BaseCommand):
     def handle(self, *args, **opts):
         out: Path = opts["out"]
         written = catalog_export(
-            personas_dir=out / "personas", topics_dir=out / "topics", propositions_dir=out / "propositions", cast_dir=out / "cast"
+            personas_dir=out / "personas",
+            topics_dir=out / "topics",
+            propositions_dir=out / "propositions",
+            cast_dir=out / "cast",
         )
         self.stdout.write(f"Wrote {len(written)} files under {out}.")
