@@ -13,6 +13,7 @@ from evaluation.providers.base import (
     Provider,
     Request,
     RetryableError,
+    ToolCall,
     Usage,
     error_message,
     parse_retry_after,
@@ -47,7 +48,7 @@ class AnthropicProvider(Provider):
                 "\n\nReply with one JSON object and nothing else. It must match this JSON schema:\n"
                 f"```json\n{json.dumps(request.schema)}\n```"
             )
-        turns = [{"role": m.role, "content": m.content} for m in request.messages if m.role != "system"]
+        turns = _anthropic_turns(request.messages)
         kwargs: dict[str, Any] = {
             "model": request.model,
             "max_tokens": s.max_tokens + (s.thinking_budget or 0),
@@ -56,6 +57,11 @@ class AnthropicProvider(Provider):
         }
         if system.strip():
             kwargs["system"] = system.strip()
+        if request.tools:
+            kwargs["tools"] = [
+                {"name": t["name"], "description": t["description"], "input_schema": t["parameters"]}
+                for t in request.tools
+            ]
         if s.thinking_budget:
             kwargs["thinking"] = {"type": "enabled", "budget_tokens": s.thinking_budget}
         elif s.temperature is not None:
@@ -81,7 +87,13 @@ class AnthropicProvider(Provider):
         text = "".join(getattr(block, "text", "") for block in message.content if block.type == "text")
         thinking = "".join(getattr(block, "thinking", "") for block in message.content if block.type == "thinking")
         usage = message.usage
+        calls = [
+            ToolCall(block.id, block.name, dict(block.input or {}))
+            for block in message.content
+            if block.type == "tool_use"
+        ]  # type: ignore[union-attr]
         return Completion(
+            tool_calls=calls,
             text=text,
             usage=Usage(
                 input_tokens=usage.input_tokens or 0,
@@ -97,3 +109,24 @@ class AnthropicProvider(Provider):
 class AnthropicHaikuProvider(AnthropicProvider):
     name = "anthropic-haiku"
     default_model = "claude-haiku-4-5"
+
+
+def _anthropic_turns(messages: list[Message]) -> list[dict[str, Any]]:
+    """Tool calls become tool_use blocks; tool results become tool_result blocks in a user turn."""
+    turns: list[dict[str, Any]] = []
+    for m in messages:
+        if m.role == "system":
+            continue
+        if m.role == "tool":
+            block = {"type": "tool_result", "tool_use_id": m.tool_call_id, "content": m.content}
+            if turns and turns[-1]["role"] == "user" and isinstance(turns[-1]["content"], list):
+                turns[-1]["content"].append(block)
+            else:
+                turns.append({"role": "user", "content": [block]})
+        elif m.tool_calls:
+            blocks: list[dict[str, Any]] = [{"type": "text", "text": m.content}] if m.content else []
+            blocks += [{"type": "tool_use", "id": c.id, "name": c.name, "input": c.arguments} for c in m.tool_calls]
+            turns.append({"role": "assistant", "content": blocks})
+        else:
+            turns.append({"role": m.role, "content": m.content})
+    return turns

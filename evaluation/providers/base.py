@@ -8,11 +8,22 @@ ROLES = ("simulator", "tutor", "judge", "proposition_judge", "gate", "suite_agen
 
 
 @dataclass(frozen=True)
-class Message:
-    """One chat message."""
+class ToolCall:
+    """A function call the model asked for."""
 
-    role: Literal["system", "user", "assistant"]
+    id: str
+    name: str
+    arguments: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Message:
+    """One chat message. An assistant message may carry tool calls; a "tool" message answers one."""
+
+    role: Literal["system", "user", "assistant", "tool"]
     content: str
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -58,6 +69,8 @@ class Request:
     messages: list[Message]
     settings: GenerateSettings = field(default_factory=GenerateSettings)
     schema: dict[str, Any] | None = None
+    tools: list[dict[str, Any]] | None = None
+    """Functions offered to the model: [{"name", "description", "parameters" (JSON schema)}]."""
     directive: str | None = None
     """The turn directive, before placement (offline handlers read it here)."""
     context: dict[str, Any] = field(default_factory=dict)
@@ -77,6 +90,7 @@ class Completion:
     model: str
     data: Any = None
     """Offline handlers may answer with the parsed JSON directly."""
+    tool_calls: list[ToolCall] = field(default_factory=list)
 
 
 @dataclass
@@ -94,6 +108,7 @@ class LLMResult:
     attempts: int = 1
     fingerprint: str = ""
     cost_usd: float = 0.0
+    tool_calls: list[ToolCall] = field(default_factory=list)
 
 
 class ProviderError(Exception):

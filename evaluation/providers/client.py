@@ -83,6 +83,7 @@ class LLM:
         messages: list[Message],
         *,
         schema: dict[str, Any] | None = None,
+        tools: list[dict[str, Any]] | None = None,
         directive: str | None = None,
         context: dict[str, Any] | None = None,
         **settings: Any,
@@ -97,6 +98,7 @@ class LLM:
             messages=placed,
             settings=settings_for(self.role, self.spec, **settings),
             schema=schema,
+            tools=tools or None,
             directive=directive,
             context=context or {},
             timeout=self.timeout,
@@ -104,7 +106,7 @@ class LLM:
         started = time.perf_counter()
         completion, attempts = self._generate(request)
         usage, data = completion.usage, completion.data
-        if schema is not None and data is None:
+        if schema is not None and data is None and not completion.tool_calls:
             data, reason = parse_json(completion.text, schema)
             if reason is not None:
                 repair = request.with_messages(
@@ -137,6 +139,7 @@ class LLM:
             attempts=attempts,
             fingerprint=replay.fingerprint(request),
             cost_usd=cost,
+            tool_calls=list(completion.tool_calls),
         )
 
     async def acall(self, messages: list[Message], **kwargs: Any) -> LLMResult:

@@ -36,6 +36,8 @@ class Reply:
     "malformed" (a body that is not JSON), "truncated" (half a body, then close)."""
     thinking: str = ""
     error_message: str = ""
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    """[{"name": ..., "arguments": {...}}]: the model calls these functions instead of answering."""
 
 
 @dataclass
@@ -234,7 +236,9 @@ class LoopbackLLMServer:
                     if body.get("stream"):
                         return self._send_sse(body, reply, text)
                     return self._send_json(200, server._anthropic_message(body, reply, text))
-                payload = server._responses(body, reply, text) if endpoint == "responses" else server._chat(body, text)
+                payload = (
+                    server._responses(body, reply, text) if endpoint == "responses" else server._chat(body, reply, text)
+                )
                 if reply.fault == "truncated":
                     data = json.dumps(payload).encode()
                     self.send_response(200)
@@ -294,14 +298,30 @@ class LoopbackLLMServer:
     def _input_tokens(body: dict[str, Any]) -> int:
         return _tokens(json.dumps(body.get("messages") or body.get("input") or "") + json.dumps(body.get("system", "")))
 
-    def _chat(self, body: dict[str, Any], text: str) -> dict[str, Any]:
+    def _chat(self, body: dict[str, Any], reply: Reply, text: str) -> dict[str, Any]:
         prompt, completion = self._input_tokens(body), _tokens(text)
+        message: dict[str, Any] = {"role": "assistant", "content": text}
+        if reply.tool_calls:
+            message = {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": f"call_{i}",
+                        "type": "function",
+                        "function": {"name": c["name"], "arguments": json.dumps(c["arguments"])},
+                    }
+                    for i, c in enumerate(reply.tool_calls)
+                ],
+            }
         return {
             "id": "chatcmpl-loopback",
             "object": "chat.completion",
             "created": int(time.time()),
             "model": body.get("model", "loopback"),
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+            "choices": [
+                {"index": 0, "message": message, "finish_reason": "tool_calls" if reply.tool_calls else "stop"}
+            ],
             "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion},
         }
 
@@ -311,15 +331,27 @@ class LoopbackLLMServer:
         output: list[dict[str, Any]] = []
         if body.get("reasoning"):
             output.append({"type": "reasoning", "id": "rs_loopback", "summary": []})
-        output.append(
-            {
-                "type": "message",
-                "id": "msg_loopback",
-                "status": "completed",
-                "role": "assistant",
-                "content": [{"type": "output_text", "text": text, "annotations": []}],
-            }
-        )
+        for i, call in enumerate(reply.tool_calls):
+            output.append(
+                {
+                    "type": "function_call",
+                    "id": f"fc_{i}",
+                    "call_id": f"call_{i}",
+                    "name": call["name"],
+                    "arguments": json.dumps(call["arguments"]),
+                    "status": "completed",
+                }
+            )
+        if not reply.tool_calls:
+            output.append(
+                {
+                    "type": "message",
+                    "id": "msg_loopback",
+                    "status": "completed",
+                    "role": "assistant",
+                    "content": [{"type": "output_text", "text": text, "annotations": []}],
+                }
+            )
         return {
             "id": "resp_loopback",
             "object": "response",
@@ -343,7 +375,13 @@ class LoopbackLLMServer:
         content: list[dict[str, Any]] = []
         if reply.thinking:
             content.append({"type": "thinking", "thinking": reply.thinking, "signature": "loopback-signature"})
-        content.append({"type": "text", "text": text})
+        if reply.tool_calls:
+            content += [
+                {"type": "tool_use", "id": f"toolu_{i}", "name": c["name"], "input": c["arguments"]}
+                for i, c in enumerate(reply.tool_calls)
+            ]
+        else:
+            content.append({"type": "text", "text": text})
         return {
             "id": "msg_loopback",
             "type": "message",
@@ -402,26 +440,37 @@ class LoopbackLLMServer:
             )
             events.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
             index += 1
-        events.append(
-            (
-                "content_block_start",
-                {"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}},
+        for i, call in enumerate(reply.tool_calls):
+            block = {"type": "tool_use", "id": f"toolu_{i}", "name": call["name"], "input": {}}
+            events.append(
+                ("content_block_start", {"type": "content_block_start", "index": index, "content_block": block})
             )
-        )
-        for chunk in _chunks(text):
+            for chunk in _chunks(json.dumps(call["arguments"])):
+                delta = {"type": "input_json_delta", "partial_json": chunk}
+                events.append(("content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta}))
+            events.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
+            index += 1
+        if not reply.tool_calls:
             events.append(
                 (
-                    "content_block_delta",
-                    {"type": "content_block_delta", "index": index, "delta": {"type": "text_delta", "text": chunk}},
+                    "content_block_start",
+                    {"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}},
                 )
             )
-        events.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
+            for chunk in _chunks(text):
+                events.append(
+                    (
+                        "content_block_delta",
+                        {"type": "content_block_delta", "index": index, "delta": {"type": "text_delta", "text": chunk}},
+                    )
+                )
+            events.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
         events.append(
             (
                 "message_delta",
                 {
                     "type": "message_delta",
-                    "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                    "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None},
                     "usage": {"output_tokens": message["usage"]["output_tokens"]},
                 },
             )

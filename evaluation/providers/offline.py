@@ -11,7 +11,7 @@ import random
 from collections.abc import Callable
 from typing import Any
 
-from evaluation.providers.base import Completion, Provider, Request, Usage
+from evaluation.providers.base import Completion, Provider, Request, ToolCall, Usage
 
 Handler = Callable[[Request, random.Random], "str | dict[str, Any]"]
 _HANDLERS: dict[str, Handler] = {}
@@ -51,6 +51,17 @@ class OfflineProvider(Provider):
         # A caller may name the rule-based handler (a character agent speaks through the tutor role).
         handler = _HANDLERS.get(request.context.get("offline_handler") or request.role, _echo)
         answer = handler(request, rng_for(request))
+        if request.tools and isinstance(answer, dict) and "tool_calls" in answer:
+            # A rule-based agent answers in the native shape: calls, or a final text.
+            calls = [ToolCall(f"call_{i}", c["name"], c["arguments"]) for i, c in enumerate(answer["tool_calls"])]
+            text = answer.get("final") or ""
+            prompt = sum(estimate_tokens(m.content) for m in request.messages)
+            return Completion(
+                text=text,
+                model=self.model,
+                usage=Usage(prompt, estimate_tokens(text) + 10 * len(calls), 0, 1),
+                tool_calls=calls,
+            )
         data = answer if isinstance(answer, dict) else None
         text = json.dumps(answer) if isinstance(answer, dict) else answer
         prompt = sum(estimate_tokens(m.content) for m in request.messages)

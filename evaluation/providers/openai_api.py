@@ -1,6 +1,7 @@
 """OpenAI: the Responses API (reasoning effort, JSON schema output); chat completions for any
 OpenAI-compatible base URL (Ollama, vLLM, llama.cpp server, LM Studio)."""
 
+import json
 import os
 from typing import Any
 
@@ -8,9 +9,11 @@ import openai
 
 from evaluation.providers.base import (
     Completion,
+    Message,
     Provider,
     Request,
     RetryableError,
+    ToolCall,
     Usage,
     error_message,
     parse_retry_after,
@@ -50,10 +53,15 @@ class OpenAIProvider(Provider):
         s = request.settings
         kwargs: dict[str, Any] = {
             "model": request.model,
-            "input": [{"role": m.role, "content": m.content} for m in request.messages],
+            "input": _responses_input(request.messages),
             "max_output_tokens": s.max_tokens,
             "timeout": request.timeout,
         }
+        if request.tools:
+            kwargs["tools"] = [
+                {"type": "function", "name": t["name"], "description": t["description"], "parameters": t["parameters"]}
+                for t in request.tools
+            ]
         if s.reasoning_effort:
             kwargs["reasoning"] = {"effort": s.reasoning_effort}
         if s.temperature is not None and not s.reasoning_effort:
@@ -65,7 +73,13 @@ class OpenAIProvider(Provider):
         response = self.client.responses.create(**kwargs)
         usage = response.usage
         details = getattr(usage, "output_tokens_details", None) if usage else None
+        calls = [
+            ToolCall(item.call_id, item.name, _arguments(item.arguments))
+            for item in response.output or []
+            if getattr(item, "type", "") == "function_call"
+        ]
         return Completion(
+            tool_calls=calls,
             text=response.output_text or "",
             usage=Usage(
                 input_tokens=getattr(usage, "input_tokens", 0) or 0,
@@ -80,10 +94,18 @@ class OpenAIProvider(Provider):
         s = request.settings
         kwargs: dict[str, Any] = {
             "model": request.model,
-            "messages": [{"role": m.role, "content": m.content} for m in request.messages],
+            "messages": _chat_messages(request.messages),
             "max_tokens": s.max_tokens,
             "timeout": request.timeout,
         }
+        if request.tools:
+            kwargs["tools"] = [
+                {
+                    "type": "function",
+                    "function": {"name": t["name"], "description": t["description"], "parameters": t["parameters"]},
+                }
+                for t in request.tools
+            ]
         if s.temperature is not None:
             kwargs["temperature"] = s.temperature
         if s.seed is not None:
@@ -96,7 +118,14 @@ class OpenAIProvider(Provider):
         response = self.client.chat.completions.create(**kwargs)
         choice = response.choices[0] if response.choices else None
         usage = response.usage
+        raw_calls = (choice.message.tool_calls if choice and choice.message else None) or []
+        calls = [
+            ToolCall(c.id, c.function.name, _arguments(c.function.arguments))
+            for c in raw_calls
+            if getattr(c, "function", None)
+        ]
         return Completion(
+            tool_calls=calls,
             text=(choice.message.content if choice and choice.message else "") or "",
             usage=Usage(
                 input_tokens=getattr(usage, "prompt_tokens", 0) or 0,
@@ -105,3 +134,45 @@ class OpenAIProvider(Provider):
             ),
             model=response.model or request.model,
         )
+
+
+def _arguments(raw: Any) -> dict[str, Any]:
+    """Tool-call arguments arrive as a JSON string; a model's broken JSON becomes an empty call."""
+    if isinstance(raw, dict):
+        return raw
+    try:
+        value = json.loads(raw or "{}")
+    except json.JSONDecodeError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _chat_messages(messages: list[Message]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for m in messages:
+        if m.role == "tool":
+            out.append({"role": "tool", "tool_call_id": m.tool_call_id, "content": m.content})
+        elif m.tool_calls:
+            calls = [
+                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": json.dumps(c.arguments)}}
+                for c in m.tool_calls
+            ]
+            out.append({"role": "assistant", "content": m.content or None, "tool_calls": calls})
+        else:
+            out.append({"role": m.role, "content": m.content})
+    return out
+
+
+def _responses_input(messages: list[Message]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for m in messages:
+        if m.role == "tool":
+            out.append({"type": "function_call_output", "call_id": m.tool_call_id, "output": m.content})
+            continue
+        if m.content or not m.tool_calls:
+            out.append({"role": m.role, "content": m.content})
+        out += [
+            {"type": "function_call", "call_id": c.id, "name": c.name, "arguments": json.dumps(c.arguments)}
+            for c in m.tool_calls
+        ]
+    return out

@@ -11,16 +11,21 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from evaluation.providers.base import Completion, Provider, ReplayMiss, Request, Usage
+from evaluation.providers.base import Completion, Provider, ReplayMiss, Request, ToolCall, Usage
 
 
 def fingerprint(request: Request) -> str:
-    payload = {
+    payload: dict[str, Any] = {
         "model": request.model,
         "messages": [[m.role, m.content] for m in request.messages],
         "settings": asdict(request.settings),
         "schema": request.schema,
     }
+    # Only present when used, so recordings made before tool calling keep their fingerprints.
+    if request.tools:
+        payload["tools"] = request.tools
+    if any(m.tool_calls or m.tool_call_id for m in request.messages):
+        payload["tool_turns"] = [[[asdict(c) for c in m.tool_calls], m.tool_call_id] for m in request.messages]
     return hashlib.sha256(json.dumps(payload, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
 
 
@@ -39,7 +44,12 @@ def record(folder: Path, request: Request, completion: Completion, provider: str
         "provider": provider,
         "model": request.model,
         "request": {"messages": [asdict(m) for m in request.messages], "settings": asdict(request.settings)},
-        "completion": {"text": completion.text, "model": completion.model, "usage": completion.usage.as_dict()},
+        "completion": {
+            "text": completion.text,
+            "model": completion.model,
+            "usage": completion.usage.as_dict(),
+            "tool_calls": [asdict(c) for c in completion.tool_calls],
+        },
     }
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(doc, indent=1, ensure_ascii=False))
@@ -66,4 +76,5 @@ class ReplayProvider(Provider):
                 f"under {self.folder}; the request differs from every recorded one"
             )
         doc = json.loads(path.read_text())["completion"]
-        return Completion(text=doc["text"], model=doc["model"], usage=Usage(**doc["usage"]))
+        calls = [ToolCall(**c) for c in doc.get("tool_calls", [])]
+        return Completion(text=doc["text"], model=doc["model"], usage=Usage(**doc["usage"]), tool_calls=calls)

@@ -1,31 +1,16 @@
 """The agent under test: a fresh conversation per case, with the skills in its system prompt and
-the tools offered through a JSON tool-calling protocol that every provider (offline and replay
-included) can follow. Each tool call and its result is recorded in the transcript."""
+the tools offered by native function calling (each vendor's own tool format; offline and replay
+speak it too). Each tool call and its result is recorded in the transcript."""
 
 import json
 from dataclasses import dataclass, field
 from typing import Any
 
 from evaluation.providers import LLM, Message
-from evaluation.suites.subjects import Subject
+from evaluation.providers.base import ToolCall
+from evaluation.suites.subjects import Subject, Tool
 
 MAX_STEPS = 8
-
-AGENT_SCHEMA = {
-    "type": "object",
-    "required": ["tool_calls", "final"],
-    "properties": {
-        "tool_calls": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "required": ["name", "arguments"],
-                "properties": {"name": {"type": "string"}, "arguments": {"type": "object"}},
-            },
-        },
-        "final": {"type": ["string", "null"]},
-    },
-}
 
 
 @dataclass
@@ -45,51 +30,42 @@ def system_prompt(subject: Subject, system: str | None) -> str:
         parts.append(subject.identity.strip())
     for name, text in subject.skills:
         parts.append(f"## Skill: {name}\n{text.strip()}")
-    if subject.tools:
-        listing = json.dumps([t.schema() for t in subject.tools], indent=1)
-        parts.append(
-            "You can call these tools:\n"
-            f"{listing}\n"
-            'Reply with JSON: {"tool_calls": [{"name": ..., "arguments": {...}}], "final": null} to call tools, '
-            'then, once you have their results, {"tool_calls": [], "final": "your answer to the user"}.'
-        )
     return "\n\n".join(parts)
 
 
+def _run_tool(tools: dict[str, Tool], call: ToolCall) -> dict[str, Any]:
+    record: dict[str, Any] = {"name": call.name, "arguments": call.arguments}
+    tool = tools.get(call.name)
+    if tool is None:
+        record["error"] = f"no tool named {call.name!r}"
+        return record
+    try:
+        record["result"] = tool.fn(**call.arguments)
+    except Exception as exc:  # a tool's failure is part of the transcript, not a crash
+        record["error"] = f"{type(exc).__name__}: {exc}"
+    return record
+
+
 def run_agent(llm: LLM, subject: Subject, prompt: str, system: str | None) -> Transcript:
-    """Drive one conversation to a final answer; raises ProviderError on LLM failure."""
+    """Drive one conversation to a final answer, running the tools the model calls (native function
+    calling); raises ProviderError on LLM failure and TimeoutError when it never stops calling."""
     transcript = Transcript(prompt=prompt, system=system_prompt(subject, system))
     messages = [Message("system", transcript.system), Message("user", prompt)]
-    context = {
-        "tools": [t.schema() for t in subject.tools],
-        "skills": [name for name, _ in subject.skills],
-        "prompt": prompt,
-    }
-    if not subject.tools:
-        transcript.response = llm.call(messages, context=context).text.strip()
-        return transcript
+    schemas = [t.schema() for t in subject.tools] or None
     tools = {t.name: t for t in subject.tools}
+    context = {"tools": schemas or [], "skills": [name for name, _ in subject.skills], "prompt": prompt}
     for _ in range(MAX_STEPS):
-        data = llm.call(messages, schema=AGENT_SCHEMA, context={**context, "tool_results": transcript.tool_calls}).data
-        if not data["tool_calls"]:
-            transcript.response = (data.get("final") or "").strip()
+        result = llm.call(messages, tools=schemas, context={**context, "tool_results": transcript.tool_calls})
+        if not result.tool_calls:
+            transcript.response = result.text.strip()
             return transcript
-        results = []
-        for call in data["tool_calls"]:
-            record: dict[str, Any] = {"name": call["name"], "arguments": call["arguments"]}
-            tool = tools.get(call["name"])
-            if tool is None:
-                record["error"] = f"no tool named {call['name']!r}"
-            else:
-                try:
-                    record["result"] = tool.fn(**call["arguments"])
-                except Exception as exc:  # a tool's failure is part of the transcript, not a crash
-                    record["error"] = f"{type(exc).__name__}: {exc}"
+        messages.append(Message("assistant", result.text, tool_calls=tuple(result.tool_calls)))
+        for call in result.tool_calls:
+            record = _run_tool(tools, call)
             transcript.tool_calls.append(record)
-            results.append(record)
-        messages += [
-            Message("assistant", json.dumps(data)),
-            Message("user", "Tool results: " + json.dumps(results, default=str)),
-        ]
-    transcript.response = ""
+            messages.append(
+                Message(
+                    "tool", json.dumps(record.get("result", record.get("error")), default=str), tool_call_id=call.id
+                )
+            )
     raise TimeoutError(f"no final answer after {MAX_STEPS} tool-calling steps")

@@ -1,7 +1,7 @@
 """Rule-based stand-ins for the suite roles (offline provider): a smoke test with no key.
 
-The agent calls the tool named in the prompt (or the first) with the prompt's numbers, then
-reports the result; without tools it restates the request. The judge passes a non-empty answer
+The agent calls the tool named in the prompt (or the first) with the prompt's numbers (as a
+native tool call), then reports the result; without tools it restates the request. The judge passes a non-empty answer
 that shares words with the rubric and says it is the offline rule-based judge.
 """
 
@@ -23,7 +23,7 @@ def offline_agent(request: Request, rng: random.Random) -> str | dict[str, Any]:
         return offline_draft(ctx.get("cases") or [])
     prompt: str = ctx.get("prompt", "")
     tools: list[dict[str, Any]] = ctx.get("tools") or []
-    if request.schema is not None:
+    if request.tools:
         done = ctx.get("tool_results") or []
         if tools and not done:
             tool = next((t for t in tools if t["name"].lower() in prompt.lower()), tools[0])

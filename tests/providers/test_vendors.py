@@ -194,3 +194,53 @@ def test_concurrency_limit_caps_calls_in_flight(loopback, settings):
     elapsed = time.perf_counter() - started
     client._SEMAPHORES.clear()
     assert elapsed >= 0.6  # 6 calls, 2 at a time, 0.2 s each: at least three rounds
+
+
+ADD_TOOL = {
+    "name": "add",
+    "description": "Add two integers.",
+    "parameters": {
+        "type": "object",
+        "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+        "required": ["a", "b"],
+    },
+}
+
+
+def test_native_tool_calls_round_trip(vendor, loopback):
+    """The model asks for a function; we answer it; the model's final text comes back."""
+    from evaluation.providers.base import ToolCall
+
+    spec, endpoint = vendor
+    loopback.script(Reply(tool_calls=[{"name": "add", "arguments": {"a": 2, "b": 3}}]), "The sum is 5.")
+    llm = get_llm("suite_agent", override=spec)
+    messages = [Message("system", "Use tools."), Message("user", "What is 2 + 3?")]
+    first = llm.call(messages, tools=[ADD_TOOL])
+    assert [(c.name, c.arguments) for c in first.tool_calls] == [("add", {"a": 2, "b": 3})]
+    call = first.tool_calls[0]
+    follow = [
+        *messages,
+        Message("assistant", first.text, tool_calls=(ToolCall(call.id, call.name, call.arguments),)),
+        Message("tool", "5", tool_call_id=call.id),
+    ]
+    final = llm.call(follow, tools=[ADD_TOOL])
+    assert final.text == "The sum is 5." and final.tool_calls == []
+    offered, answered = loopback.requests[0].body, loopback.requests[1].body
+    if endpoint == "chat":
+        assert offered["tools"][0]["function"]["name"] == "add"
+        assert answered["messages"][-2]["tool_calls"][0]["id"] == call.id
+        assert answered["messages"][-1] == {"role": "tool", "tool_call_id": call.id, "content": "5"}
+    elif endpoint == "responses":
+        assert offered["tools"][0] == {"type": "function", **ADD_TOOL}
+        assert answered["input"][-2]["type"] == "function_call" and answered["input"][-1] == {
+            "type": "function_call_output",
+            "call_id": call.id,
+            "output": "5",
+        }
+    else:
+        assert offered["tools"][0]["input_schema"] == ADD_TOOL["parameters"]
+        assert answered["messages"][-2]["content"][-1]["type"] == "tool_use"
+        assert answered["messages"][-1] == {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": call.id, "content": "5"}],
+        }

@@ -14,29 +14,25 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def responder(verdicts=None, warning=None):
-    """Agent: plain text, or the JSON protocol answering 3/4; judge: PASS unless told otherwise per prompt."""
+    """Agent: plain text, or a native tool call and then 3/4; judge: PASS unless told otherwise per prompt."""
     verdicts = verdicts or {}
 
     def respond(endpoint, body, n):
         fmt = (body.get("response_format") or {}).get("json_schema", {}).get("schema", {})
-        props = fmt.get("properties", {})
         text = json.dumps(body.get("messages"))
-        if "verdict" in props:
+        if "verdict" in fmt.get("properties", {}):
             verdict = next((v for needle, v in verdicts.items() if needle in text), "PASS")
             return Reply(json={"verdict": verdict, "reason": f"judged {verdict}", "warning": warning})
-        if "tool_calls" in props:
-            if "Tool results" in text:
-                return Reply(json={"tool_calls": [], "final": "It is 3/4: three quarters."})
+        if body.get("tools"):
+            if any(m.get("role") == "tool" for m in body["messages"]):
+                return Reply(text="It is 3/4: three quarters.")
             return Reply(
-                json={
-                    "tool_calls": [
-                        {
-                            "name": "add_fractions",
-                            "arguments": {"a_numerator": 1, "a_denominator": 4, "b_numerator": 2, "b_denominator": 4},
-                        }
-                    ],
-                    "final": None,
-                }
+                tool_calls=[
+                    {
+                        "name": "add_fractions",
+                        "arguments": {"a_numerator": 1, "a_denominator": 4, "b_numerator": 2, "b_denominator": 4},
+                    }
+                ]
             )
         return Reply(text="Hello Sam, lovely to meet you!")
 
@@ -83,12 +79,15 @@ def test_tools_are_offered_run_and_recorded(skills, opts, loopback):
             "result": "3/4",
         }
     ]
-    system = result.transcript["system"]
+    assert "You are tutoring a grade 5 student." in result.transcript["system"]
+    offered = loopback.requests[0].body["tools"][0]["function"]
     assert (
-        '"name": "add_fractions"' in system
-        and '"a_numerator"' in system
-        and "You are tutoring a grade 5 student." in system
+        offered["name"] == "add_fractions"
+        and offered["description"] == "Add two fractions and return the simplified sum as 'n/d'."
     )
+    assert offered["parameters"]["required"] == ["a_numerator", "a_denominator", "b_numerator", "b_denominator"]
+    assert offered["parameters"]["properties"]["a_numerator"] == {"type": "integer"}
+    assert loopback.requests[1].body["messages"][-1] == {"role": "tool", "tool_call_id": "call_0", "content": '"3/4"'}
 
 
 @pytest.mark.django_db
