@@ -141,3 +141,7 @@ def test_artifact_download_is_limited_to_report_files(staff_client, catalog, tmp
     response = staff_client.get(f"/admin/evaluation/runs/{run.run_id}/files/review.md")
     assert response.status_code == 200 and b"".join(response.streaming_content) == b"# Review"
     assert staff_client.get(f"/admin/evaluation/runs/{run.run_id}/files/..%2F..%2Fetc%2Fpasswd").status_code == 404
+
+
+def test_admin_index_links_the_dashboard(staff_client):
+    assert 'href="/admin/evaluation/"' in staff_client.get("/admin/").content.decode()
