@@ -61,7 +61,8 @@ class EvalSuite:
     def label(self) -> str:
         """What pytest items are prefixed with: the file's folder name (a sidecar's own stem)."""
         if self.path.endswith("::EVAL"):
-            return str(self.frontmatter.get("module") or Path(self.path.removesuffix("::EVAL")).stem)
+            module = str(self.frontmatter.get("module") or self.path.removesuffix("::EVAL"))
+            return Path(module).stem if module.endswith(".py") else module
         name = Path(self.path).name
         if name.upper() != "EVAL.MD" and name.lower().endswith(".eval.md"):
             return name[: -len(".eval.md")]

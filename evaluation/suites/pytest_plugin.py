@@ -36,6 +36,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         type="paths",
         default=[],
     )
+    parser.addini(
+        "eval_modules", "modules (dotted names or .py paths) whose EVAL string is a suite", type="linelist", default=[]
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -47,7 +50,21 @@ def _wanted(config: pytest.Config) -> bool:
     return bool(config.getoption("--eval")) or "eval" in (config.option.markexpr or "")
 
 
-def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> "EvalFile | None":
+def _module_file(ref: str, rootdir: Path) -> Path | None:
+    if ref.endswith(".py"):
+        return (rootdir / ref).resolve()
+    import importlib.util
+
+    spec = importlib.util.find_spec(ref)
+    return Path(spec.origin).resolve() if spec and spec.origin else None
+
+
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> "EvalFile | EvalModule | None":
+    if file_path.suffix == ".py":
+        for ref in parent.config.getini("eval_modules"):
+            if _module_file(ref, parent.config.rootpath) == file_path.resolve():
+                return EvalModule.from_parent(parent, path=file_path, ref=ref)
+        return None
     if not is_suite_file(file_path):
         return None
     dirs = parent.config.getini("eval_dirs")
@@ -69,6 +86,27 @@ class EvalFile(pytest.File):
 
     class CollectError(Exception):
         pass
+
+
+class EvalModule(pytest.File):
+    """A module listed in `eval_modules`: its `EVAL` string's cases, anchored to the module."""
+
+    def __init__(self, *, ref: str, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.ref = ref
+
+    def collect(self):  # type: ignore[no-untyped-def]
+        from evaluation.suites.subjects import module_suites
+
+        try:
+            suites = module_suites(self.ref)
+        except SuiteError as exc:
+            raise EvalFile.CollectError(str(exc)) from None
+        for suite in suites:
+            for case in suite.cases:
+                item = EvalItem.from_parent(self, name=f"{suite.label}: {case.name}", suite=suite, case=case)
+                item.add_marker(pytest.mark.eval)
+                yield item
 
 
 class EvalFailed(Exception):

@@ -199,15 +199,21 @@ def resolve_subject(suite: EvalSuite) -> Subject:
     return subject
 
 
-def module_suites(module_name: str) -> list[EvalSuite]:
-    """Doctest-style: a module's `EVAL` string is a suite anchored to that module."""
+def module_suites(ref: str) -> list[EvalSuite]:
+    """Doctest-style: a module's `EVAL` string is a suite anchored to that module.
+
+    ref is a dotted module name or a .py file path; the suite is empty when the module has none.
+    """
     from evaluation.suites.parser import parse_suite
 
-    module = importlib.import_module(module_name)
+    try:
+        module = _load_module(ref, Path("."))
+    except (ImportError, FileNotFoundError, SyntaxError) as exc:
+        raise SuiteError(ref, None, f"cannot load the module ({exc})") from None
     text = getattr(module, "EVAL", None)
     if not isinstance(text, str):
         return []
-    path = inspect.getsourcefile(module) or module_name
+    path = inspect.getsourcefile(module) or ref
     suite = parse_suite(text, f"{path}::EVAL")
-    suite.frontmatter.setdefault("module", module_name)
+    suite.frontmatter.setdefault("module", ref)
     return [suite]

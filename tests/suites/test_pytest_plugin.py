@@ -80,3 +80,35 @@ def test_a_malformed_file_is_a_collection_error_with_file_and_line(suite_dir):
     (suite_dir / "greeter" / "EVAL.md").write_text("## broken\n### Prompt\nhi\n")
     code, out = run_pytest(suite_dir, "--eval")
     assert code != 0 and "EVAL.md:1: case 'broken': the Expect section is missing" in out
+
+
+MODULE_WITH_EVAL = """\
+EVAL = \"\"\"
+## says hello
+### Prompt
+Hi
+### Expect
+Says hello.
+\"\"\"
+
+
+def greet(name: str) -> str:
+    \"\"\"Greet someone.\"\"\"
+    return f"Hello {name}"
+
+
+TOOLS = [greet]
+"""
+
+
+def test_a_modules_eval_string_is_a_suite_anchored_to_it(tmp_path, loopback):
+    """Doctest-style: an `EVAL` string in a module listed under eval_modules."""
+    folder = tmp_path / "evals"
+    folder.mkdir()
+    (folder / "greeting.py").write_text(MODULE_WITH_EVAL)
+    (folder / "pytest.ini").write_text("[pytest]\neval_modules = greeting.py\n")
+    loopback.responder = responder()
+    model = f"openai/m@{loopback.openai_url}"
+    code, out = run_pytest(folder, "--eval", "--eval-model", model, "--eval-judge-model", model)
+    assert code == 0 and "PASSED greeting.py::greeting: says hello" in out, out
+    assert loopback.requests[0].body["tools"][0]["function"]["name"] == "greet"  # the module's own TOOLS are offered
