@@ -73,16 +73,21 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> "EvalFile 
     return EvalFile.from_parent(parent, path=file_path)
 
 
+def _items(parent: pytest.File, suites: list[Any]):  # type: ignore[no-untyped-def]
+    for suite in suites:
+        for case in suite.cases:
+            item = EvalItem.from_parent(parent, name=f"{suite.label}: {case.name}", suite=suite, case=case)
+            item.add_marker(pytest.mark.eval)
+            yield item
+
+
 class EvalFile(pytest.File):
     def collect(self):  # type: ignore[no-untyped-def]
         try:
             suite = load_file(self.path)
         except SuiteError as exc:
             raise self.CollectError(str(exc)) from None
-        for case in suite.cases:
-            item = EvalItem.from_parent(self, name=f"{suite.label}: {case.name}", suite=suite, case=case)
-            item.add_marker(pytest.mark.eval)
-            yield item
+        yield from _items(self, [suite])
 
     class CollectError(Exception):
         pass
@@ -102,11 +107,7 @@ class EvalModule(pytest.File):
             suites = module_suites(self.ref)
         except SuiteError as exc:
             raise EvalFile.CollectError(str(exc)) from None
-        for suite in suites:
-            for case in suite.cases:
-                item = EvalItem.from_parent(self, name=f"{suite.label}: {case.name}", suite=suite, case=case)
-                item.add_marker(pytest.mark.eval)
-                yield item
+        yield from _items(self, suites)
 
 
 class EvalFailed(Exception):

@@ -1,8 +1,6 @@
 """The tutor-evaluation pipeline through its doors: CLI, HTTP API, tasks, with faults."""
 
 import json
-import subprocess
-import sys
 import time
 from io import StringIO
 from pathlib import Path
@@ -16,7 +14,7 @@ from evaluation.providers.loopback import Reply
 from evaluation.tutoring.reports import ARTIFACTS
 from evaluation.tutoring.runner import free_port
 
-from .conftest import SERVER_ENV, database_url_for_tests
+from .conftest import SERVER_ENV, database_url_for_tests, qcluster_worker
 
 pytestmark = pytest.mark.django_db(transaction=True)
 ROOT = Path(__file__).resolve().parents[2]
@@ -316,16 +314,7 @@ def test_a_real_qcluster_worker_runs_the_task(server, api, tmp_path):
         "EVAL_SERVER_URL": server,
         "EVAL_RUNS_DIR": str(tmp_path / "runs"),
     }
-    import os
-
-    worker = subprocess.Popen(
-        [sys.executable, "manage.py", "qcluster"],
-        cwd=ROOT,
-        env={**os.environ, **env},
-        stdout=subprocess.DEVNULL,
-        stderr=(tmp_path / "q.log").open("wb"),
-    )
-    try:
+    with qcluster_worker(env, tmp_path / "q.log"):
         response = post(
             api, "/api/evaluation/start", {"topic_id": TOPIC, "persona_file": "ace", "max_turns": 3, "seed": 2}
         )
@@ -337,8 +326,5 @@ def test_a_real_qcluster_worker_runs_the_task(server, api, tmp_path):
             if status["status"] in ("complete", "failed"):
                 break
             time.sleep(0.5)
-        assert status["status"] == "complete", (status, (tmp_path / "q.log").read_text()[-2000:])
-        assert (tmp_path / "runs" / run_id / "review.md").exists()
-    finally:
-        worker.terminate()
-        worker.wait(20)
+    assert status["status"] == "complete", (status, (tmp_path / "q.log").read_text()[-2000:])
+    assert (tmp_path / "runs" / run_id / "review.md").exists()

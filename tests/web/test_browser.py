@@ -3,8 +3,6 @@ with a real django-q2 worker running the evaluations. Screenshots go to test-art
 
 import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -12,7 +10,7 @@ from django.utils import timezone
 
 from evaluation.models import EvaluationRun, Persona, RunMessage, Topic
 from evaluation.tutoring.runner import managed_server
-from tests.tutoring.conftest import SERVER_ENV, database_url_for_tests
+from tests.tutoring.conftest import SERVER_ENV, database_url_for_tests, qcluster_worker
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts"
@@ -37,18 +35,8 @@ def live_app(transactional_db, catalog, django_user_model, tmp_path, monkeypatch
         "EVAL_RUNS_DIR": str(tmp_path / "runs"),
     }
     with managed_server(env, log_path=tmp_path / "web.log") as url:
-        worker = subprocess.Popen(
-            [sys.executable, "manage.py", "qcluster"],
-            cwd=ROOT,
-            env={**os.environ, **env, "EVAL_SERVER_URL": url},
-            stdout=subprocess.DEVNULL,
-            stderr=(tmp_path / "worker.log").open("wb"),
-        )
-        try:
+        with qcluster_worker({**env, "EVAL_SERVER_URL": url}, tmp_path / "worker.log"):
             yield url
-        finally:
-            worker.terminate()
-            worker.wait(20)
 
 
 @pytest.fixture

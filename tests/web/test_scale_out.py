@@ -4,11 +4,9 @@ receives the run's progress as the worker broadcasts it."""
 
 import asyncio
 import json
-import os
 import shutil
 import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -16,8 +14,8 @@ import pytest
 import websockets
 from rest_framework.authtoken.models import Token
 
-from evaluation.tutoring.runner import managed_server
-from tests.tutoring.conftest import SERVER_ENV, database_url_for_tests
+from evaluation.tutoring.runner import free_port, managed_server
+from tests.tutoring.conftest import SERVER_ENV, database_url_for_tests, qcluster_worker
 
 ROOT = Path(__file__).resolve().parents[2]
 REDIS = shutil.which("redis-server")
@@ -25,12 +23,6 @@ pytestmark = [
     pytest.mark.django_db(transaction=True),
     pytest.mark.skipif(REDIS is None, reason="redis-server is not installed (.ci/run installs it)"),
 ]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture
@@ -63,14 +55,7 @@ def test_worker_progress_reaches_a_staff_websocket_through_redis(catalog, staff_
     client.force_login(staff_user)
     session_cookie = client.cookies["sessionid"].value
     with managed_server(env, log_path=tmp_path / "web.log") as url:
-        worker = subprocess.Popen(
-            [sys.executable, "manage.py", "qcluster"],
-            cwd=ROOT,
-            env={**os.environ, **env, "EVAL_SERVER_URL": url},
-            stdout=subprocess.DEVNULL,
-            stderr=(tmp_path / "worker.log").open("wb"),
-        )
-        try:
+        with qcluster_worker({**env, "EVAL_SERVER_URL": url}, tmp_path / "worker.log"):
 
             async def watch() -> list[dict]:
                 headers = {"Cookie": f"sessionid={session_cookie}", "Origin": url}
@@ -88,9 +73,6 @@ def test_worker_progress_reaches_a_staff_websocket_through_redis(catalog, staff_
                             return events
 
             events = asyncio.run(watch())
-        finally:
-            worker.terminate()
-            worker.wait(20)
     stages = [e["status"] for e in events]
     assert stages[-1] == "complete", (events[-1], (tmp_path / "worker.log").read_text()[-2000:])
     assert "running_session" in stages and "evaluating" in stages
