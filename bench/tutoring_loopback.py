@@ -29,8 +29,7 @@ def main() -> None:
     provider = f"openai/loopback@{server.openai_url}"
     os.environ.update({"EVAL_TUTOR_PROBLEMS": "40", "EVAL_TUTOR_PROVIDER": provider, "EVAL_LLM_CONCURRENCY": "64"})
     setup(fresh_database=True)
-    from evaluation import services
-    from evaluation.tutoring.batch import execute_batch
+    from evaluation.tutoring import services
     from evaluation.tutoring.runner import managed_server
 
     results = {}
@@ -46,7 +45,7 @@ def main() -> None:
             )
             calls_before = server.count()
             started = time.perf_counter()
-            done = execute_batch(runs, workers=workers, server_url=url)
+            done = services.runs_execute_here(runs, workers=workers, server_url=url)
             wall = time.perf_counter() - started
             failed = [r.run_id for r in done if r.status != "completed"]
             if failed:

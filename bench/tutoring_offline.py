@@ -17,9 +17,8 @@ os.environ["EVAL_TUTOR_PROBLEMS"] = "40"  # sessions run to max turns instead of
 os.environ["EVAL_TUTOR_PROVIDER"] = "offline"
 setup(fresh_database=True)
 
-from evaluation import services  # noqa: E402
 from evaluation.models import RunMessage  # noqa: E402
-from evaluation.tutoring.batch import execute_batch  # noqa: E402
+from evaluation.tutoring import services  # noqa: E402
 
 
 def main() -> None:
@@ -36,7 +35,7 @@ def main() -> None:
         enqueue=False,
     )
     started = time.perf_counter()
-    done = execute_batch(runs, workers=args.workers)
+    done = services.runs_execute_here(runs, workers=args.workers)
     wall = time.perf_counter() - started
     failed = [r.run_id for r in done if r.status != "completed"]
     per_turn: list[float] = []

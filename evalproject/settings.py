@@ -167,6 +167,8 @@ EVALUATION = {
     "SUITE_DIRS": [BASE_DIR / "skills", BASE_DIR / "agents"],
     "RECORDINGS_DIR": Path(os.environ.get("EVAL_RECORDINGS_DIR", DATA_DIR / "recordings")),
     "MAX_ACTIVE_RUNS": int(os.environ.get("EVAL_MAX_ACTIVE_RUNS", "32")),
+    # A running run whose worker has not beaten its heartbeat for this long is marked interrupted.
+    "RUN_STALE_AFTER": float(os.environ.get("EVAL_RUN_STALE_AFTER", "120")),
     "LLM_MAX_ATTEMPTS": int(os.environ.get("EVAL_LLM_MAX_ATTEMPTS", "3")),
     "LLM_BACKOFF_SECONDS": [5.0, 10.0, 15.0],
     "LLM_TIMEOUT_SECONDS": float(os.environ.get("EVAL_LLM_TIMEOUT", "120")),

@@ -12,12 +12,11 @@ from typing import Any
 import yaml
 from django.db import transaction
 
-from evaluation.drift.propositions import PropositionSpec, parse_proposition_yaml, proposition_file_as_dict
+from evaluation.drift.services import PropositionSpec, parse_proposition_yaml, proposition_file_as_dict
 from evaluation.errors import FieldProblem
 from evaluation.models import Agent, Persona, Proposition, PropositionSet, Topic
-from evaluation.tutoring.personas import persona_as_dict, split_known, validate_persona
-from evaluation.tutoring.topics import KNOWN_KEYS as TOPIC_KEYS
-from evaluation.tutoring.topics import topic_as_dict, validate_topic
+from evaluation.tutoring.selectors import persona_as_dict, topic_as_dict
+from evaluation.tutoring.services import TOPIC_KEYS, split_known, validate_persona, validate_topic
 
 
 @dataclass

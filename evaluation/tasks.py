@@ -1,23 +1,21 @@
-"""django-q2 entry points: take an id, call the service. Workers are synchronous."""
+"""django-q2 entry point: take a run id and its attempt, call the room's service. Workers are synchronous."""
 
-from evaluation.tutoring import pipeline
-
-
-def run_execute_task(run_pk: str) -> str:
-    return pipeline.execute_run(run_pk).status
-
-
-def run_retry_evaluation_task(run_pk: str) -> str:
-    return pipeline.retry_evaluation(run_pk).status
+from evaluation.drift import services as drift
+from evaluation.models import EvaluationRun
+from evaluation.models.runs import RunKind
+from evaluation.suites import services as suites
+from evaluation.tutoring import services as tutoring
 
 
-def suite_run_task(run_pk: str) -> str:
-    from evaluation.suites.store import suite_run_execute
-
-    return suite_run_execute(run_pk).status
-
-
-def drift_run_task(run_pk: str) -> str:
-    from evaluation.drift.evaluate import drift_run_execute
-
-    return drift_run_execute(run_pk).status
+def run_task(run_pk: str, attempt: int, action: str = "execute") -> str:
+    """Run one attempt; a task for a run that is not queued at this attempt does nothing ('skipped')."""
+    kind = EvaluationRun.objects.filter(pk=run_pk).values_list("kind", flat=True).first()
+    if kind == RunKind.TUTOR:
+        run = tutoring.run_execute(run_pk, attempt, action)
+    elif kind == RunKind.DRIFT:
+        run = drift.drift_run_execute(run_pk, attempt)
+    elif kind == RunKind.SUITE:
+        run = suites.suite_run_execute(run_pk, attempt)
+    else:
+        return "missing"
+    return run.status if run is not None else "skipped"

@@ -4,5 +4,5 @@ from django.urls import include, path
 
 urlpatterns = [
     path("api/", include("evaluation.api.urls")),
-    path("", include("evaluation.tutoring.urls")),
+    path("", include("evaluation.protocol.urls")),
 ]

@@ -6,8 +6,7 @@ from django.urls import reverse
 from django.utils.html import format_html
 
 from evaluation.models import Agent, AgentEvaluationConfig, Persona, Topic, TutoringSession
-from evaluation.tutoring.personas import KNOWN_KEYS, validate_persona
-from evaluation.tutoring.topics import validate_topic
+from evaluation.tutoring.services import PERSONA_KEYS, validate_persona, validate_topic
 
 
 class SchemaValidatedForm(forms.ModelForm):
@@ -32,7 +31,7 @@ class SchemaValidatedForm(forms.ModelForm):
 
 
 class PersonaForm(SchemaValidatedForm):
-    known_keys = KNOWN_KEYS
+    known_keys = PERSONA_KEYS
 
     class Meta:
         model = Persona

@@ -2,7 +2,16 @@
 
 from django.contrib import admin
 
-from evaluation.models import AgentMessage, Baseline, CorrectionLog, Proposition, PropositionScore, PropositionSet
+from evaluation.admin.runs import ReadOnlyResultAdmin
+from evaluation.models import (
+    AgentMessage,
+    Baseline,
+    CorrectionLog,
+    DriftRun,
+    Proposition,
+    PropositionScore,
+    PropositionSet,
+)
 
 
 class PropositionInline(admin.TabularInline):
@@ -75,3 +84,10 @@ class AgentMessageAdmin(admin.ModelAdmin):
     list_filter = ("channel", "source", "agent")
     search_fields = ("text",)
     date_hierarchy = "created_at"
+
+
+@admin.register(DriftRun)
+class DriftRunAdmin(ReadOnlyResultAdmin):
+    list_display = ("run", "dimensions", "messages_judged", "source", "is_baseline", "window_end")
+    list_filter = ("is_baseline", "source")
+    search_fields = ("run__run_id",)

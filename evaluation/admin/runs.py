@@ -1,10 +1,21 @@
 """Admin for evaluation runs: results are read-only; completed and failed runs have their own views."""
 
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
-from evaluation.models import CompletedRun, DimensionScore, EvaluationRun, FailedRun, Problem, RunMessage
+from evaluation.errors import Conflict, InvalidInput
+from evaluation.models import (
+    CompletedRun,
+    DimensionScore,
+    DriftRun,
+    EvaluationRun,
+    FailedRun,
+    Problem,
+    RunMessage,
+    SuiteRun,
+)
+from evaluation.runs import services as runs
 
 RESULT_FIELDS = (
     "id",
@@ -13,6 +24,9 @@ RESULT_FIELDS = (
     "status",
     "stage",
     "detail",
+    "attempt",
+    "heartbeat_at",
+    "worker",
     "turn",
     "max_turns",
     "source",
@@ -30,10 +44,6 @@ RESULT_FIELDS = (
     "error",
     "error_traceback",
     "artifacts_dir",
-    "dimensions",
-    "window_start",
-    "window_end",
-    "sample_size",
     "overall_score",
     "summary",
     "judge_label",
@@ -57,7 +67,7 @@ class ReadOnlyInline(admin.TabularInline):
 
 class RunMessageInline(ReadOnlyInline):
     model = RunMessage
-    fields = ("turn", "role", "content", "timestamp", "metadata")
+    fields = ("attempt", "turn", "role", "content", "timestamp", "metadata")
 
 
 class DimensionScoreInline(ReadOnlyInline):
@@ -68,6 +78,33 @@ class DimensionScoreInline(ReadOnlyInline):
 class ProblemInline(ReadOnlyInline):
     model = Problem
     fields = ("rank", "severity", "root_cause", "title", "turns", "quote", "quote_found")
+
+
+class DriftRunInline(admin.StackedInline):
+    model = DriftRun
+    can_delete = False
+    readonly_fields = (
+        "dimensions",
+        "sample_size",
+        "source",
+        "batch_size",
+        "is_baseline",
+        "messages_judged",
+        "window_start",
+        "window_end",
+    )
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+
+class SuiteRunInline(admin.StackedInline):
+    model = SuiteRun
+    can_delete = False
+    readonly_fields = ("suite", "suite_path", "model", "judge_model", "judge")
+
+    def has_add_permission(self, request, obj=None):
+        return False
 
 
 @admin.register(EvaluationRun)
@@ -83,12 +120,32 @@ class EvaluationRunAdmin(admin.ModelAdmin):
         "overall_score",
         "created_at",
     )
-    list_filter = ("kind", "status", "stage", "source", "persona", "topic", "is_baseline", "created_at")
+    list_filter = ("kind", "status", "stage", "source", "persona", "topic", "created_at")
     search_fields = ("run_id", "group", "error", "summary")
     list_select_related = ("persona", "topic", "agent")
     date_hierarchy = "created_at"
-    readonly_fields = ("report_link", *(f for f in RESULT_FIELDS if f != "is_baseline"))
-    inlines = [DimensionScoreInline, ProblemInline, RunMessageInline]
+    readonly_fields = ("report_link", *RESULT_FIELDS)
+    inlines = [DriftRunInline, SuiteRunInline, DimensionScoreInline, ProblemInline, RunMessageInline]
+    actions = ["cancel_runs", "retry_runs"]
+
+    @admin.action(description="Cancel the selected queued or running runs")
+    def cancel_runs(self, request, queryset):
+        self._each(request, queryset, runs.run_cancel, "Cancelled")
+
+    @admin.action(description="Retry the selected failed or interrupted runs (a new attempt)")
+    def retry_runs(self, request, queryset):
+        self._each(request, queryset, runs.run_requeue, "Queued again")
+
+    def _each(self, request, queryset, service, done):
+        ok = []
+        for run in queryset:
+            try:
+                service(run)
+                ok.append(run.run_id)
+            except (Conflict, InvalidInput) as exc:
+                self.message_user(request, f"{run.run_id}: {exc}", messages.ERROR)
+        if ok:
+            self.message_user(request, f"{done}: {', '.join(ok)}", messages.SUCCESS)
 
     @admin.display(description="Report")
     def report_link(self, obj):
@@ -121,7 +178,7 @@ class FailedRunAdmin(EvaluationRunAdmin):
 class ReadOnlyResultAdmin(admin.ModelAdmin):
     """Results are written by runs, never by hand."""
 
-    list_select_related = ("run",)
+    list_select_related = ["run"]
 
     def has_add_permission(self, request):
         return False

@@ -5,9 +5,10 @@ from django.db.models import Count
 from django.urls import reverse
 from django.utils.html import format_html
 
-from evaluation import services
-from evaluation.errors import InvalidInput
-from evaluation.models import CacheEntry, Case, CaseResult, EvaluationRun, Suite
+from evaluation.admin.runs import ReadOnlyResultAdmin
+from evaluation.errors import Conflict, InvalidInput, NotFound
+from evaluation.models import CacheEntry, Case, CaseResult, Suite, SuiteRun
+from evaluation.suites import selectors, services
 
 
 class CaseInline(admin.TabularInline):
@@ -32,7 +33,7 @@ class SuiteAdmin(admin.ModelAdmin):
 
     @admin.display(description="Last run")
     def last_run(self, obj):
-        run = EvaluationRun.objects.filter(kind="suite", config__suite_id=obj.pk).order_by("-created_at").first()
+        run = selectors.suite_last_run(obj)
         if run is None:
             return "-"
         return format_html(
@@ -48,7 +49,7 @@ class SuiteAdmin(admin.ModelAdmin):
         for suite in queryset:
             try:
                 started.append(services.suite_run_start(suite_id=suite.pk).run_id)
-            except (services.RunLimitReached, services.NotFound, InvalidInput) as exc:
+            except (Conflict, NotFound, InvalidInput) as exc:
                 self.message_user(request, f"{suite.name}: not started: {exc}", messages.ERROR)
         if started:
             self.message_user(request, f"Started {len(started)} suite run(s): {', '.join(started)}", messages.SUCCESS)
@@ -85,3 +86,10 @@ class CacheEntryAdmin(admin.ModelAdmin):
     list_display = ("case_name", "suite_path", "fingerprint", "created_at")
     search_fields = ("case_name", "suite_path", "fingerprint")
     readonly_fields = ("fingerprint", "case_name", "suite_path", "created_at")
+
+
+@admin.register(SuiteRun)
+class SuiteRunAdmin(ReadOnlyResultAdmin):
+    list_display = ("run", "suite", "model", "judge_model", "judge")
+    list_select_related = ["run", "suite"]
+    search_fields = ("run__run_id", "suite_path")

@@ -5,9 +5,7 @@ from rest_framework.decorators import api_view
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from evaluation import services
-from evaluation.drift.corrections import gate_check, pre_invocation
-from evaluation.drift.ingest import messages_ingest, parse_records
+from evaluation.drift import services
 
 
 class GateSerializer(serializers.Serializer):
@@ -30,7 +28,7 @@ class EvaluateSerializer(serializers.Serializer):
 @api_view(["POST"])
 def ingest(request: Request) -> Response:
     """Messages as one JSON object, a JSON list, or JSON lines (application/x-ndjson); all or nothing."""
-    created = messages_ingest(parse_records(request.body))
+    created = services.messages_ingest_body(request.body)
     return Response({"created": len(created)}, status=status.HTTP_201_CREATED)
 
 
@@ -44,7 +42,7 @@ def evaluate(request: Request, agent_id: str) -> Response:
         sample_size=body.validated_data["sample_size"],
         judge=body.validated_data["judge"] or None,
     )
-    return Response({"run_id": run.run_id, "status": "pending"}, status=status.HTTP_202_ACCEPTED)
+    return Response({"run_id": run.run_id, "status": run.status}, status=status.HTTP_202_ACCEPTED)
 
 
 @api_view(["POST"])
@@ -52,8 +50,7 @@ def gate(request: Request, agent_id: str) -> Response:
     """Score a message before the runtime commits it: {commit, score, threshold, feedback, ...}."""
     body = GateSerializer(data=request.data)
     body.is_valid(raise_exception=True)
-    agent = services.agent_lookup(agent_id)
-    decision = gate_check(agent, **body.validated_data)
+    decision = services.gate(agent_id=agent_id, **body.validated_data)
     return Response(decision.__dict__)
 
 
@@ -62,5 +59,4 @@ def pre_invocation_view(request: Request, agent_id: str) -> Response:
     """What to add to the agent's next system prompt: a nudge and phrases to avoid (either may be empty)."""
     body = PreInvocationSerializer(data=request.data)
     body.is_valid(raise_exception=True)
-    agent = services.agent_lookup(agent_id)
-    return Response(pre_invocation(agent, body.validated_data["channel"].lstrip("#")))
+    return Response(services.pre_invocation_for(agent_id=agent_id, channel=body.validated_data["channel"]))

@@ -7,18 +7,16 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from evaluation.errors import InvalidInput
+from evaluation.errors import Conflict, InvalidInput, NotFound
 
 log = logging.getLogger(__name__)
 
 
 def exception_handler(exc, context):
     # The services' own refusals map to one status each, so views need no try/except of their own.
-    from evaluation.services import NotFound, RunLimitReached
-
     if isinstance(exc, NotFound):
         return Response({"error": str(exc)}, status=status.HTTP_404_NOT_FOUND)
-    if isinstance(exc, RunLimitReached):
+    if isinstance(exc, Conflict):
         return Response({"error": str(exc)}, status=status.HTTP_409_CONFLICT)
     if isinstance(exc, InvalidInput):
         fields: dict[str, list[str]] = {}

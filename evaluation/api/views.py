@@ -1,15 +1,18 @@
 """Evaluation API (spec 001's six endpoints plus a per-run status). Thin: validate, call, serialize."""
 
-from django.db.models import Count, Q
+from django.db.models import Q
 from rest_framework import status
 from rest_framework.decorators import api_view
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from evaluation import selectors, services
 from evaluation.api.serializers import EvaluateSessionSerializer, StartSerializer, SuiteRunSerializer
-from evaluation.models import EvaluationRun, Suite
-from evaluation.models.runs import RunStatus
+from evaluation.models import EvaluationRun
+from evaluation.runs import selectors as runs_selectors
+from evaluation.runs import services as run_services
+from evaluation.suites import selectors as suite_selectors
+from evaluation.suites import services as suite_services
+from evaluation.tutoring import selectors, services
 
 
 @api_view(["POST"])
@@ -33,7 +36,7 @@ def start(request: Request) -> Response:
             "run_id": runs[0].run_id,
             "run_ids": [r.run_id for r in runs],
             "group": runs[0].group or None,
-            "status": "pending",
+            "status": runs[0].status,
         },
         status=status.HTTP_202_ACCEPTED,
     )
@@ -43,20 +46,20 @@ def start(request: Request) -> Response:
 def current_status(request: Request) -> Response:
     """The newest active run's status (spec 001's polling shape), or idle; ?run_id= for one run."""
     if request.query_params.get("run_id"):
-        return Response(selectors.run_status(services.run_lookup(request.query_params["run_id"])))
-    active = EvaluationRun.objects.filter(status__in=[RunStatus.PENDING, RunStatus.RUNNING]).order_by("-created_at")
+        return Response(runs_selectors.run_status(runs_selectors.run_lookup(request.query_params["run_id"])))
+    active = runs_selectors.active_runs().order_by("-created_at")
     run = active.first() or EvaluationRun.objects.order_by("-created_at").first()
     if run is None:
         return Response(
             {"status": "idle", "run_id": None, "detail": "", "turn": 0, "max_turns": 0, "error": None, "active_runs": 0}
         )
-    return Response({**selectors.run_status(run), "active_runs": active.count()})
+    return Response({**runs_selectors.run_status(run), "active_runs": active.count()})
 
 
 @api_view(["GET"])
 def run_list(request: Request) -> Response:
     """All runs, newest first; filter with ?source=&persona=&topic=&status=&group=, page with ?limit=&offset=."""
-    runs = selectors.runs_with_results().order_by("-created_at")
+    runs = runs_selectors.runs_with_results().order_by("-created_at")
     params = request.query_params
     filters = Q()
     if params.get("source"):
@@ -77,18 +80,18 @@ def run_list(request: Request) -> Response:
             {"error": "limit, offset: must be integers", "fields": {"limit": ["must be an integer"]}}, status=400
         )
     runs = runs.filter(filters)
-    page = [selectors.run_summary(r) for r in runs[offset : offset + limit]]
+    page = [runs_selectors.run_summary(r) for r in runs[offset : offset + limit]]
     return Response({"count": runs.count(), "results": page})
 
 
 @api_view(["GET"])
 def run_detail(request: Request, run_id: str) -> Response:
-    run = services.run_lookup(run_id)
+    run = runs_selectors.run_lookup(run_id)
     ctx = selectors.run_report_context(run)
     return Response(
         {
-            **selectors.run_summary(run),
-            **{"status_detail": selectors.run_status(run)},
+            **runs_selectors.run_summary(run),
+            **{"status_detail": runs_selectors.run_status(run)},
             "config": run.config,
             "messages": ctx["messages"],
             "evaluation": ctx["evaluation"],
@@ -102,7 +105,7 @@ def run_detail(request: Request, run_id: str) -> Response:
 
 @api_view(["GET"])
 def run_status(request: Request, run_id: str) -> Response:
-    return Response(selectors.run_status(services.run_lookup(run_id)))
+    return Response(runs_selectors.run_status(runs_selectors.run_lookup(run_id)))
 
 
 @api_view(["POST"])
@@ -112,34 +115,51 @@ def evaluate_session(request: Request) -> Response:
     run = services.session_evaluation_start(
         session_id=str(body.validated_data["session_id"]), provider=body.validated_data["provider"] or None
     )
-    return Response({"run_id": run.run_id, "status": "pending"}, status=status.HTTP_202_ACCEPTED)
+    return Response({"run_id": run.run_id, "status": run.status}, status=status.HTTP_202_ACCEPTED)
 
 
 @api_view(["POST"])
 def retry_evaluation(request: Request, run_id: str) -> Response:
-    run = services.run_retry_evaluation_start(run=services.run_lookup(run_id))
-    return Response({"run_id": run.run_id, "status": "pending"}, status=status.HTTP_202_ACCEPTED)
+    run = services.run_retry_evaluation_start(run=runs_selectors.run_lookup(run_id, kind="tutor"))
+    return Response({"run_id": run.run_id, "status": run.status}, status=status.HTTP_202_ACCEPTED)
+
+
+@api_view(["POST"])
+def run_retry(request: Request, run_id: str) -> Response:
+    """Queue a new attempt of a failed or interrupted run (any kind)."""
+    run = run_services.run_requeue(runs_selectors.run_lookup(run_id))
+    return Response(
+        {"run_id": run.run_id, "status": run.status, "attempt": run.attempt}, status=status.HTTP_202_ACCEPTED
+    )
+
+
+@api_view(["POST"])
+def run_cancel(request: Request, run_id: str) -> Response:
+    """Cancel a queued or running run; its worker stops at its next unit of progress."""
+    run = run_services.run_cancel(runs_selectors.run_lookup(run_id))
+    return Response({"run_id": run.run_id, "status": run.status})
 
 
 @api_view(["GET"])
 def suite_list(request: Request) -> Response:
-    suites = Suite.objects.annotate(case_count=Count("cases")).order_by("path")
-    return Response({"results": [{"id": s.pk, "name": s.name, "path": s.path, "cases": s.case_count} for s in suites]})
+    return Response({"results": suite_selectors.suite_list()})
 
 
 @api_view(["POST"])
 def suite_run(request: Request, suite_id: int) -> Response:
     body = SuiteRunSerializer(data=request.data)
     body.is_valid(raise_exception=True)
-    run = services.suite_run_start(suite_id=suite_id, **body.validated_data)
-    return Response({"run_id": run.run_id, "status": "pending"}, status=status.HTTP_202_ACCEPTED)
+    run = suite_services.suite_run_start(suite_id=suite_id, **body.validated_data)
+    return Response({"run_id": run.run_id, "status": run.status}, status=status.HTTP_202_ACCEPTED)
 
 
 @api_view(["GET"])
 def suite_run_detail(request: Request, run_id: str) -> Response:
-    run = services.run_lookup(run_id)
-    if run.kind != "suite":
-        raise services.NotFound(f"run: {run_id!r} is not a suite run")
+    run = runs_selectors.run_lookup(run_id, kind="suite")
     return Response(
-        {**selectors.run_status(run), "passed_share": run.overall_score, "results": selectors.suite_results(run)}
+        {
+            **runs_selectors.run_status(run),
+            "passed_share": run.overall_score,
+            "results": suite_selectors.suite_results(run),
+        }
     )

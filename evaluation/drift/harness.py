@@ -14,10 +14,12 @@ from xml.etree import ElementTree as ET
 from django.utils import timezone
 
 from evaluation.drift.characters import synthesize_conversation
-from evaluation.drift.evaluate import DIMENSIONS, dimension_scores, drift_evaluate
+from evaluation.drift.execution import drift_evaluate
 from evaluation.drift.ingest import messages_ingest, parse_records
+from evaluation.drift.scorers import DIMENSIONS
 from evaluation.models import Agent, AgentMessage, EvaluationRun
 from evaluation.providers import ProviderSpec
+from evaluation.runs.selectors import run_scores
 
 REGRESSION_DROP = 1.0
 MODES = ("live", "mock-judge", "synthetic")
@@ -80,11 +82,11 @@ def write_baseline(folder: Path, run: EvaluationRun, *, mode: str) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     doc = {
         "agent": run.agent_id,
-        "dimensions": dimension_scores(run),
+        "dimensions": run_scores(run),
         "overall": run.overall_score,
         "judge_model": run.judge_label.split("/", 1)[1] if "/" in run.judge_label else run.judge_label,
         "mode": mode,
-        "sample_size": run.sample_size,
+        "sample_size": run.drift.messages_judged,
         "created_at": timezone.now().isoformat(),
     }
     path.write_text(json.dumps(doc, indent=2) + "\n")
@@ -127,7 +129,7 @@ def harness_run(
         if run.status != "completed":
             raise RuntimeError(f"{agent.pk}: the evaluation failed: {run.error}")
         report.runs.append(run)
-        scores = dimension_scores(run)
+        scores = run_scores(run)
         for dimension in DIMENSIONS:
             report.rows.append(
                 Row(agent.pk, dimension, (baseline or {}).get("dimensions", {}).get(dimension), scores.get(dimension))

@@ -5,15 +5,14 @@ A file holds one dimension's claims for one agent (or `_default`). Keys beyond t
 `last_n` on a file or on one proposition limit which messages the judge sees.
 """
 
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
 
+from evaluation.drift.scorers import DIMENSIONS
 from evaluation.errors import FieldProblem
 
-DIMENSIONS = ("adherence", "consistency", "fluency", "convergence")
 SET_KEYS = ("dimension", "agent_id", "propositions")
 PROPOSITION_KEYS = ("id", "claim", "weight", "inverted")
 TEMPLATE_VARIABLES = ("agent_name", "channel_name", "recipient_name")
@@ -130,11 +129,3 @@ def proposition_file_as_dict(
     doc.update(extra)
     doc["propositions"] = items
     return doc
-
-
-_TEMPLATE = re.compile(r"\{\{\s*(\w+)\s*\}\}")
-
-
-def render_claim(claim: str, **values: str) -> str:
-    """Fill {{agent_name}}, {{channel_name}}, {{recipient_name}}; unknown variables stay as written."""
-    return _TEMPLATE.sub(lambda m: values.get(m.group(1)) or m.group(0), claim)

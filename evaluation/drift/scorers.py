@@ -12,13 +12,21 @@ a dimension is the weighted mean of its propositions (and, for fluency and conve
 of that and the computed measure).
 """
 
+import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from evaluation.drift.engine import Check, Scored, score_checks, snippet
-from evaluation.drift.propositions import render_claim
 from evaluation.providers import LLM
 from evaluation.text import novelty_overlap, vocabulary_stats
+
+_TEMPLATE = re.compile(r"\{\{\s*(\w+)\s*\}\}")
+
+
+def render_claim(claim: str, **values: str) -> str:
+    """Fill {{agent_name}}, {{channel_name}}, {{recipient_name}}; unknown variables stay as written."""
+    return _TEMPLATE.sub(lambda m: values.get(m.group(1)) or m.group(0), claim)
 
 
 @dataclass
@@ -214,3 +222,34 @@ def score_convergence(
         ),
     )
     return DimensionResult("convergence", _blend(llm_score, computed), items, {"vocabulary_overlap": overlap})
+
+
+@dataclass(frozen=True)
+class DriftInput:
+    """What a drift scorer may read, built once per run."""
+
+    llm: LLM
+    agent_name: str
+    persona_spec: str
+    messages: list[Msg]
+    """The agent's messages in the run's window, oldest first."""
+    channels: Callable[[], dict[str, list[Msg]]]
+    """The recent messages of every channel the agent spoke in (loaded only when a scorer asks)."""
+    batch_size: int
+
+
+class Scorer(Protocol):
+    def __call__(self, given: DriftInput, props: list[Prop], set_extra: dict[str, Any]) -> DimensionResult: ...
+
+
+SCORERS: dict[str, Scorer] = {
+    "adherence": lambda g, props, extra: score_adherence(g.llm, props, extra, g.messages, g.persona_spec, g.batch_size),
+    "consistency": lambda g, props, extra: score_consistency(g.llm, props, extra, g.messages, g.batch_size),
+    "fluency": lambda g, props, extra: score_fluency(g.llm, props, extra, g.messages, g.batch_size),
+    "convergence": lambda g, props, extra: score_convergence(
+        g.llm, props, extra, g.channels(), g.agent_name, g.batch_size
+    ),
+}
+"""One registration per dimension: the dimensions, their files and their reports derive from it."""
+
+DIMENSIONS: tuple[str, ...] = tuple(SCORERS)

@@ -2,7 +2,7 @@
 
 from evaluation.models.agents import Agent, AgentEvaluationConfig, AgentMessage
 from evaluation.models.catalog import Persona, Topic
-from evaluation.models.drift import Baseline, CorrectionLog, Proposition, PropositionScore, PropositionSet
+from evaluation.models.drift import Baseline, CorrectionLog, DriftRun, Proposition, PropositionScore, PropositionSet
 from evaluation.models.llm import LLMConfig
 from evaluation.models.runs import (
     CompletedRun,
@@ -13,7 +13,7 @@ from evaluation.models.runs import (
     RunMessage,
 )
 from evaluation.models.sessions import TutoringSession
-from evaluation.models.suites import CacheEntry, Case, CaseResult, Suite
+from evaluation.models.suites import CacheEntry, Case, CaseResult, Suite, SuiteRun
 
 __all__ = [
     "Agent",
@@ -26,6 +26,7 @@ __all__ = [
     "CompletedRun",
     "CorrectionLog",
     "DimensionScore",
+    "DriftRun",
     "EvaluationRun",
     "FailedRun",
     "LLMConfig",
@@ -36,6 +37,7 @@ __all__ = [
     "PropositionSet",
     "RunMessage",
     "Suite",
+    "SuiteRun",
     "Topic",
     "TutoringSession",
 ]

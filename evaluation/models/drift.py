@@ -9,17 +9,30 @@ from evaluation.models.agents import Agent
 from evaluation.models.runs import EvaluationRun
 
 
-class Dimension(models.TextChoices):
-    ADHERENCE = "adherence"
-    CONSISTENCY = "consistency"
-    FLUENCY = "fluency"
-    CONVERGENCE = "convergence"
+class DriftRun(models.Model):
+    """What a drift run scores: its agent's message window and dimensions (spec 002's evaluation_runs)."""
+
+    run = models.OneToOneField(EvaluationRun, on_delete=models.CASCADE, primary_key=True, related_name="drift")
+    dimensions = models.JSONField(default=list, blank=True)
+    sample_size = models.PositiveIntegerField(default=20, help_text="Newest messages asked for.")
+    source = models.CharField(max_length=50, blank=True, help_text="Only messages of this source (e.g. 'cast').")
+    batch_size = models.PositiveIntegerField(default=20, help_text="Proposition checks per judge call.")
+    is_baseline = models.BooleanField(default=False, help_text="Recorded by drift_baseline.")
+    messages_judged = models.PositiveIntegerField(default=0)
+    window_start = models.DateTimeField(null=True, blank=True)
+    window_end = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name = "drift run"
+
+    def __str__(self) -> str:
+        return f"drift {self.run_id}"
 
 
 class PropositionSet(models.Model):
     """One proposition file: a dimension, an agent (or '_default') and any further file-level keys."""
 
-    dimension = models.CharField(max_length=20, choices=Dimension.choices)
+    dimension = models.CharField(max_length=50, help_text="A drift dimension (the scorers' registry names them).")
     agent_key = models.CharField(max_length=64, help_text="An agent id, or '_default' for every agent.")
     extra = models.JSONField(default=dict, blank=True)
     source_file = models.CharField(max_length=255, blank=True)
@@ -29,9 +42,6 @@ class PropositionSet(models.Model):
         ordering = ["dimension", "agent_key"]
         constraints = [
             models.UniqueConstraint(fields=["dimension", "agent_key"], name="proposition_set_unique"),
-            models.CheckConstraint(
-                condition=models.Q(dimension__in=Dimension.values), name="proposition_set_dimension_valid"
-            ),
         ]
 
     def __str__(self) -> str:
@@ -67,7 +77,7 @@ class PropositionScore(models.Model):
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     evaluation_run = models.ForeignKey(EvaluationRun, on_delete=models.CASCADE, related_name="proposition_scores")
-    dimension = models.CharField(max_length=20, choices=Dimension.choices)
+    dimension = models.CharField(max_length=50, help_text="A drift dimension (the scorers' registry names them).")
     proposition_id = models.CharField(max_length=120)
     score = models.FloatField(null=True, blank=True, help_text="0-9; empty when the judge never scored it.")
     reasoning = models.TextField()
@@ -126,7 +136,7 @@ class Baseline(models.Model):
     """A golden score for one agent and dimension; a drop of more than 1.0 below it is a regression."""
 
     agent_key = models.CharField(max_length=64)
-    dimension = models.CharField(max_length=20, choices=Dimension.choices)
+    dimension = models.CharField(max_length=50, help_text="A drift dimension (the scorers' registry names them).")
     score = models.FloatField(validators=[MinValueValidator(0), MaxValueValidator(9)])
     source_file = models.CharField(max_length=255, blank=True)
     updated_at = models.DateTimeField(auto_now=True)

@@ -2,25 +2,16 @@
 
 from django.db import models
 
+from evaluation.roles import LLMRole
 
-class LLMRole(models.TextChoices):
-    SIMULATOR = "simulator"
-    TUTOR = "tutor"
-    JUDGE = "judge"
-    PROPOSITION_JUDGE = "proposition_judge"
-    GATE = "gate"
-    SUITE_AGENT = "suite_agent"
-    SUITE_JUDGE = "suite_judge"
-
-
-PROVIDERS = ["openai", "anthropic", "anthropic-haiku", "offline", "replay"]
+__all__ = ["LLMConfig", "LLMRole"]
 
 
 class LLMConfig(models.Model):
     """The provider and model for one role; wins over environment variables, loses to a CLI flag."""
 
     role = models.CharField(max_length=30, choices=LLMRole.choices, unique=True)
-    provider = models.CharField(max_length=30, choices=[(p, p) for p in PROVIDERS])
+    provider = models.CharField(max_length=30, help_text="A vendor name: the admin offers the providers' registry.")
     model = models.CharField(max_length=200, blank=True)
     base_url = models.URLField(blank=True, help_text="OpenAI-compatible server (Ollama, vLLM, ...) or a proxy.")
     options = models.JSONField(
@@ -31,9 +22,6 @@ class LLMConfig(models.Model):
     class Meta:
         ordering = ["role"]
         verbose_name = "LLM config"
-        constraints = [
-            models.CheckConstraint(condition=models.Q(provider__in=PROVIDERS), name="llmconfig_provider_valid")
-        ]
 
     def __str__(self) -> str:
         return f"{self.role}: {self.provider}/{self.model or 'default'}"

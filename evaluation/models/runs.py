@@ -15,22 +15,32 @@ class RunKind(models.TextChoices):
 
 
 class RunStatus(models.TextChoices):
-    PENDING = "pending"
+    """The one lifecycle every kind of run follows (docs/architecture.md)."""
+
+    QUEUED = "queued"
     RUNNING = "running"
     COMPLETED = "completed"
     FAILED = "failed"
+    INTERRUPTED = "interrupted"
+    CANCELLED = "cancelled"
+
+
+ACTIVE_STATUSES = (RunStatus.QUEUED, RunStatus.RUNNING)
+RETRYABLE_STATUSES = (RunStatus.FAILED, RunStatus.INTERRUPTED)
 
 
 class RunStage(models.TextChoices):
     """Spec 001's status stages, in the order a run passes through them."""
 
-    IDLE = "idle"
+    QUEUED = "queued"
     LOADING_PERSONA = "loading_persona"
     RUNNING_SESSION = "running_session"
     EVALUATING = "evaluating"
     GENERATING_REPORTS = "generating_reports"
     COMPLETE = "complete"
     FAILED = "failed"
+    INTERRUPTED = "interrupted"
+    CANCELLED = "cancelled"
 
 
 class RunSource(models.TextChoices):
@@ -64,8 +74,13 @@ class EvaluationRun(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     run_id = models.CharField(max_length=120, unique=True, help_text="Readable id, also the report folder name.")
     kind = models.CharField(max_length=10, choices=RunKind.choices, default=RunKind.TUTOR)
-    status = models.CharField(max_length=10, choices=RunStatus.choices, default=RunStatus.PENDING)
-    stage = models.CharField(max_length=20, choices=RunStage.choices, default=RunStage.IDLE)
+    status = models.CharField(max_length=12, choices=RunStatus.choices, default=RunStatus.QUEUED)
+    stage = models.CharField(max_length=20, choices=RunStage.choices, default=RunStage.QUEUED)
+    attempt = models.PositiveIntegerField(
+        default=1, help_text="Bumped by every retry; a task for another attempt does nothing."
+    )
+    heartbeat_at = models.DateTimeField(null=True, blank=True, help_text="Last progress of the running attempt.")
+    worker = models.CharField(max_length=120, blank=True, help_text="host:pid of the worker running it.")
     detail = models.CharField(max_length=200, blank=True)
     turn = models.PositiveIntegerField(default=0)
     max_turns = models.PositiveIntegerField(default=20)
@@ -84,13 +99,7 @@ class EvaluationRun(models.Model):
     error = models.TextField(blank=True)
     error_traceback = models.TextField(blank=True)
     artifacts_dir = models.CharField(max_length=500, blank=True)
-    # Spec 002 (drift) columns.
-    dimensions = models.JSONField(default=list, blank=True)
-    window_start = models.DateTimeField(null=True, blank=True)
-    window_end = models.DateTimeField(null=True, blank=True)
-    sample_size = models.PositiveIntegerField(default=0)
     overall_score = models.FloatField(null=True, blank=True)
-    is_baseline = models.BooleanField(default=False)
     summary = models.TextField(blank=True)
     judge_label = models.CharField(max_length=200, blank=True, help_text="Who judged: provider/model.")
     created_at = models.DateTimeField(auto_now_add=True)
@@ -116,7 +125,7 @@ class EvaluationRun(models.Model):
 
     @property
     def is_active(self) -> bool:
-        return self.status in (RunStatus.PENDING, RunStatus.RUNNING)
+        return self.status in ACTIVE_STATUSES
 
 
 class CompletedRun(EvaluationRun):
@@ -135,6 +144,7 @@ class RunMessage(models.Model):
     """One message of a run's conversation."""
 
     run = models.ForeignKey(EvaluationRun, on_delete=models.CASCADE, related_name="messages")
+    attempt = models.PositiveIntegerField(default=1, help_text="The run attempt that stored it; attempts never mix.")
     turn = models.PositiveIntegerField()
     role = models.CharField(max_length=20)  # tutor | student | system | agent
     content = models.TextField()
@@ -142,8 +152,8 @@ class RunMessage(models.Model):
     metadata = models.JSONField(default=dict, blank=True, help_text="The simulator's turn decision, if any.")
 
     class Meta:
-        ordering = ["run", "turn", "id"]
-        indexes = [models.Index(fields=["run", "turn"])]
+        ordering = ["run", "attempt", "turn", "id"]
+        indexes = [models.Index(fields=["run", "attempt", "turn"])]
 
     def __str__(self) -> str:
         return f"[Turn {self.turn}] {self.role.upper()}: {self.content[:50]}"

@@ -37,6 +37,23 @@ class Case(models.Model):
         return self.name
 
 
+class SuiteRun(models.Model):
+    """Which suite a suite run ran, and with which models."""
+
+    run = models.OneToOneField(EvaluationRun, on_delete=models.CASCADE, primary_key=True, related_name="suite_run")
+    suite = models.ForeignKey(Suite, null=True, on_delete=models.SET_NULL, related_name="runs")
+    suite_path = models.CharField(max_length=500, help_text="The suite's path when the run started.")
+    model = models.CharField(max_length=300, blank=True, help_text="Agent model override.")
+    judge_model = models.CharField(max_length=300, blank=True)
+    judge = models.BooleanField(default=True)
+
+    class Meta:
+        verbose_name = "suite run"
+
+    def __str__(self) -> str:
+        return f"suite {self.run_id}"
+
+
 class CaseResult(models.Model):
     """What one case did in one suite run."""
 

@@ -15,11 +15,12 @@ from evaluation.providers.base import (
     Usage,
 )
 from evaluation.providers.client import LLM, get_llm
-from evaluation.providers.registry import ProviderSpec, require_keys, resolve
+from evaluation.providers.registry import VENDORS, ProviderSpec, require_keys, resolve, vendor_choices
 
 __all__ = [
     "LLM",
     "ROLES",
+    "VENDORS",
     "AuthError",
     "CostLimitReached",
     "GenerateSettings",
@@ -36,4 +37,5 @@ __all__ = [
     "get_llm",
     "require_keys",
     "resolve",
+    "vendor_choices",
 ]

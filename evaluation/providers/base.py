@@ -4,7 +4,11 @@ from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
-ROLES = ("simulator", "tutor", "judge", "proposition_judge", "gate", "suite_agent", "suite_judge")
+from evaluation.errors import PlainMessage
+from evaluation.roles import LLMRole
+
+ROLES: tuple[str, ...] = tuple(LLMRole.values)
+"""The roles an LLM plays; the admin's LLM configs offer the same list."""
 
 
 @dataclass(frozen=True)
@@ -139,7 +143,7 @@ class ReplayMiss(ProviderError):
     """No recording for this request."""
 
 
-class InvalidJSONError(ProviderError):
+class InvalidJSONError(PlainMessage, ProviderError):
     """The reply stayed invalid for the schema after one repair; raw replies are kept."""
 
     def __init__(self, message: str, raw: list[str]):

@@ -9,14 +9,33 @@ from typing import Any
 
 from evaluation.providers.base import ROLES, GenerateSettings, MissingKeyError, Provider
 
-VENDORS = {
-    "openai": "evaluation.providers.openai_api.OpenAIProvider",
-    "anthropic": "evaluation.providers.anthropic_api.AnthropicProvider",
-    "anthropic-haiku": "evaluation.providers.anthropic_api.AnthropicHaikuProvider",
-    "offline": "evaluation.providers.offline.OfflineProvider",
-    "replay": "evaluation.providers.replay.ReplayProvider",
+
+@dataclass(frozen=True)
+class Vendor:
+    """One vendor: the class that speaks its wire format (imported on first use) and the key it needs."""
+
+    name: str
+    provider_class: str
+    key_env: str = ""
+    """The environment variable holding its API key ("" when it needs none)."""
+
+
+VENDORS: dict[str, Vendor] = {
+    v.name: v
+    for v in (
+        Vendor("openai", "evaluation.providers.openai_api.OpenAIProvider", "OPENAI_API_KEY"),
+        Vendor("anthropic", "evaluation.providers.anthropic_api.AnthropicProvider", "ANTHROPIC_API_KEY"),
+        Vendor("anthropic-haiku", "evaluation.providers.anthropic_api.AnthropicHaikuProvider", "ANTHROPIC_API_KEY"),
+        Vendor("offline", "evaluation.providers.offline.OfflineProvider"),
+        Vendor("replay", "evaluation.providers.replay.ReplayProvider"),
+    )
 }
-KEY_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY", "anthropic-haiku": "ANTHROPIC_API_KEY"}
+"""The one list of vendors: the admin's choices and the key variables derive from it."""
+
+
+def vendor_choices() -> list[tuple[str, str]]:
+    return [(name, name) for name in VENDORS]
+
 
 # Output-relevant defaults per role (spec 001: the judge reasons hard; the student is brief).
 ROLE_SETTINGS: dict[str, GenerateSettings] = {
@@ -45,23 +64,28 @@ class ProviderSpec:
     def label(self) -> str:
         return f"{self.provider}/{self.model}" if self.model else self.provider
 
-
-def parse_override(value: str) -> ProviderSpec:
-    """'openai', 'anthropic/claude-sonnet-4-6' or 'openai/llama3@http://localhost:11434/v1'."""
-    base_url = ""
-    if "@" in value:
-        value, base_url = value.split("@", 1)
-    provider, _, model = value.partition("/")
-    if provider not in VENDORS:
-        raise ValueError(f"unknown provider {provider!r}; choose from {', '.join(VENDORS)}")
-    return ProviderSpec(provider=provider, model=model, base_url=base_url, source="override")
+    @classmethod
+    def parse(cls, value: str, *, source: str = "override") -> "ProviderSpec":
+        """'openai', 'anthropic/claude-sonnet-4-6', 'anthropic:claude-sonnet-4-6' (spec 003's URIs) or
+        'openai/llama3@http://localhost:11434/v1'; a ValueError names the vendors on offer."""
+        text = (value or "").strip()
+        base_url = ""
+        if "@" in text:
+            text, base_url = text.split("@", 1)
+            if not base_url.startswith(("http://", "https://")):
+                raise ValueError(f"{value!r}: the part after '@' must be an http(s) URL")
+        cut = min((i for i in (text.find("/"), text.find(":")) if i >= 0), default=len(text))
+        provider, model = text[:cut], text[cut + 1 :]
+        if provider not in VENDORS:
+            raise ValueError(f"unknown provider {provider!r} in {value!r}; choose from {', '.join(VENDORS)}")
+        return cls(provider=provider, model=model, base_url=base_url, source=source)
 
 
 def resolve(role: str, override: str | ProviderSpec | None = None) -> ProviderSpec:
     if role not in ROLES:
         raise ValueError(f"unknown LLM role {role!r}; roles are {', '.join(ROLES)}")
     if override:
-        return override if isinstance(override, ProviderSpec) else parse_override(override)
+        return override if isinstance(override, ProviderSpec) else ProviderSpec.parse(override)
     from evaluation.models import LLMConfig
 
     row = LLMConfig.objects.filter(role=role).first()
@@ -75,7 +99,7 @@ def resolve_without_db(role: str) -> ProviderSpec:
     env_role = role.upper()
     provider = os.environ.get(f"EVAL_{env_role}_PROVIDER") or os.environ.get("EVAL_LLM_PROVIDER")
     if provider:
-        spec = parse_override(provider)
+        spec = ProviderSpec.parse(provider, source="environment")
         model = os.environ.get(f"EVAL_{env_role}_MODEL") or os.environ.get("EVAL_LLM_MODEL") or spec.model
         return replace(spec, model=model, source="environment")
     return ProviderSpec("offline", source="default")
@@ -83,8 +107,8 @@ def resolve_without_db(role: str) -> ProviderSpec:
 
 def missing_key(spec: ProviderSpec) -> str | None:
     """The environment variable this spec needs and lacks, if any."""
-    env = KEY_ENV.get(spec.provider)
-    if env is None or os.environ.get(env):
+    env = VENDORS[spec.provider].key_env
+    if not env or os.environ.get(env):
         return None
     if spec.provider == "openai" and spec.base_url:
         return None  # local OpenAI-compatible servers need no key
@@ -116,13 +140,19 @@ def build(spec: ProviderSpec) -> Provider:
     if env:
         raise MissingKeyError(f"{spec.provider}: set {env} to use this provider")
     key = json.dumps(
-        [spec.provider, spec.model, spec.base_url, spec.options, os.environ.get(KEY_ENV.get(spec.provider, ""), "")],
+        [
+            spec.provider,
+            spec.model,
+            spec.base_url,
+            spec.options,
+            os.environ.get(VENDORS[spec.provider].key_env, "") if VENDORS[spec.provider].key_env else "",
+        ],
         sort_keys=True,
         default=str,
     )
     with _INSTANCES_LOCK:
         if key not in _INSTANCES:
-            module_name, _, class_name = VENDORS[spec.provider].rpartition(".")
+            module_name, _, class_name = VENDORS[spec.provider].provider_class.rpartition(".")
             cls = getattr(importlib.import_module(module_name), class_name)
             _INSTANCES[key] = cls(model=spec.model, base_url=spec.base_url, options=spec.options)
         return _INSTANCES[key]

@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evaluation.providers import LLM, Meter, ProviderError, get_llm
-from evaluation.providers.registry import ProviderSpec, parse_override, resolve, resolve_without_db
+from evaluation.providers.registry import ProviderSpec, resolve, resolve_without_db
 from evaluation.suites.agent import Transcript, run_agent
 from evaluation.suites.cache import PassCache, fingerprint
 from evaluation.suites.judge import judge_transcript
@@ -61,13 +61,8 @@ class CaseResult:
 
 
 def model_spec(value: str | None) -> ProviderSpec | None:
-    """Accept spec 003's 'provider:model' URIs as well as our 'provider/model'."""
-    if not value:
-        return None
-    provider, sep, rest = value.partition(":")
-    if sep and "/" not in provider and not rest.startswith("//"):
-        value = f"{provider}/{rest}"
-    return parse_override(value)
+    """A model named by the run or the frontmatter ('provider:model' or 'provider/model'), if any."""
+    return ProviderSpec.parse(value) if value else None
 
 
 def _llm(role: str, override: ProviderSpec | None, options: RunOptions, meter: Meter) -> LLM:

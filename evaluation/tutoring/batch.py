@@ -2,7 +2,6 @@
 
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 
 from django.db import close_old_connections
 
@@ -11,31 +10,32 @@ from evaluation.models import EvaluationRun
 from evaluation.tutoring import pipeline
 from evaluation.tutoring.runner import tutor_server
 
+RunOne = Callable[[EvaluationRun, str | None], None]
+
 
 def execute_batch(
     runs: list[EvaluationRun],
+    one: RunOne,
     *,
     workers: int = 1,
     server_url: str | None = None,
     manage_server: bool = True,
-    listener: Callable[[dict[str, Any]], None] | None = None,
 ) -> list[EvaluationRun]:
-    """Execute runs (already created) and return them reloaded; the group comparison is written at the end."""
+    """Execute runs (already created) with `one` and return them reloaded; comparisons are written at the end."""
 
-    def one(run: EvaluationRun, url: str | None) -> None:
+    def guarded(run: EvaluationRun, url: str | None) -> None:
         try:
-            pipeline.execute_run(run.pk, server_url=url, listener=listener)
+            one(run, url)
         finally:
             close_old_connections()
 
     needs_server = any(r.source == "simulated" and (r.agent is None or r.agent.kind == "reference") for r in runs)
     if needs_server:
         with tutor_server(server_url or setting("SERVER_URL"), manage=manage_server) as url:
-            _map(one, runs, url, workers)
+            _map(guarded, runs, url, workers)
     else:
-        _map(one, runs, server_url, workers)
-    groups = {r.group for r in runs if r.group}
-    for group in groups:
+        _map(guarded, runs, server_url, workers)
+    for group in {r.group for r in runs if r.group}:
         pipeline.finalize_group(group)
     return list(
         EvaluationRun.objects.filter(pk__in=[r.pk for r in runs])
@@ -44,9 +44,7 @@ def execute_batch(
     )
 
 
-def _map(
-    fn: Callable[[EvaluationRun, str | None], None], runs: list[EvaluationRun], url: str | None, workers: int
-) -> None:
+def _map(fn: RunOne, runs: list[EvaluationRun], url: str | None, workers: int) -> None:
     if workers <= 1:
         for run in runs:
             fn(run, url)

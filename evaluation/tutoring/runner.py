@@ -25,6 +25,7 @@ from typing import Any
 
 import websockets
 
+from evaluation.errors import PlainMessage
 from evaluation.providers import LLM, Message
 from evaluation.tutoring.simulator import StudentSimulator
 
@@ -47,7 +48,7 @@ class RunLog:
             f.write(f"{stamp} {event}\n")
 
 
-class TutorUnavailable(Exception):
+class TutorUnavailable(PlainMessage, Exception):
     """The tutor could not be reached, closed the conversation or stopped answering."""
 
 

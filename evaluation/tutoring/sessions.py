@@ -58,6 +58,8 @@ def session_advance(session_id: str, student_text: str) -> tuple[dict[str, Any],
         raise SessionComplete("this session is complete")
     history = list(session.full_conversation_log)
     _append(session, "student", student_text)
+    # Stored before the tutor answers: a failing tutor must not lose what the student said.
+    session.save(update_fields=["full_conversation_log", "conversation_history"])
     reply, complete = tutor.tutor_turn(
         session.state, history + [session.full_conversation_log[-1]], student_text, get_llm("tutor")
     )
@@ -65,6 +67,10 @@ def session_advance(session_id: str, student_text: str) -> tuple[dict[str, Any],
     session.is_complete = complete
     session.save()
     return entry, complete
+
+
+def session_lookup(session_id: Any) -> TutoringSession | None:
+    return TutoringSession.objects.select_related("topic").filter(pk=session_id).first()
 
 
 def session_public_state(session: TutoringSession) -> dict[str, Any]:

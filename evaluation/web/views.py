@@ -10,11 +10,14 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from evaluation import selectors, services
-from evaluation.errors import InvalidInput
-from evaluation.models import Agent, Persona, RunMessage, Topic, TutoringSession
+from evaluation.drift import selectors as drift_selectors
+from evaluation.errors import Conflict, InvalidInput, NotFound
 from evaluation.models.runs import RunSource, RunStatus
-from evaluation.tutoring.reports import ARTIFACTS
+from evaluation.runs import selectors as run_selectors
+from evaluation.runs import services as run_services
+from evaluation.suites import selectors as suite_selectors
+from evaluation.tutoring import selectors, services
+from evaluation.tutoring.selectors import ARTIFACTS
 from evaluation.web.charts import grouped_bars, lines
 from evaluation.web.markdown import render_markdown
 
@@ -43,10 +46,7 @@ def dashboard(request: HttpRequest) -> HttpResponse:
             "cards": cards,
             "filters": filters,
             "query": query.urlencode(),
-            "personas": Persona.objects.order_by("persona_id").only("persona_id", "name"),
-            "topics": Topic.objects.order_by("grade", "topic_id").only("topic_id", "name", "grade", "approved"),
-            "agents": Agent.objects.exclude(kind="character").only("id", "display_name"),
-            "sessions": TutoringSession.objects.select_related("topic").order_by("-created_at")[:50],
+            **selectors.start_form_choices(),
             "sources": RunSource.choices,
             "statuses": RunStatus.choices,
             "live_socket": _live_socket(),
@@ -75,7 +75,7 @@ def start(request: HttpRequest) -> HttpResponse:
             provider=request.POST.get("provider") or None,
             started_by="dashboard",
         )
-    except (InvalidInput, services.NotFound, services.RunLimitReached, ValueError) as exc:
+    except (InvalidInput, NotFound, Conflict, ValueError) as exc:
         messages.error(request, f"Not started: {exc}")
         return redirect("evaluation-dashboard")
     messages.success(request, f"Started {len(runs)} run(s): " + ", ".join(r.run_id for r in runs))
@@ -86,13 +86,13 @@ def start(request: HttpRequest) -> HttpResponse:
 @require_GET
 def runs_status(request: HttpRequest) -> JsonResponse:
     ids = [i for i in request.GET.get("ids", "").split(",") if i]
-    return JsonResponse({"runs": selectors.runs_by_ids(ids)})
+    return JsonResponse({"runs": run_selectors.runs_by_ids(ids)})
 
 
 def _run_or_404(run_id: str):
     try:
-        return services.run_lookup(run_id)
-    except services.NotFound as exc:
+        return run_selectors.run_lookup(run_id)
+    except NotFound as exc:
         raise Http404(str(exc)) from None
 
 
@@ -123,7 +123,7 @@ def run_report(request: HttpRequest, run_id: str) -> HttpResponse:
             "run": run,
             "evaluation": evaluation,
             "scores": list(evaluation["scores"].items()) if evaluation else [],
-            "transcript": _message_rows(RunMessage.objects.filter(run=run).order_by("turn", "id")),
+            "transcript": _message_rows(selectors.conversation(run)),
             "files": files,
             "usage": run.token_usage or {},
             "live_socket": _live_socket(),
@@ -137,8 +137,8 @@ def run_live(request: HttpRequest, run_id: str) -> JsonResponse:
     """The run's status and the messages after turn ?after=N, for the growing transcript."""
     run = _run_or_404(run_id)
     after = int(request.GET.get("after") or 0)
-    rows = _message_rows(RunMessage.objects.filter(run=run, turn__gt=after).order_by("turn", "id"))
-    return JsonResponse({"status": selectors.run_status(run), "messages": rows})
+    rows = _message_rows(selectors.conversation(run).filter(turn__gt=after))
+    return JsonResponse({"status": run_selectors.run_status(run), "messages": rows})
 
 
 @staff_member_required
@@ -160,8 +160,20 @@ def run_retry(request: HttpRequest, run_id: str) -> HttpResponse:
     try:
         services.run_retry_evaluation_start(run=run)
         messages.success(request, f"Re-evaluating {run.run_id}.")
-    except (InvalidInput, services.RunLimitReached) as exc:
+    except (InvalidInput, Conflict) as exc:
         messages.error(request, f"Not re-evaluated: {exc}")
+    return redirect("evaluation-run-report", run_id=run.run_id)
+
+
+@staff_member_required
+@require_POST
+def run_cancel(request: HttpRequest, run_id: str) -> HttpResponse:
+    run = _run_or_404(run_id)
+    try:
+        run_services.run_cancel(run)
+        messages.success(request, f"Cancelled {run.run_id}.")
+    except Conflict as exc:
+        messages.error(request, f"Not cancelled: {exc}")
     return redirect("evaluation-run-report", run_id=run.run_id)
 
 
@@ -184,7 +196,7 @@ def run_again(request: HttpRequest, run_id: str) -> HttpResponse:
                 provider=run.config.get("provider") or None,
                 started_by="dashboard",
             )[0]
-    except (InvalidInput, services.NotFound, services.RunLimitReached) as exc:
+    except (InvalidInput, NotFound, Conflict) as exc:
         messages.error(request, f"Not started: {exc}")
         return redirect("evaluation-run-report", run_id=run.run_id)
     messages.success(request, f"Started {new.run_id}.")
@@ -211,7 +223,7 @@ def suite_run(request: HttpRequest, run_id: str) -> HttpResponse:
     run = _run_or_404(run_id)
     if run.kind != "suite":
         raise Http404(f"{run_id!r} is not a suite run")
-    results = selectors.suite_results(run)
+    results = suite_selectors.suite_results(run)
     return render(
         request,
         "evaluation/suite_run.html",
@@ -227,7 +239,7 @@ def suite_run(request: HttpRequest, run_id: str) -> HttpResponse:
 @staff_member_required
 @require_GET
 def drift_agent(request: HttpRequest, agent_id: str) -> HttpResponse:
-    ctx = selectors.drift_context(agent_id)
+    ctx = drift_selectors.drift_context(agent_id)
     if ctx is None:
         raise Http404(f"no agent {agent_id!r}")
     ctx["chart"] = lines(ctx["series"], ctx["labels"]) if ctx["table"] else ""

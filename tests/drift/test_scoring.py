@@ -6,7 +6,7 @@ import re
 import pytest
 from django.utils import timezone
 
-from evaluation.drift.evaluate import drift_evaluate
+from evaluation.drift.services import drift_evaluate
 from evaluation.models import Agent, AgentMessage, Proposition, PropositionScore, PropositionSet
 from evaluation.providers.loopback import Reply
 

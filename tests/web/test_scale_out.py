@@ -64,7 +64,7 @@ def test_worker_progress_reaches_a_staff_websocket_through_redis(catalog, staff_
                 ) as ws:
                     loop = asyncio.get_running_loop()
                     response = await loop.run_in_executor(None, start_run, url, token)
-                    assert response["status"] == "pending", response
+                    assert response["status"] == "queued", response
                     events = []
                     while True:
                         event = json.loads(await asyncio.wait_for(ws.recv(), 60))

@@ -5,7 +5,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from evaluation.conf import setting
-from evaluation.suites.store import suites_discover
+from evaluation.suites.services import suites_discover
 
 
 class Command(BaseCommand):

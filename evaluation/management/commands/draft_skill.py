@@ -5,8 +5,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from evaluation.providers import ProviderError
-from evaluation.suites.drafting import draft_skill
-from evaluation.suites.parser import SuiteError
+from evaluation.suites.services import SuiteError, draft_skill
 
 
 class Command(BaseCommand):

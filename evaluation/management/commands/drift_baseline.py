@@ -5,8 +5,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from evaluation.conf import setting
-from evaluation.drift.evaluate import drift_evaluate
-from evaluation.drift.harness import ensure_cast_messages, write_baseline
+from evaluation.drift import services
 from evaluation.models import Agent
 from evaluation.providers import require_keys
 
@@ -31,12 +30,8 @@ class Command(BaseCommand):
         missing = require_keys(["proposition_judge"], opts["judge"])
         if missing:
             raise CommandError("; ".join(missing))
-        ensure_cast_messages(Path(setting("CAST_DIR")) / "messages.jsonl")
         for agent in agents:
-            run = drift_evaluate(
-                agent=agent, judge=opts["judge"], source="cast", is_baseline=True, record_dir=folder / "recordings"
-            )
-            if run.status != "completed":
+            run, path = services.baseline_record(agent_id=agent.pk, judge=opts["judge"], folder=folder)
+            if path is None:
                 raise CommandError(f"{agent.pk}: {run.error}")
-            path = write_baseline(folder, run, mode="live")
             self.stdout.write(f"{agent.pk}: {run.detail} -> {path}")

@@ -5,7 +5,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from evaluation.conf import setting
-from evaluation.drift.harness import MODES, harness_run, junit, markdown
+from evaluation.drift import services
 from evaluation.errors import InvalidInput
 from evaluation.models import Agent
 from evaluation.providers import ProviderError, require_keys
@@ -16,7 +16,7 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("--agents", default="", help="Comma-separated agent ids (default: every character agent)")
-        parser.add_argument("--mode", choices=MODES, default="live")
+        parser.add_argument("--mode", choices=services.HARNESS_MODES, default="live")
         parser.add_argument("--judge", default=None, help="Provider for the judge (live and synthetic modes)")
         parser.add_argument(
             "--baselines", type=Path, default=None, help="Folder of golden baselines (default: baselines/)"
@@ -41,7 +41,7 @@ class Command(BaseCommand):
             if missing:
                 raise CommandError("; ".join(missing))
         try:
-            report = harness_run(
+            report = services.harness_run(
                 agent_ids=agents,
                 mode=opts["mode"],
                 baselines_dir=opts["baselines"] or Path(setting("BASELINES_DIR")),
@@ -51,12 +51,12 @@ class Command(BaseCommand):
             )
         except (ValueError, RuntimeError, ProviderError, InvalidInput) as exc:
             raise CommandError(str(exc)) from None
-        table = markdown(report)
+        table = services.report_markdown(report)
         self.stdout.write(table)
         if opts["markdown"]:
             opts["markdown"].write_text(table)
         if opts["junit"]:
-            opts["junit"].write_text(junit(report))
+            opts["junit"].write_text(services.report_junit(report))
         if report.regressions:
             raise CommandError(
                 f"{len(report.regressions)} regression(s): "

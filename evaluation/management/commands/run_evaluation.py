@@ -6,13 +6,13 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from evaluation import services
 from evaluation.conf import setting
-from evaluation.errors import InvalidInput
+from evaluation.errors import Conflict, InvalidInput, NotFound
 from evaluation.models import Topic
 from evaluation.providers import require_keys
-from evaluation.tutoring.batch import execute_batch
-from evaluation.tutoring.judge import DIMENSIONS
+from evaluation.runs.selectors import run_scores
+from evaluation.tutoring import services
+from evaluation.tutoring.selectors import DIMENSIONS
 
 SHORT = {
     "responsiveness": "resp",
@@ -74,7 +74,7 @@ class Command(BaseCommand):
                 enqueue=False,
                 started_by="cli",
             )
-        except (InvalidInput, services.NotFound, services.RunLimitReached) as exc:
+        except (InvalidInput, NotFound, Conflict) as exc:
             raise CommandError(str(exc)) from exc
         if opts["grade"] is not None:
             for run in runs:
@@ -92,7 +92,7 @@ class Command(BaseCommand):
                     self.stdout.write(line)
                     sys.stdout.flush()
 
-        done = execute_batch(
+        done = services.runs_execute_here(
             runs,
             workers=opts["workers"],
             server_url=opts["server_url"],
@@ -105,8 +105,6 @@ class Command(BaseCommand):
             raise CommandError(f"{len(failed)} run(s) failed: " + "; ".join(f"{r.run_id}: {r.error}" for r in failed))
 
     def print_table(self, runs):
-        from evaluation.selectors import run_scores
-
         header = f"{'persona':<22}" + "".join(f"{SHORT[d]:>6}" for d in DIMENSIONS) + f"{'avg':>7}{'turns':>7}  status"
         self.stdout.write("\n" + header)
         self.stdout.write("-" * len(header))

@@ -4,10 +4,8 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from evaluation.providers import require_keys
-from evaluation.suites.cache import DEFAULT_PATH, FileCache
-from evaluation.suites.parser import SuiteError, discover, load_file
-from evaluation.suites.runner import RunOptions, run_suite
+from evaluation.providers import ProviderSpec, require_keys
+from evaluation.suites.services import FILE_CACHE_PATH, FileCache, RunOptions, SuiteError, suite_file_run, suite_files
 
 
 class Command(BaseCommand):
@@ -21,14 +19,22 @@ class Command(BaseCommand):
         parser.add_argument(
             "--cache",
             nargs="?",
-            const=str(DEFAULT_PATH),
+            const=str(FILE_CACHE_PATH),
             default=None,
-            help=f"Skip cases already passed (default file {DEFAULT_PATH})",
+            help=f"Skip cases already passed (default file {FILE_CACHE_PATH})",
         )
         parser.add_argument("--timeout", type=float, default=120.0)
 
     def handle(self, *args, **opts):
-        for role, flag in (("suite_agent", opts["model"]), ("suite_judge", opts["judge_model"])):
+        for role, flag, name in (
+            ("suite_agent", opts["model"], "--model"),
+            ("suite_judge", opts["judge_model"], "--judge-model"),
+        ):
+            if flag:
+                try:
+                    ProviderSpec.parse(flag)
+                except ValueError as exc:
+                    raise CommandError(f"{name}: {exc}") from None
             missing = require_keys([role], flag)
             if missing:
                 raise CommandError("; ".join(missing))
@@ -39,16 +45,20 @@ class Command(BaseCommand):
             cache=FileCache(opts["cache"]) if opts["cache"] else None,
             timeout=opts["timeout"],
         )
-        files = [f for p in opts["paths"] for f in discover(p)]
+        files = suite_files(opts["paths"])
         if not files:
             raise CommandError(f"no EVAL.md or *.eval.md under {', '.join(map(str, opts['paths']))}")
         failed = total = 0
+        broken: list[str] = []
         for path in files:
             try:
-                suite = load_file(path)
+                results = suite_file_run(path, options)
             except SuiteError as exc:
-                raise CommandError(str(exc)) from None
-            for result in run_suite(suite, options):
+                # One suite that cannot load must not stop the others: report it and go on.
+                broken.append(str(exc))
+                self.stderr.write(self.style.ERROR(f"ERROR {exc}"))
+                continue
+            for result in results:
                 total += 1
                 mark = "PASS" if result.passed else "FAIL"
                 cached = " (cached)" if result.cached else ""
@@ -58,6 +68,8 @@ class Command(BaseCommand):
                 if not result.passed:
                     failed += 1
                     self.stdout.write(result.failure_message())
-        self.stdout.write(f"{total - failed} passed, {failed} failed")
-        if failed:
-            raise CommandError(f"{failed} case(s) failed")
+        self.stdout.write(f"{total - failed} passed, {failed} failed" + (f", {len(broken)} error" if broken else ""))
+        if failed or broken:
+            raise CommandError(
+                "; ".join(([f"{failed} case(s) failed"] if failed else []) + [f"suite error: {e}" for e in broken])
+            )

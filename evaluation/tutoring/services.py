@@ -1,29 +1,45 @@
-"""Business writes that several doors share (API, admin, CLI, dashboard): starting and retrying runs."""
+"""Tutoring writes: start simulated runs and session evaluations, retry them, and execute them."""
 
 import random
 import uuid
 from typing import Any
 
-from django.db import IntegrityError, transaction
-from django.db.models import Q
 from django.utils import timezone
 
-from evaluation.conf import setting
-from evaluation.errors import FieldProblem, InvalidInput
+from evaluation.errors import FieldProblem, InvalidInput, NotFound
 from evaluation.models import Agent, EvaluationRun, Persona, RunMessage, Topic, TutoringSession
-from evaluation.models.runs import RunSource, RunStatus
-from evaluation.providers.registry import parse_override
-from evaluation.tutoring.topics import topic_as_dict
+from evaluation.models.runs import RunKind, RunSource
+from evaluation.providers import ProviderSpec
+from evaluation.runs import services as runs
+from evaluation.runs.broadcast import Listener
+from evaluation.tutoring import pipeline
+from evaluation.tutoring.batch import execute_batch
+from evaluation.tutoring.personas import KNOWN_KEYS as PERSONA_KEYS
+from evaluation.tutoring.personas import split_known, validate_persona
+from evaluation.tutoring.sessions import SessionComplete, session_advance, session_create, session_open
+from evaluation.tutoring.topics import KNOWN_KEYS as TOPIC_KEYS
+from evaluation.tutoring.topics import topic_as_dict, validate_topic
+
+__all__ = [
+    "PERSONA_KEYS",
+    "SessionComplete",
+    "TOPIC_KEYS",
+    "group_finalize",
+    "resolve_personas",
+    "run_execute",
+    "run_retry_evaluation_start",
+    "run_start",
+    "runs_execute_here",
+    "session_advance",
+    "session_create",
+    "session_evaluation_start",
+    "session_open",
+    "split_known",
+    "validate_persona",
+    "validate_topic",
+]
 
 MAX_TURNS_RANGE = (1, 100)
-
-
-class RunLimitReached(Exception):
-    """Too many runs are active; the caller should try later (HTTP 409)."""
-
-
-class NotFound(Exception):
-    """A named object does not exist (HTTP 404); the message names it."""
 
 
 def resolve_personas(persona: str) -> list[Persona]:
@@ -40,38 +56,6 @@ def resolve_personas(persona: str) -> list[Persona]:
     if found is None:
         raise NotFound(f"persona: no persona {persona_id!r}")
     return [found]
-
-
-def _active_runs() -> int:
-    return EvaluationRun.objects.filter(status__in=[RunStatus.PENDING, RunStatus.RUNNING]).count()
-
-
-def _check_capacity(adding: int) -> None:
-    limit = setting("MAX_ACTIVE_RUNS")
-    active = _active_runs()
-    if active + adding > limit:
-        raise RunLimitReached(f"{active} runs are active and the limit is {limit}; {adding} more cannot start now")
-
-
-def create_run(base_id: str, **fields: Any) -> EvaluationRun:
-    """Create a run whose readable id (its report folder) is unique, suffixing _2, _3 on collision."""
-    for n in range(1, 1000):
-        run_id = base_id if n == 1 else f"{base_id}_{n}"
-        try:
-            with transaction.atomic():
-                return EvaluationRun.objects.create(run_id=run_id, **fields)
-        except IntegrityError:
-            if not EvaluationRun.objects.filter(run_id=run_id).exists():
-                raise
-    raise RuntimeError(f"could not find a free run id for {base_id}")
-
-
-def _enqueue(task: str, run: EvaluationRun) -> None:
-    from django_q.tasks import async_task
-
-    transaction.on_commit(
-        lambda: async_task(task, str(run.pk), task_name=f"{task.rsplit('.', 1)[-1]} {run.run_id}"[:100])
-    )
 
 
 def run_start(
@@ -98,7 +82,7 @@ def run_start(
         problems.append(FieldProblem("runs_per_persona", f"{runs_per_persona} is out of range (1-20)"))
     if provider:
         try:
-            parse_override(provider)
+            ProviderSpec.parse(provider)
         except ValueError as exc:
             problems.append(FieldProblem("provider", str(exc)))
     if problems:
@@ -120,21 +104,21 @@ def run_start(
     base_seed = seed if seed is not None else random.SystemRandom().randrange(1, 2**31)
     stamp = timezone.now().strftime("%Y%m%d_%H%M%S")
     group = f"comparison_{stamp}_{uuid.uuid4().hex[:6]}" if count > 1 else ""
-    runs = []
-    with transaction.atomic():
-        _check_capacity(count)
+    created = []
+    with runs.capacity_reserved(count):
         for index, p in enumerate(personas):
             for repeat in range(1, runs_per_persona + 1):
                 suffix = f"_r{repeat}" if runs_per_persona > 1 else ""
-                run = create_run(
-                    f"run_{stamp}_{p.persona_id}{suffix}",
-                    kind="tutor",
+                run_seed = base_seed + index * 1000 + repeat
+                run = runs.run_create(
+                    base_id=f"run_{stamp}_{p.persona_id}{suffix}",
+                    kind=RunKind.TUTOR,
                     source=RunSource.SIMULATED,
                     persona=p,
                     topic=topic,
                     agent=agent,
                     max_turns=max_turns,
-                    seed=base_seed + index * 1000 + repeat,
+                    seed=run_seed,
                     group=group,
                     repeat_index=repeat,
                     cost_limit_usd=cost_limit_usd,
@@ -145,15 +129,15 @@ def run_start(
                         "turn_timeout": turn_timeout,
                         "target": agent.pk if agent else "reference",
                         "provider": provider or "",
-                        "seed": base_seed + index * 1000 + repeat,
+                        "seed": run_seed,
                         "started_by": started_by,
                         "timestamp": timezone.now().isoformat(),
                     },
                 )
-                runs.append(run)
+                created.append(run)
                 if enqueue:
-                    _enqueue("evaluation.tasks.run_execute_task", run)
-    return runs
+                    runs.run_enqueue(run)
+    return created
 
 
 def _session_messages(session: TutoringSession) -> list[dict[str, Any]]:
@@ -184,13 +168,17 @@ def session_evaluation_start(*, session_id: str, provider: str | None = None, en
     messages = _session_messages(session)
     if not messages:
         raise InvalidInput([FieldProblem("session_id", "the session has no messages to evaluate")])
+    if provider:
+        try:
+            ProviderSpec.parse(provider)
+        except ValueError as exc:
+            raise InvalidInput([FieldProblem("provider", str(exc))]) from None
     topic_ctx = (session.state or {}).get("topic") or topic_as_dict(session.topic)
     stamp = timezone.now().strftime("%Y%m%d_%H%M%S")
-    with transaction.atomic():
-        _check_capacity(1)
-        run = create_run(
-            f"run_{stamp}_session",
-            kind="tutor",
+    with runs.capacity_reserved(1):
+        run = runs.run_create(
+            base_id=f"run_{stamp}_session",
+            kind=RunKind.TUTOR,
             source=RunSource.EXISTING_SESSION,
             source_session_id=session.pk,
             topic=session.topic,
@@ -202,96 +190,54 @@ def session_evaluation_start(*, session_id: str, provider: str | None = None, en
             RunMessage(run=run, turn=m["turn"], role=m["role"], content=m["content"], timestamp=now) for m in messages
         )
         if enqueue:
-            _enqueue("evaluation.tasks.run_execute_task", run)
+            runs.run_enqueue(run)
     return run
 
 
-def run_retry_evaluation_start(*, run: EvaluationRun, enqueue: bool = True) -> EvaluationRun:
-    if run.is_active:
-        raise RunLimitReached(f"run {run.run_id} is still {run.status}")
+def run_retry_evaluation_start(*, run: EvaluationRun) -> EvaluationRun:
+    """Queue a new attempt that re-judges the stored conversation without simulating it again."""
     if not run.messages.exists():
         raise InvalidInput([FieldProblem("run", f"run {run.run_id} has no stored conversation to evaluate")])
-    if enqueue:
-        with transaction.atomic():
-            EvaluationRun.objects.filter(pk=run.pk).update(status=RunStatus.PENDING, detail="Waiting to re-evaluate")
-            _enqueue("evaluation.tasks.run_retry_evaluation_task", run)
-    return run
+    return runs.run_requeue(run, action="evaluate", detail="Waiting to re-evaluate")
 
 
-def run_lookup(run_id: str) -> EvaluationRun:
-    """A run by readable id or UUID."""
-    query = Q(run_id=run_id)
-    try:
-        query |= Q(pk=uuid.UUID(run_id))
-    except ValueError:
-        pass
-    run = EvaluationRun.objects.select_related("persona", "topic", "agent").filter(query).first()
-    if run is None:
-        raise NotFound(f"run: no run {run_id!r}")
-    return run
-
-
-def suite_run_start(
-    *, suite_id: int, model: str | None = None, judge_model: str | None = None, judge: bool = True, enqueue: bool = True
-) -> EvaluationRun:
-    """Start a background run of one discovered suite."""
-    from evaluation.models import Suite
-    from evaluation.suites.store import suite_run_create
-
-    suite = Suite.objects.filter(pk=suite_id).first()
-    if suite is None:
-        raise NotFound(f"suite: no suite {suite_id}")
-    for field, value in (("model", model), ("judge_model", judge_model)):
-        if value:
-            try:
-                from evaluation.suites.runner import model_spec
-
-                model_spec(value)
-            except ValueError as exc:
-                raise InvalidInput([FieldProblem(field, str(exc))]) from None
-    with transaction.atomic():
-        _check_capacity(1)
-        run = suite_run_create(suite=suite, model=model, judge_model=judge_model, judge=judge)
-        if enqueue:
-            _enqueue("evaluation.tasks.suite_run_task", run)
-    return run
-
-
-def drift_run_start(
+def run_execute(
+    run_pk: Any,
+    attempt: int,
+    action: str = "execute",
     *,
-    agent_id: str,
-    dimensions: list[str] | None = None,
-    sample_size: int = 20,
-    judge: str | None = None,
-    enqueue: bool = True,
-) -> EvaluationRun:
-    """Start a background drift evaluation of one agent's newest messages."""
-    from evaluation.drift.evaluate import DIMENSIONS, drift_run_create
+    server_url: str | None = None,
+    listener: Listener | None = None,
+) -> EvaluationRun | None:
+    """One attempt of a tutor run, through the kernel's lifecycle ('evaluate' re-judges only)."""
+    if action == "evaluate":
+        work = pipeline.judge_again
+    else:
 
-    agent = Agent.objects.filter(pk=agent_id).first()
-    if agent is None:
-        raise NotFound(f"agent: no agent {agent_id!r}")
-    if judge:
-        try:
-            parse_override(judge)
-        except ValueError as exc:
-            raise InvalidInput([FieldProblem("judge", str(exc))]) from None
-    with transaction.atomic():
-        _check_capacity(1)
-        try:
-            run = drift_run_create(
-                agent=agent, dimensions=dimensions or list(DIMENSIONS), sample_size=sample_size, judge=judge or ""
-            )
-        except ValueError as exc:
-            field, _, reason = str(exc).partition(": ")
-            raise InvalidInput([FieldProblem(field, reason)]) from None
-        if enqueue:
-            _enqueue("evaluation.tasks.drift_run_task", run)
-    return run
+        def work(handle: runs.RunHandle) -> dict[str, Any]:
+            return pipeline.simulate_and_judge(handle, server_url=server_url)
+
+    return runs.run_execute(
+        run_pk, attempt, work, on_failure=pipeline.on_failure, after=pipeline.after_run, listener=listener
+    )
 
 
-def agent_lookup(agent_id: str) -> Agent:
-    agent = Agent.objects.filter(pk=agent_id).first()
-    if agent is None:
-        raise NotFound(f"agent: no agent {agent_id!r}")
-    return agent
+def runs_execute_here(
+    created: list[EvaluationRun],
+    *,
+    workers: int = 1,
+    server_url: str | None = None,
+    manage_server: bool = True,
+    listener: Listener | None = None,
+) -> list[EvaluationRun]:
+    """Execute created runs in this process (the CLI), on N threads sharing one tutor server."""
+
+    def one(run: EvaluationRun, url: str | None) -> None:
+        run_execute(run.pk, run.attempt, server_url=url, listener=listener)
+
+    return execute_batch(created, one, workers=workers, server_url=server_url, manage_server=manage_server)
+
+
+def group_finalize(group: str) -> Any:
+    """Write (or rewrite) a group's comparison from what is stored; None when it is not ready."""
+    return pipeline.finalize_group(group)

@@ -1,62 +1,44 @@
-"""Reads that several doors share (API, CLI, dashboard, reports)."""
+"""Tutoring reads: conversations, judgements, report contexts, the run list and comparisons."""
 
 from dataclasses import dataclass
 from typing import Any
 
 from django.core.paginator import Page, Paginator
-from django.db.models import Count, Prefetch, QuerySet
+from django.db.models import Count, Max, QuerySet
 from django.utils.dateparse import parse_date
 
-from evaluation.models import DimensionScore, EvaluationRun, Problem, RunMessage
+from evaluation.models import Agent, DimensionScore, EvaluationRun, Persona, Problem, RunMessage, Topic, TutoringSession
+from evaluation.runs.selectors import run_scores, runs_with_results
+from evaluation.tutoring.judge import DIMENSIONS
 from evaluation.tutoring.personas import persona_as_dict
+from evaluation.tutoring.reports import ARTIFACTS, comparison_data
+from evaluation.tutoring.sessions import session_lookup, session_public_state
 from evaluation.tutoring.topics import topic_as_dict
 
-
-def runs_with_results() -> QuerySet[EvaluationRun]:
-    """Runs with persona, topic, scores and message counts loaded in a fixed number of queries."""
-    return (
-        EvaluationRun.objects.select_related("persona", "topic", "agent")
-        .prefetch_related(Prefetch("dimension_scores", queryset=DimensionScore.objects.order_by("id")))
-        .annotate(message_count=Count("messages", distinct=True))
-    )
-
-
-def run_scores(run: EvaluationRun) -> dict[str, float]:
-    return {s.dimension: s.score for s in run.dimension_scores.all()}
-
-
-def run_summary(run: EvaluationRun) -> dict[str, Any]:
-    """Spec 001's run-list entry."""
-    scores = run_scores(run)
-    return {
-        "run_id": run.run_id,
-        "id": str(run.id),
-        "timestamp": run.created_at.isoformat(),
-        "status": run.status,
-        "stage": run.stage,
-        "topic_id": run.topic.topic_id if run.topic else None,
-        "persona_id": run.persona.persona_id if run.persona else None,
-        "message_count": getattr(run, "message_count", None) if hasattr(run, "message_count") else run.messages.count(),
-        "avg_score": run.overall_score,
-        "scores": scores,
-        "source": run.source,
-        "source_session_id": str(run.source_session_id) if run.source_session_id else None,
-        "group": run.group or None,
-        "repeat_index": run.repeat_index,
-    }
+__all__ = [
+    "ARTIFACTS",
+    "DIMENSIONS",
+    "RUN_FILTERS",
+    "RunCard",
+    "comparison_context",
+    "conversation",
+    "group_runs",
+    "persona_as_dict",
+    "run_evaluation",
+    "run_list_page",
+    "run_messages",
+    "run_report_context",
+    "session_lookup",
+    "session_public_state",
+    "start_form_choices",
+    "topic_as_dict",
+]
 
 
-def run_status(run: EvaluationRun) -> dict[str, Any]:
-    """Spec 001's status shape, for one run."""
-    return {
-        "status": run.stage,
-        "run_status": run.status,
-        "run_id": run.run_id,
-        "detail": run.detail,
-        "turn": run.turn,
-        "max_turns": run.max_turns,
-        "error": run.error or None,
-    }
+def conversation(run: EvaluationRun) -> QuerySet[RunMessage]:
+    """The run's conversation: the messages of the newest attempt that stored any (attempts never mix)."""
+    latest = RunMessage.objects.filter(run=run).aggregate(n=Max("attempt"))["n"]
+    return RunMessage.objects.filter(run=run, attempt=latest or 1).order_by("turn", "id")
 
 
 def run_messages(run: EvaluationRun) -> list[dict[str, Any]]:
@@ -68,7 +50,7 @@ def run_messages(run: EvaluationRun) -> list[dict[str, Any]]:
             "timestamp": m.timestamp.isoformat(),
             "metadata": m.metadata,
         }
-        for m in RunMessage.objects.filter(run=run).order_by("turn", "id")
+        for m in conversation(run)
     ]
 
 
@@ -182,15 +164,8 @@ def run_list_page(
     return page, [RunCard(r, scores.get(r.pk, []), counts.get(r.pk, 0)) for r in items]
 
 
-def runs_by_ids(run_ids: list[str]) -> list[dict[str, Any]]:
-    """Statuses of the named runs (for the dashboard's polling), in one query."""
-    return [run_status(r) for r in EvaluationRun.objects.filter(run_id__in=run_ids[:200])]
-
-
 def comparison_context(group: str) -> dict[str, Any] | None:
     """A multi-persona group's table: personas x dimensions (mean, spread), root causes, from the data."""
-    from evaluation.tutoring.reports import comparison_data
-
     runs = group_runs(group)
     if not runs:
         return None
@@ -221,55 +196,11 @@ def comparison_context(group: str) -> dict[str, Any] | None:
     }
 
 
-def suite_results(run: EvaluationRun) -> list[dict[str, Any]]:
-    from evaluation.models import CaseResult
-
-    return [
-        {
-            "case": r.case.name,
-            "passed": r.passed,
-            "cached": r.cached,
-            "checks": r.checks,
-            "warnings": r.warnings,
-            "transcript": r.transcript,
-            "duration_ms": round(r.duration_ms, 1),
-            "usage": r.usage,
-        }
-        for r in CaseResult.objects.filter(run=run).select_related("case").order_by("case__line")
-    ]
-
-
-def drift_context(agent_id: str, runs_shown: int = 20) -> dict[str, Any] | None:
-    """An agent's drift page: dimension scores over its latest runs, weakest propositions, corrections."""
-    from evaluation.models import Agent, CorrectionLog, PropositionScore
-
-    agent = Agent.objects.filter(pk=agent_id).first()
-    if agent is None:
-        return None
-    runs = list(
-        EvaluationRun.objects.filter(kind="drift", agent=agent, status="completed")
-        .prefetch_related(Prefetch("dimension_scores", queryset=DimensionScore.objects.order_by("id")))
-        .order_by("-created_at")[:runs_shown]
-    )[::-1]
-    dimensions = ["adherence", "consistency", "fluency", "convergence"]
-    table: list[dict[str, Any]] = [
-        {"run": r, "scores": {s.dimension: s.score for s in r.dimension_scores.all()}} for r in runs
-    ]
-    latest = runs[-1] if runs else None
-    weakest = (
-        list(PropositionScore.objects.filter(evaluation_run=latest, score__isnull=False).order_by("score")[:8])
-        if latest
-        else []
-    )
-    unscored = list(PropositionScore.objects.filter(evaluation_run=latest, score__isnull=True)) if latest else []
+def start_form_choices() -> dict[str, Any]:
+    """What the dashboard's start form offers: personas, topics, tutors under test and recent sessions."""
     return {
-        "agent": agent,
-        "dimensions": dimensions,
-        "table": table,
-        "series": {d: [row["scores"].get(d) for row in table] for d in dimensions},
-        "labels": [r.created_at.strftime("%m-%d %H:%M") for r in runs],
-        "latest": latest,
-        "weakest": weakest,
-        "unscored": unscored,
-        "corrections": list(CorrectionLog.objects.filter(agent=agent).order_by("-created_at")[:20]),
+        "personas": Persona.objects.order_by("persona_id").only("persona_id", "name"),
+        "topics": Topic.objects.order_by("grade", "topic_id").only("topic_id", "name", "grade", "approved"),
+        "agents": Agent.objects.exclude(kind="character").only("id", "display_name"),
+        "sessions": TutoringSession.objects.select_related("topic").order_by("-created_at")[:50],
     }

@@ -9,8 +9,7 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 
 from evaluation.errors import InvalidInput
-from evaluation.models import TutoringSession
-from evaluation.tutoring.sessions import session_create, session_public_state
+from evaluation.tutoring import selectors, services
 
 
 @require_GET
@@ -32,20 +31,20 @@ def create_session(request: HttpRequest) -> JsonResponse:
             {"error": "topic_id: is required (a string)", "fields": {"topic_id": ["is required"]}}, status=400
         )
     try:
-        session = session_create(topic_id=body["topic_id"], user=str(body.get("user") or "eval-student"))
+        session = services.session_create(topic_id=body["topic_id"], user=str(body.get("user") or "eval-student"))
     except InvalidInput as exc:
         return JsonResponse({"error": str(exc), "fields": {p.field: [p.reason] for p in exc.problems}}, status=404)
-    return JsonResponse(session_public_state(session), status=201)
+    return JsonResponse(selectors.session_public_state(session), status=201)
 
 
 @require_GET
 def get_session(request: HttpRequest, session_id: uuid.UUID) -> JsonResponse:
-    session = TutoringSession.objects.select_related("topic").filter(pk=session_id).first()
+    session = selectors.session_lookup(session_id)
     if session is None:
         return JsonResponse({"error": f"session_id: no session {session_id}"}, status=404)
     return JsonResponse(
         {
-            **session_public_state(session),
+            **selectors.session_public_state(session),
             "full_conversation_log": session.full_conversation_log,
             "conversation_history": session.conversation_history,
             "created_at": session.created_at.isoformat(),

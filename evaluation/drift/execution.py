@@ -1,0 +1,223 @@
+"""Drift runs: create, start and execute them (score an agent's stored messages on each dimension)."""
+
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from evaluation.conf import setting
+from evaluation.drift.scorers import DIMENSIONS, SCORERS, DimensionResult, DriftInput, Msg, Prop
+from evaluation.errors import FieldProblem, InvalidInput, NotFound
+from evaluation.models import (
+    Agent,
+    AgentMessage,
+    DimensionScore,
+    DriftRun,
+    EvaluationRun,
+    PropositionScore,
+    PropositionSet,
+)
+from evaluation.models.runs import RunKind, RunStage
+from evaluation.providers import Meter, ProviderSpec, get_llm
+from evaluation.runs import services as runs
+
+SAMPLE_SIZE_RANGE = (1, 500)
+
+
+def agent_lookup(agent_id: str) -> Agent:
+    agent = Agent.objects.filter(pk=agent_id).first()
+    if agent is None:
+        raise NotFound(f"agent: no agent {agent_id!r}")
+    return agent
+
+
+def propositions_for(agent: Agent, dimension: str) -> tuple[list[Prop], dict[str, Any]]:
+    """The agent's own propositions for a dimension plus the universal (_default) ones."""
+    props: list[Prop] = []
+    extra: dict[str, Any] = {}
+    for pset in (
+        PropositionSet.objects.filter(dimension=dimension, agent_key__in=["_default", agent.pk])
+        .prefetch_related("propositions")
+        .order_by("agent_key")
+    ):
+        extra.update(pset.extra or {})
+        props += [Prop(p.proposition_id, p.claim, p.weight, p.inverted, p.extra or {}) for p in pset.propositions.all()]
+    return props, extra
+
+
+def _msg(m: AgentMessage) -> Msg:
+    return Msg(m.agent_id, m.agent.display_name, m.channel, m.recipient, m.text)
+
+
+def _validate(dimensions: list[str], sample_size: int, judge: str | ProviderSpec | None) -> None:
+    problems = []
+    unknown = [d for d in dimensions if d not in DIMENSIONS]
+    if unknown:
+        problems.append(
+            FieldProblem("dimensions", f"unknown {', '.join(unknown)} (choose from {', '.join(DIMENSIONS)})")
+        )
+    low, high = SAMPLE_SIZE_RANGE
+    if not low <= sample_size <= high:
+        problems.append(FieldProblem("sample_size", f"{sample_size} is out of range ({low}-{high})"))
+    if isinstance(judge, str) and judge:
+        try:
+            ProviderSpec.parse(judge)
+        except ValueError as exc:
+            problems.append(FieldProblem("judge", str(exc)))
+    if problems:
+        raise InvalidInput(problems)
+
+
+def drift_run_create(
+    *,
+    agent: Agent,
+    dimensions: list[str] | tuple[str, ...] | None = None,
+    sample_size: int = 20,
+    judge: str = "",
+    source: str = "",
+    is_baseline: bool = False,
+) -> EvaluationRun:
+    """A queued drift run for the agent (validated; nothing is judged yet)."""
+    chosen = list(dimensions or DIMENSIONS)
+    _validate(chosen, sample_size, judge)
+    with runs.capacity_reserved(1):
+        run = runs.run_create(
+            base_id=f"drift_{timezone.now():%Y%m%d_%H%M%S}_{agent.pk}",
+            kind=RunKind.DRIFT,
+            agent=agent,
+            config={"judge": judge},
+        )
+        DriftRun.objects.create(
+            run=run,
+            dimensions=chosen,
+            sample_size=sample_size,
+            source=source,
+            batch_size=setting("DRIFT_BATCH_SIZE"),
+            is_baseline=is_baseline,
+        )
+    return run
+
+
+def drift_run_start(
+    *, agent_id: str, dimensions: list[str] | None = None, sample_size: int = 20, judge: str | None = None
+) -> EvaluationRun:
+    """Start a background drift evaluation of one agent's newest messages."""
+    agent = agent_lookup(agent_id)
+    with transaction.atomic():
+        run = drift_run_create(agent=agent, dimensions=dimensions, sample_size=sample_size, judge=judge or "")
+        runs.run_enqueue(run)
+    return run
+
+
+def _score(handle: runs.RunHandle, judge: str | ProviderSpec | None, record_dir: Any) -> dict[str, Any]:
+    run = handle.run
+    agent = run.agent
+    if agent is None:
+        raise NotFound(f"agent: drift run {run.run_id} has no agent")
+    detail = DriftRun.objects.get(run=run)
+    query = AgentMessage.objects.filter(agent=agent).select_related("agent")
+    if detail.source:
+        query = query.filter(source=detail.source)
+    messages = list(query.order_by("-created_at")[: detail.sample_size])[::-1]
+    detail.messages_judged = len(messages)
+    detail.window_start = messages[0].created_at if messages else None
+    detail.window_end = messages[-1].created_at if messages else None
+    detail.save(update_fields=["messages_judged", "window_start", "window_end"])
+    handle.progress(stage=RunStage.EVALUATING, max_turns=len(detail.dimensions), detail="Scoring")
+
+    def save(meter: Meter) -> None:
+        EvaluationRun.objects.filter(pk=run.pk).update(token_usage=meter.as_dict(), cost_usd=meter.cost_usd)
+
+    meter = Meter(on_change=save)
+    llm = get_llm(
+        "proposition_judge", override=judge or run.config.get("judge") or None, meter=meter, record_dir=record_dir
+    )
+
+    def channels() -> dict[str, list[Msg]]:
+        out: dict[str, list[Msg]] = {}
+        for channel in sorted({m.channel for m in messages}):
+            rows = (
+                AgentMessage.objects.filter(channel=channel)
+                .select_related("agent")
+                .order_by("-created_at")[: detail.sample_size]
+            )
+            out[channel] = [_msg(m) for m in reversed(list(rows))]
+        return out
+
+    given = DriftInput(
+        llm=llm,
+        agent_name=agent.display_name,
+        persona_spec=agent.persona_spec,
+        messages=[_msg(m) for m in messages],
+        channels=channels,
+        batch_size=detail.batch_size or setting("DRIFT_BATCH_SIZE"),
+    )
+    results: list[DimensionResult] = []
+    for index, dimension in enumerate(detail.dimensions, start=1):
+        props, extra = propositions_for(agent, dimension)
+        results.append(SCORERS[dimension](given, props, extra))
+        handle.progress(turn=index, detail=f"Scored {dimension}")
+    with transaction.atomic():
+        DimensionScore.objects.bulk_create(
+            DimensionScore(
+                run=run,
+                dimension=r.dimension,
+                score=r.score,
+                analysis="; ".join(f"{k}={v:.3f}" for k, v in r.metrics.items()),
+            )
+            for r in results
+            if r.score is not None
+        )
+        PropositionScore.objects.bulk_create(
+            PropositionScore(
+                evaluation_run=run,
+                dimension=r.dimension,
+                proposition_id=i.proposition_id,
+                score=i.score,
+                reasoning=i.reasoning or "-",
+                context_snippet=i.snippet,
+            )
+            for r in results
+            for i in r.items
+        )
+    scored = [r.score for r in results if r.score is not None]
+    return {
+        "overall_score": round(sum(scored) / len(scored), 3) if scored else None,
+        "judge_label": llm.label,
+        "token_usage": meter.as_dict(),
+        "cost_usd": meter.cost_usd,
+        "detail": ", ".join(
+            f"{r.dimension} {r.score:.2f}" if r.score is not None else f"{r.dimension} -" for r in results
+        ),
+    }
+
+
+def drift_run_execute(
+    run_pk: Any, attempt: int, *, judge: str | ProviderSpec | None = None, record_dir: Any = None
+) -> EvaluationRun | None:
+    """One attempt of a drift run, through the kernel's lifecycle."""
+    return runs.run_execute(run_pk, attempt, lambda handle: _score(handle, judge, record_dir))
+
+
+def drift_evaluate(
+    *,
+    agent: Agent,
+    dimensions: list[str] | tuple[str, ...] | None = None,
+    sample_size: int = 20,
+    judge: str | ProviderSpec | None = None,
+    source: str | None = "",
+    is_baseline: bool = False,
+    record_dir: Any = None,
+) -> EvaluationRun:
+    """Create and execute a drift run in this process (the harness and the CLI)."""
+    run = drift_run_create(
+        agent=agent,
+        dimensions=dimensions,
+        sample_size=sample_size,
+        judge=judge.label if isinstance(judge, ProviderSpec) else (judge or ""),
+        source=source or "",
+        is_baseline=is_baseline,
+    )
+    drift_run_execute(run.pk, run.attempt, judge=judge, record_dir=record_dir)
+    run.refresh_from_db()
+    return run

@@ -1,0 +1,62 @@
+"""Drift writes, as the doors (API, admin, commands, tasks) call them: ingest, runs, the harness, corrections."""
+
+from pathlib import Path
+from typing import Any
+
+from evaluation.conf import setting
+from evaluation.drift import harness
+from evaluation.drift.corrections import GateDecision, gate_check, pre_invocation
+from evaluation.drift.execution import agent_lookup, drift_evaluate, drift_run_execute, drift_run_start
+from evaluation.drift.ingest import messages_ingest, parse_records
+from evaluation.drift.propositions import PropositionSpec, parse_proposition_yaml, proposition_file_as_dict
+from evaluation.models import AgentMessage, EvaluationRun
+from evaluation.models.runs import RunStatus
+
+__all__ = [
+    "HARNESS_MODES",
+    "PropositionSpec",
+    "parse_proposition_yaml",
+    "proposition_file_as_dict",
+    "agent_lookup",
+    "baseline_record",
+    "drift_evaluate",
+    "drift_run_execute",
+    "drift_run_start",
+    "gate",
+    "harness_run",
+    "messages_ingest_body",
+    "pre_invocation_for",
+    "report_junit",
+    "report_markdown",
+]
+
+harness_run = harness.harness_run
+HARNESS_MODES = harness.MODES
+report_markdown = harness.markdown
+report_junit = harness.junit
+
+
+def messages_ingest_body(body: str | bytes) -> list[AgentMessage]:
+    """Store messages sent as one JSON object, a JSON list or JSON lines; all or nothing."""
+    return messages_ingest(parse_records(body))
+
+
+def gate(*, agent_id: str, text: str, channel: str, attempt: int = 1, original_text: str = "") -> GateDecision:
+    """Score a message before an external runtime commits it (spec 002's action gate)."""
+    return gate_check(agent_lookup(agent_id), text=text, channel=channel, attempt=attempt, original_text=original_text)
+
+
+def pre_invocation_for(*, agent_id: str, channel: str) -> dict[str, Any]:
+    """What to add to the agent's next system prompt: a nudge and phrases to avoid."""
+    return pre_invocation(agent_lookup(agent_id), channel.lstrip("#"))
+
+
+def baseline_record(*, agent_id: str, judge: str | None, folder: Path) -> tuple[EvaluationRun, Path | None]:
+    """Score the shipped cast's messages for one agent and write its baseline file (with the judge calls);
+    the path is None when the run failed (its error says why)."""
+    agent = agent_lookup(agent_id)
+    harness.ensure_cast_messages(Path(setting("CAST_DIR")) / "messages.jsonl")
+    run = drift_evaluate(agent=agent, judge=judge, source="cast", is_baseline=True, record_dir=folder / "recordings")
+    if run.status != RunStatus.COMPLETED:
+        return run, None
+    return run, harness.write_baseline(folder, run, mode="live")

@@ -1,0 +1,82 @@
+"""WebSocket half of the session protocol: a student message in, the tutor's reply out."""
+
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.db import close_old_connections
+
+from evaluation.providers import ProviderError
+from evaluation.tutoring import selectors, services
+
+
+def _concurrent(fn: Any) -> Any:
+    """Run fn in a thread of its own: a tutor turn waits on an LLM, and sessions must not queue
+    behind each other on Django's single thread for sync code."""
+
+    def wrapped(*args: Any) -> Any:
+        close_old_connections()
+        try:
+            return fn(*args)
+        finally:
+            close_old_connections()
+
+    return sync_to_async(wrapped, thread_sensitive=False)
+
+
+@database_sync_to_async
+def _state(session_id: str) -> dict[str, Any] | None:
+    session = selectors.session_lookup(session_id)
+    return selectors.session_public_state(session) if session else None
+
+
+class TutorSessionConsumer(AsyncJsonWebsocketConsumer):
+    async def connect(self) -> None:
+        self.session_id = str(self.scope["url_route"]["kwargs"]["session_id"])
+        await self.accept()
+        state = await _state(self.session_id)
+        if state is None:
+            await self.send_json({"type": "error", "message": f"session_id: no session {self.session_id}"})
+            await self.close(code=4404)
+            return
+        await self.send_json({"type": "state_update", "state": state})
+        if state["message_count"] == 0:
+            await self.send_json({"type": "typing"})
+            try:
+                entry = await _concurrent(services.session_open)(self.session_id)
+            except ProviderError as exc:
+                await self.send_json({"type": "error", "message": f"tutor: {exc}"})
+                return
+            if entry:
+                await self.send_json(
+                    {"type": "assistant", "content": entry["content"], "turn": entry["turn"], "is_complete": False}
+                )
+
+    async def receive_json(self, content: Any, **kwargs: Any) -> None:
+        if not isinstance(content, dict) or content.get("type") != "student_message":
+            await self.send_json({"type": "error", "message": 'type: expected "student_message"'})
+            return
+        text = content.get("content")
+        if not isinstance(text, str) or not text.strip():
+            await self.send_json({"type": "error", "message": "content: a non-empty string is required"})
+            return
+        await self.send_json({"type": "typing"})
+        try:
+            entry, complete = await _concurrent(services.session_advance)(self.session_id, text.strip())
+        except services.SessionComplete as exc:
+            await self.send_json({"type": "error", "message": str(exc)})
+            return
+        except ProviderError as exc:
+            await self.send_json({"type": "error", "message": f"tutor: {exc}"})
+            return
+        await self.send_json(
+            {"type": "assistant", "content": entry["content"], "turn": entry["turn"], "is_complete": complete}
+        )
+        await self.send_json({"type": "state_update", "state": await _state(self.session_id)})
+
+    async def decode_json(self, text_data: str) -> Any:
+        try:
+            return await super().decode_json(text_data)
+        except ValueError:
+            return None

@@ -1,0 +1,307 @@
+"""The run kernel's writes: create, capacity, queue, and the ONE lifecycle every kind of run follows.
+
+    queued --begin--> running --complete--> completed
+       |                 |-----fail-------> failed        (any exception, SystemExit and timeouts too)
+       |                 |-----interrupt--> interrupted   (heartbeat older than EVAL_RUN_STALE_AFTER)
+       +----cancel-------+-----cancel-----> cancelled     (the worker sees it at its next progress)
+    failed | interrupted | completed --requeue--> queued (a new attempt)
+
+Every transition is a conditional UPDATE (`... WHERE status IN (...) AND attempt = N`), so two
+workers, or a worker and a sweeper, can never both win. A task carries the run id and the attempt;
+a task for another attempt, or for a run that is no longer queued, does nothing.
+"""
+
+import logging
+import os
+import socket
+import threading
+import traceback
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from django.db import IntegrityError, connection, transaction
+from django.utils import timezone
+from django.utils.text import slugify
+
+from evaluation.conf import setting
+from evaluation.errors import CapacityReached, PlainMessage, RunBusy
+from evaluation.models import EvaluationRun
+from evaluation.models.runs import ACTIVE_STATUSES, RETRYABLE_STATUSES, RunStage, RunStatus
+from evaluation.runs.broadcast import Listener, broadcast
+
+log = logging.getLogger(__name__)
+
+TASK = "evaluation.tasks.run_task"
+"""The one django-q2 entry point; it dispatches on the run's kind (evaluation/tasks.py)."""
+
+# A lock key of our own for pg_advisory_xact_lock: serialises capacity checks across processes.
+_CAPACITY_LOCK_KEY = 0x45564131
+
+
+class RunStopped(Exception):
+    """The run left `running` under its worker (cancelled or interrupted): stop working on it."""
+
+
+def worker_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def safe_run_id(base_id: str) -> str:
+    """A readable id that is safe as a folder name and in a URL: a slug, never a raw '/'."""
+    return slugify(base_id.replace("/", "-")).replace("-", "_")[:100] or "run"
+
+
+def run_create(*, base_id: str, kind: str, **fields: Any) -> EvaluationRun:
+    """Create a queued run whose readable id (its report folder) is unique, suffixing _2, _3 on collision."""
+    base = safe_run_id(base_id)
+    for n in range(1, 1000):
+        run_id = base if n == 1 else f"{base}_{n}"
+        try:
+            with transaction.atomic():
+                return EvaluationRun.objects.create(run_id=run_id, kind=kind, **fields)
+        except IntegrityError:
+            if not EvaluationRun.objects.filter(run_id=run_id).exists():
+                raise
+    raise RuntimeError(f"could not find a free run id for {base}")
+
+
+@contextmanager
+def capacity_reserved(adding: int) -> Iterator[None]:
+    """A transaction in which `adding` runs may be created without exceeding EVAL_MAX_ACTIVE_RUNS.
+
+    The check and the inserts share one transaction under a lock: PostgreSQL takes an advisory
+    transaction lock; SQLite's IMMEDIATE transactions already hold the database's write lock.
+    """
+    with transaction.atomic():
+        if connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_CAPACITY_LOCK_KEY])
+        limit = setting("MAX_ACTIVE_RUNS")
+        active = EvaluationRun.objects.filter(status__in=ACTIVE_STATUSES).count()
+        if active + adding > limit:
+            raise CapacityReached(
+                f"{active} runs are active and the limit is {limit} (EVAL_MAX_ACTIVE_RUNS); "
+                f"{adding} more cannot start now"
+            )
+        yield
+
+
+def run_enqueue(run: EvaluationRun, action: str = "execute") -> None:
+    """Hand the run's current attempt to a worker once the transaction commits."""
+    from django_q.tasks import async_task
+
+    pk, attempt, name = str(run.pk), run.attempt, f"{action} {run.run_id}"[:100]
+    transaction.on_commit(lambda: async_task(TASK, pk, attempt, action, task_name=name))
+
+
+def run_requeue(run: EvaluationRun, *, action: str = "execute", detail: str = "Waiting for a worker") -> EvaluationRun:
+    """Queue a new attempt of a finished run (failed, interrupted, or completed for a re-evaluation)."""
+    allowed = (*RETRYABLE_STATUSES, RunStatus.COMPLETED)
+    with capacity_reserved(1):
+        updated = EvaluationRun.objects.filter(pk=run.pk, status__in=allowed, attempt=run.attempt).update(
+            status=RunStatus.QUEUED,
+            stage=RunStage.QUEUED,
+            attempt=run.attempt + 1,
+            detail=detail,
+            heartbeat_at=None,
+            worker="",
+        )
+        if not updated:
+            run.refresh_from_db(fields=["status", "attempt"])
+            raise RunBusy(
+                f"run {run.run_id} is {run.status}; only failed, interrupted or completed runs can be retried"
+            )
+        run.refresh_from_db()
+        run_enqueue(run, action)
+    return run
+
+
+def run_cancel(run: EvaluationRun) -> EvaluationRun:
+    """End a queued or running run as cancelled; its worker stops at its next unit of progress."""
+    updated = EvaluationRun.objects.filter(pk=run.pk, status__in=ACTIVE_STATUSES).update(
+        status=RunStatus.CANCELLED, stage=RunStage.CANCELLED, detail="Cancelled", completed_at=timezone.now()
+    )
+    run.refresh_from_db()
+    if not updated:
+        raise RunBusy(f"run {run.run_id} is {run.status}; only queued or running runs can be cancelled")
+    broadcast(run)
+    return run
+
+
+def runs_interrupt_stale(*, stale_after: float | None = None) -> list[str]:
+    """Mark running runs whose heartbeat is older than the limit as interrupted; returns their ids."""
+    limit = float(stale_after if stale_after is not None else setting("RUN_STALE_AFTER"))
+    cutoff = timezone.now() - timedelta(seconds=limit)
+    ended = []
+    for run in EvaluationRun.objects.filter(status=RunStatus.RUNNING, heartbeat_at__lt=cutoff):
+        reason = (
+            f"interrupted: no progress from worker {run.worker or '?'} for over {limit:g} s "
+            "(EVAL_RUN_STALE_AFTER); the worker stopped or was killed. Retry to run it again."
+        )
+        if EvaluationRun.objects.filter(pk=run.pk, status=RunStatus.RUNNING, attempt=run.attempt).update(
+            status=RunStatus.INTERRUPTED,
+            stage=RunStage.INTERRUPTED,
+            error=reason,
+            detail=f"interrupted at {run.stage}",
+            completed_at=timezone.now(),
+        ):
+            ended.append(run.run_id)
+            run.refresh_from_db()
+            broadcast(run)
+    return ended
+
+
+@dataclass
+class RunHandle:
+    """What a kind's work gets: the run, and the one way to record progress (which is also the heartbeat)."""
+
+    run: EvaluationRun
+    listener: Listener | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def progress(self, **fields: Any) -> None:
+        """Save these fields and the heartbeat, then broadcast; raises RunStopped if the run left `running`."""
+        with self._lock:
+            fields["heartbeat_at"] = timezone.now()
+            updated = EvaluationRun.objects.filter(
+                pk=self.run.pk, status=RunStatus.RUNNING, attempt=self.run.attempt
+            ).update(**fields)
+            for key, value in fields.items():
+                setattr(self.run, key, value)
+        if not updated:
+            status = EvaluationRun.objects.filter(pk=self.run.pk).values_list("status", flat=True).first()
+            raise RunStopped(f"run {self.run.run_id} is {status}")
+        broadcast(self.run, self.listener)
+
+    def beat(self) -> bool:
+        """Heartbeat only; False when the run is no longer this attempt's to run."""
+        return bool(
+            EvaluationRun.objects.filter(pk=self.run.pk, status=RunStatus.RUNNING, attempt=self.run.attempt).update(
+                heartbeat_at=timezone.now()
+            )
+        )
+
+
+Work = Callable[[RunHandle], dict[str, Any] | None]
+"""A kind's work: it records progress through the handle and returns the fields to store on completion."""
+OnFailure = Callable[[RunHandle, BaseException, str, str], None]
+"""Kind-specific clean-up after a failure (e.g. error.txt and partial reports): handle, exc, message, traceback."""
+
+
+def _begin(run_pk: Any, attempt: int) -> EvaluationRun | None:
+    now = timezone.now()
+    updated = EvaluationRun.objects.filter(pk=run_pk, attempt=attempt, status=RunStatus.QUEUED).update(
+        status=RunStatus.RUNNING,
+        started_at=now,
+        heartbeat_at=now,
+        worker=worker_id(),
+        error="",
+        error_traceback="",
+        completed_at=None,
+    )
+    if not updated:
+        return None
+    return EvaluationRun.objects.select_related("persona", "topic", "agent").get(pk=run_pk)
+
+
+@contextmanager
+def _heartbeat(handle: RunHandle) -> Iterator[None]:
+    """Beat from a thread while the work runs, so a long LLM call is not mistaken for a dead worker.
+
+    The thread dies with its process, so a killed worker stops beating and the sweeper ends its run.
+    """
+    interval = max(0.5, float(setting("RUN_STALE_AFTER")) / 4)
+    stop = threading.Event()
+
+    def loop() -> None:
+        try:
+            while not stop.wait(interval):
+                if not handle.beat():
+                    return
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=loop, name=f"heartbeat-{handle.run.run_id}", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=5)
+
+
+def failure_message(exc: BaseException) -> str:
+    """What a person reads: our own errors speak for themselves; others are named by type."""
+    from django_q.exceptions import TimeoutException
+
+    if isinstance(exc, TimeoutException):
+        return "the task ran past its time limit (EVAL_TASK_TIMEOUT) and was stopped"
+    if isinstance(exc, PlainMessage):
+        return str(exc)
+    return f"{type(exc).__name__}: {exc}"
+
+
+def run_execute(
+    run_pk: Any,
+    attempt: int,
+    work: Work,
+    *,
+    on_failure: OnFailure | None = None,
+    after: Callable[[EvaluationRun], None] | None = None,
+    listener: Listener | None = None,
+) -> EvaluationRun | None:
+    """Run one attempt of a run through the lifecycle; None when the attempt is not this call's to run.
+
+    The run always ends `completed`, `failed` (any exception, SystemExit and task timeouts included),
+    or stays as another party left it (`cancelled`, `interrupted`). Only non-Exception BaseExceptions
+    are re-raised after the run is marked, so the worker process still stops as it was told to.
+    """
+    run = _begin(run_pk, attempt)
+    if run is None:
+        log.info("run %s attempt %s is not queued: nothing to do", run_pk, attempt)
+        return None
+    handle = RunHandle(run, listener)
+    broadcast(run, listener)
+    try:
+        with _heartbeat(handle):
+            final = work(handle) or {}
+        _end(handle, RunStatus.COMPLETED, {"stage": RunStage.COMPLETE, "detail": "Complete", **final})
+    except RunStopped as exc:
+        log.info("run %s stopped: %s", run.run_id, exc)
+        run.refresh_from_db()
+    except BaseException as exc:
+        message = failure_message(exc)
+        text = "".join(traceback.format_exception(exc))
+        if on_failure is not None:
+            try:
+                on_failure(handle, exc, message, text)
+            except Exception:
+                log.warning("failure clean-up of %s failed", run.run_id, exc_info=True)
+        _end(
+            handle,
+            RunStatus.FAILED,
+            {"stage": RunStage.FAILED, "error": message, "error_traceback": text, "detail": f"failed at {run.stage}"},
+        )
+        if not isinstance(exc, Exception):
+            raise
+    finally:
+        if after is not None:
+            try:
+                after(run)
+            except Exception:
+                log.warning("after-run step of %s failed", run.run_id, exc_info=True)
+    return run
+
+
+def _end(handle: RunHandle, status: str, fields: dict[str, Any]) -> None:
+    run = handle.run
+    fields = {**fields, "status": status, "completed_at": timezone.now()}
+    if EvaluationRun.objects.filter(pk=run.pk, status=RunStatus.RUNNING, attempt=run.attempt).update(**fields):
+        for key, value in fields.items():
+            setattr(run, key, value)
+        broadcast(run, handle.listener)
+    else:
+        run.refresh_from_db()
