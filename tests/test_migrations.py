@@ -46,5 +46,6 @@ def test_run_kernel_migration_moves_old_runs():
     assert suite_run.suite_id == suite.pk and suite_run.suite_path == "skills/x/EVAL.md"
     assert Run.objects.get(run_id="suite_old").status == "queued"
     assert Run.objects.get(run_id="suite_old").stage == "queued"
+    assert Run.objects.get(run_id="drift_old").stage == "completed"
     executor.loader.build_graph()
     executor.migrate(executor.loader.graph.leaf_nodes())

@@ -23,12 +23,13 @@ def copy_drift_columns(apps, schema_editor):
 
 
 def rename_statuses_and_link_suites(apps, schema_editor):
-    """'pending' becomes 'queued' (status and stage 'idle'); a suite run's config['suite_id'] becomes a SuiteRun."""
+    """'pending' and 'idle' become 'queued', the stage 'complete' becomes 'completed'; a suite run's config['suite_id'] becomes a SuiteRun."""
     EvaluationRun = apps.get_model("evaluation", "EvaluationRun")
     Suite = apps.get_model("evaluation", "Suite")
     SuiteRun = apps.get_model("evaluation", "SuiteRun")
     EvaluationRun.objects.filter(status="pending").update(status="queued")
     EvaluationRun.objects.filter(stage="idle").update(stage="queued")
+    EvaluationRun.objects.filter(stage="complete").update(stage="completed")
     for run in EvaluationRun.objects.filter(kind="suite"):
         config = run.config or {}
         suite = Suite.objects.filter(pk=config.get("suite_id")).first()
@@ -153,7 +154,7 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name='evaluationrun',
             name='stage',
-            field=models.CharField(choices=[('queued', 'Queued'), ('loading_persona', 'Loading Persona'), ('running_session', 'Running Session'), ('evaluating', 'Evaluating'), ('generating_reports', 'Generating Reports'), ('complete', 'Complete'), ('failed', 'Failed'), ('interrupted', 'Interrupted'), ('cancelled', 'Cancelled')], default='queued', max_length=20),
+            field=models.CharField(choices=[('queued', 'Queued'), ('loading_persona', 'Loading Persona'), ('running_session', 'Running Session'), ('evaluating', 'Evaluating'), ('generating_reports', 'Generating Reports'), ('completed', 'Completed'), ('failed', 'Failed'), ('interrupted', 'Interrupted'), ('cancelled', 'Cancelled')], default='queued', max_length=20),
         ),
         migrations.AlterField(
             model_name='evaluationrun',
@@ -191,6 +192,6 @@ class Migration(migrations.Migration):
         ),
         migrations.AddConstraint(
             model_name='evaluationrun',
-            constraint=models.CheckConstraint(condition=models.Q(('stage__in', ['queued', 'loading_persona', 'running_session', 'evaluating', 'generating_reports', 'complete', 'failed', 'interrupted', 'cancelled'])), name='run_stage_valid'),
+            constraint=models.CheckConstraint(condition=models.Q(('stage__in', ['queued', 'loading_persona', 'running_session', 'evaluating', 'generating_reports', 'completed', 'failed', 'interrupted', 'cancelled'])), name='run_stage_valid'),
         ),
     ]

@@ -30,14 +30,15 @@ RETRYABLE_STATUSES = (RunStatus.FAILED, RunStatus.INTERRUPTED)
 
 
 class RunStage(models.TextChoices):
-    """Spec 001's status stages, in the order a run passes through them."""
+    """Spec 001's status stages, in the order a run passes through them; the terminal stages use the
+    lifecycle's own words, so the API speaks one vocabulary."""
 
     QUEUED = "queued"
     LOADING_PERSONA = "loading_persona"
     RUNNING_SESSION = "running_session"
     EVALUATING = "evaluating"
     GENERATING_REPORTS = "generating_reports"
-    COMPLETE = "complete"
+    COMPLETED = "completed"
     FAILED = "failed"
     INTERRUPTED = "interrupted"
     CANCELLED = "cancelled"

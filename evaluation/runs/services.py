@@ -268,7 +268,7 @@ def run_execute(
     try:
         with _heartbeat(handle):
             final = work(handle) or {}
-        _end(handle, RunStatus.COMPLETED, {"stage": RunStage.COMPLETE, "detail": "Complete", **final})
+        _end(handle, RunStatus.COMPLETED, {"stage": RunStage.COMPLETED, "detail": "Complete", **final})
     except RunStopped as exc:
         log.info("run %s stopped: %s", run.run_id, exc)
         run.refresh_from_db()

@@ -8,7 +8,7 @@
       document.querySelectorAll(".tab-panel").forEach(function (p) { p.hidden = p.id !== "tab-" + tab.dataset.tab; });
     });
   });
-  var finished = ["complete", "failed"];
+  var finished = ["completed", "failed", "interrupted", "cancelled"];
   var page = document.querySelector(".eval-page");
   if (!page) return;
   var useSocket = page.dataset.liveSocket === "1" && "WebSocket" in window;

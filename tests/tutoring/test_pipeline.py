@@ -84,7 +84,7 @@ def test_api_start_runs_in_background_and_reports(server, api):
     assert response.status_code == 202, response.content
     run_id = response.json()["run_id"]
     status = api.get(f"/api/evaluation/status?run_id={run_id}").json()
-    assert status["status"] == "complete" and status["max_turns"] == 5 and status["error"] is None
+    assert status["status"] == "completed" and status["max_turns"] == 5 and status["error"] is None
     listing = api.get("/api/evaluation/runs").json()
     entry = listing["results"][0]
     assert listing["count"] == 1 and entry["run_id"] == run_id and entry["source"] == "simulated"
@@ -98,7 +98,7 @@ def test_api_start_runs_in_background_and_reports(server, api):
     assert entry["avg_score"] == pytest.approx(sum(entry["scores"].values()) / 5, abs=0.01)
     detail = api.get(f"/api/evaluation/runs/{run_id}").json()
     assert detail["messages"][0]["role"] == "tutor" and detail["evaluation"]["scores"] == entry["scores"]
-    assert api.get(f"/api/evaluation/runs/{run_id}/status").json()["status"] == "complete"
+    assert api.get(f"/api/evaluation/runs/{run_id}/status").json()["status"] == "completed"
 
 
 @pytest.mark.parametrize(
@@ -323,8 +323,8 @@ def test_a_real_qcluster_worker_runs_the_task(server, api, tmp_path):
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline:
             status = api.get(f"/api/evaluation/status?run_id={run_id}").json()
-            if status["status"] in ("complete", "failed"):
+            if status["status"] in ("completed", "failed"):
                 break
             time.sleep(0.5)
-    assert status["status"] == "complete", (status, (tmp_path / "q.log").read_text()[-2000:])
+    assert status["status"] == "completed", (status, (tmp_path / "q.log").read_text()[-2000:])
     assert (tmp_path / "runs" / run_id / "review.md").exists()

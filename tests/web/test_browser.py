@@ -80,7 +80,7 @@ def test_staff_start_watch_report_and_compare(live_app, page):
     page.wait_for_selector(".messagelist .success")
     assert page.locator(".card").count() == 2
     first_stages = page.locator("[data-stage]").all_inner_texts()
-    assert any(stage != "complete" for stage in first_stages), first_stages  # caught while queued or running
+    assert any(stage != "completed" for stage in first_stages), first_stages  # caught while queued or running
     # The page polls every 2 s and reloads itself when both runs have finished.
     page.wait_for_selector(".card.status-completed >> nth=1", timeout=90_000)
     assert page.locator(".card.status-completed").count() == 2
@@ -109,7 +109,7 @@ def test_xss_in_a_transcript_renders_inert(live_app, page):
         persona=Persona.objects.get(persona_id="ace"),
         topic=Topic.objects.first(),
         status="completed",
-        stage="complete",
+        stage="completed",
     )
     payload = 'Hi <script>window.__xss = 1</script> <img src=x onerror="window.__xss = 2"> **bold**'
     RunMessage.objects.create(run=run, turn=1, role="student", content=payload, timestamp=timezone.now())

@@ -22,7 +22,7 @@ def make_runs(count, messages=4, problems=2, group=""):
             persona=persona,
             topic=topic,
             status="completed",
-            stage="complete",
+            stage="completed",
             overall_score=6.5,
             group=group,
             judge_label="offline/offline-rules-v1",

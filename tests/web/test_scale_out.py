@@ -69,12 +69,12 @@ def test_worker_progress_reaches_a_staff_websocket_through_redis(catalog, staff_
                     while True:
                         event = json.loads(await asyncio.wait_for(ws.recv(), 60))
                         events.append(event)
-                        if event["run_id"] == response["run_id"] and event["status"] in ("complete", "failed"):
+                        if event["run_id"] == response["run_id"] and event["status"] in ("completed", "failed"):
                             return events
 
             events = asyncio.run(watch())
     stages = [e["status"] for e in events]
-    assert stages[-1] == "complete", (events[-1], (tmp_path / "worker.log").read_text()[-2000:])
+    assert stages[-1] == "completed", (events[-1], (tmp_path / "worker.log").read_text()[-2000:])
     assert "running_session" in stages and "evaluating" in stages
     assert any(e["detail"] == "Turn 2/3" for e in events)
 
