@@ -30,7 +30,7 @@ def main() -> None:
     os.environ.update({"EVAL_TUTOR_PROBLEMS": "40", "EVAL_TUTOR_PROVIDER": provider, "EVAL_LLM_CONCURRENCY": "64"})
     setup(fresh_database=True)
     from evaluation.tutoring import services
-    from evaluation.tutoring.runner import managed_server
+    from evaluation.tutoring.server import managed_server
 
     results = {}
     with managed_server() as url:

@@ -5,6 +5,8 @@ from pathlib import Path
 import pytest
 
 from evaluation.catalog import catalog_load
+from evaluation.tutoring.server import managed_server
+from tests.servers import SERVER_ENV, database_url_for_tests
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -64,3 +66,43 @@ def loopback(_loopback_server, monkeypatch):
     _loopback_server.latency = 0.0
     yield _loopback_server
     _loopback_server.reset()
+
+
+@pytest.fixture(scope="session")
+def tutor_server_url(django_db_setup, django_db_blocker, tmp_path_factory):
+    """The app under daphne, on the test database: the reference tutor as a student reaches it."""
+    with managed_server(
+        {**SERVER_ENV, "DATABASE_URL": database_url_for_tests()}, log_path=tmp_path_factory.mktemp("srv") / "daphne.log"
+    ) as url:
+        yield url
+
+
+@pytest.fixture
+def server(tutor_server_url, transactional_db, settings, catalog):
+    settings.EVALUATION = {**settings.EVALUATION, "SERVER_URL": tutor_server_url}
+    return tutor_server_url
+
+
+@pytest.fixture
+def q_sync(monkeypatch):
+    """django-q2 runs each task in the calling process (the test settings' sync mode)."""
+    from django_q.conf import Conf
+
+    monkeypatch.setattr(Conf, "SYNC", True)
+
+
+@pytest.fixture
+def fake_tutor(tmp_path):
+    """Start a misbehaving protocol server: fake_tutor('close' | 'silent' | 'error') -> base URL."""
+    stack = []
+
+    def start(mode: str) -> str:
+        cm = managed_server(
+            {"FAKE_TUTOR_MODE": mode}, app="tests.fake_tutor:app", log_path=tmp_path / f"fake-{mode}.log"
+        )
+        stack.append(cm)
+        return cm.__enter__()
+
+    yield start
+    for cm in stack:
+        cm.__exit__(None, None, None)

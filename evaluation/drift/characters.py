@@ -4,6 +4,7 @@ with the runtime corrections applied in-process. Synthetic mode generates a conv
 from django.utils import timezone
 
 from evaluation.drift.corrections import gate_llm, gated_message, pre_invocation
+from evaluation.drift.offline import CharacterRule
 from evaluation.models import Agent, AgentMessage, EvaluationRun
 from evaluation.providers import Message, ProviderSpec, get_llm
 
@@ -39,22 +40,16 @@ def character_say(
     ]
     if len(history) == 1 or history[-1].role != "user":
         history.append(Message("user", f"(Your turn to speak in #{channel}.)"))
-    context = {
-        "offline_handler": "character",
-        "agent": {
-            "id": agent.pk,
-            "name": agent.display_name,
-            "persona_spec": agent.persona_spec,
-            **(agent.extra or {}),
-        },
-        "recent": [m.text for m in recent],
-        "guidance": guidance,
-        "turn": len(recent),
-    }
+    rule = CharacterRule(
+        name=agent.display_name,
+        sample_lines=tuple((agent.extra or {}).get("sample_lines") or ()),
+        turn=len(recent),
+        avoid_phrases=tuple(guidance.get("avoid_phrases") or ()),
+    )
 
     def generate(feedback: str | None) -> str:
         messages = history + ([Message("user", feedback)] if feedback else [])
-        return llm.call(messages, context={**context, "feedback": feedback}).text.strip()
+        return llm.call(messages, offline=rule).text.strip()
 
     text, _ = gated_message(agent, channel, generate, llm=gate_llm(provider), run=run)
     return AgentMessage.objects.create(

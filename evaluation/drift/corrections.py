@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evaluation.conf import setting
+from evaluation.drift.offline import GateRule
 from evaluation.models import Agent, AgentEvaluationConfig, AgentMessage, CorrectionLog, EvaluationRun
 from evaluation.providers import LLM, Message, ProviderError, ProviderSpec, get_llm
 from evaluation.text import agreement_ratio, novelty_overlap, repeated_ngrams
@@ -64,7 +65,7 @@ def gate_score(agent: Agent, text: str, channel: str, llm: LLM) -> GateScore:
         result = llm.call(
             [Message("system", GATE_SYSTEM), Message("user", user)],
             schema=GATE_SCHEMA,
-            context={"persona_spec": agent.persona_spec, "text": text},
+            offline=GateRule(persona_spec=agent.persona_spec, text=text),
         )
     except ProviderError as exc:
         return GateScore(None, f"gate failed open: {exc}")

@@ -3,11 +3,10 @@
 that leaves a check out or scores it outside 0-9 is asked again once for those checks; a check
 still without a valid score is marked unscored with the reason, and everything else goes on."""
 
-import json
-import math
 from dataclasses import dataclass
 from typing import Any
 
+from evaluation.drift.offline import PropositionRule
 from evaluation.providers import LLM, AuthError, CostLimitReached, Message, MissingKeyError, ProviderError, ReplayMiss
 
 # Not a judge's bad day but a setup that cannot work: stop the run instead of scoring around it.
@@ -69,9 +68,11 @@ def _valid(entries: list[dict[str, Any]], wanted: set[str]) -> tuple[dict[str, S
     return good, bad
 
 
-def score_checks(
-    llm: LLM, checks: list[Check], *, batch_size: int = 20, context: dict[str, Any] | None = None
-) -> dict[str, Scored]:
+def _rule(checks: list[Check]) -> PropositionRule:
+    return PropositionRule(tuple((c.id, c.claim, c.context) for c in checks))
+
+
+def score_checks(llm: LLM, checks: list[Check], *, batch_size: int = 20) -> dict[str, Scored]:
     """Score every check; the number of calls is ceil(len / batch_size) plus one repair per batch that needs it."""
     results: dict[str, Scored] = {}
     for start in range(0, len(checks), batch_size):
@@ -81,7 +82,7 @@ def score_checks(
             reply = llm.call(
                 [Message("system", SYSTEM), Message("user", _prompt(batch))],
                 schema=SCORE_SCHEMA,
-                context={**(context or {}), "checks": [c.__dict__ for c in batch]},
+                offline=_rule(batch),
             )
         except FATAL:
             raise
@@ -97,7 +98,7 @@ def score_checks(
                 again = llm.call(
                     [Message("system", SYSTEM), Message("user", ask)],
                     schema=SCORE_SCHEMA,
-                    context={**(context or {}), "checks": [c.__dict__ for c in retry], "repair": True},
+                    offline=_rule(retry),
                 )
                 fixed, still_bad = _valid(again.data["scores"], set(bad))
             except FATAL:
@@ -111,13 +112,5 @@ def score_checks(
     return results
 
 
-def batches_needed(count: int, batch_size: int) -> int:
-    return math.ceil(count / batch_size) if count else 0
-
-
 def snippet(text: str, limit: int = 240) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def dumps(data: Any) -> str:
-    return json.dumps(data, ensure_ascii=False)

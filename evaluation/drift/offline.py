@@ -1,18 +1,19 @@
 """Rule-based stand-ins for the drift roles (offline provider), transparent about what they measure.
 
-- proposition_judge: how much of the claim's content the context bears out (shared content words)
+Each is a rule the caller passes with its call:
+- PropositionRule (proposition_judge): how much of the claim's content the context bears out (shared content words)
   plus cues a reader can check (exclamation marks, figures, questions, Latin binomials, brevity,
   assistant-speak), mapped to 0-9;
-- gate: persona-spec words the message uses, minus assistant-speak;
-- character: a line in the agent's voice from its cast file's sample lines.
+- GateRule (gate): persona-spec words the message uses, minus assistant-speak;
+- CharacterRule (a character agent speaking): a line in its voice from its cast file's sample lines.
 """
 
 import random
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from evaluation.providers.base import Request
-from evaluation.providers.offline import register
 from evaluation.text import content_words, word_count
 
 ASSISTANT_SPEAK = ("as an ai", "happy to help", "great question", "i'd be glad", "certainly!", "how can i assist")
@@ -47,20 +48,30 @@ def judge_check(claim: str, context: str) -> tuple[int, str]:
     return score, why
 
 
-@register("proposition_judge")
-def offline_proposition_judge(request: Request, rng: random.Random) -> dict[str, Any]:
-    checks = request.context.get("checks") or []
-    out = []
-    for check in checks:
-        score, why = judge_check(check["claim"], check["context"])
-        out.append({"id": check["id"], "score": score, "reasoning": why})
-    return {"scores": out}
+@dataclass(frozen=True)
+class PropositionRule:
+    """Scores a batch of checks, each (id, claim, context)."""
+
+    checks: tuple[tuple[str, str, str], ...]
+
+    def __call__(self, request: Request, rng: random.Random) -> dict[str, Any]:
+        out = []
+        for check_id, claim, context in self.checks:
+            score, why = judge_check(claim, context)
+            out.append({"id": check_id, "score": score, "reasoning": why})
+        return {"scores": out}
 
 
-@register("gate")
-def offline_gate(request: Request, rng: random.Random) -> dict[str, Any]:
-    spec = request.context.get("persona_spec", "")
-    text = request.context.get("text", "")
+@dataclass(frozen=True)
+class GateRule:
+    persona_spec: str
+    text: str
+
+    def __call__(self, request: Request, rng: random.Random) -> dict[str, Any]:
+        return offline_gate(self.persona_spec, self.text)
+
+
+def offline_gate(spec: str, text: str) -> dict[str, Any]:
     overlap = len(content_words(text) & content_words(spec))
     penalty = 6 if any(p in text.lower() for p in ASSISTANT_SPEAK) else 0
     score = max(0, min(9, 3 + 2 * overlap - penalty))
@@ -72,13 +83,23 @@ def offline_gate(request: Request, rng: random.Random) -> dict[str, Any]:
     }
 
 
-@register("character")
-def offline_character(request: Request, rng: random.Random) -> str:
-    agent = request.context.get("agent") or {}
-    lines = agent.get("sample_lines") or [f"{agent.get('name', 'I')} has nothing to add."]
-    turn = int(request.context.get("turn", 0))
-    line = lines[(turn + rng.randrange(len(lines))) % len(lines)]
-    avoid = (request.context.get("guidance") or {}).get("avoid_phrases") or []
+@dataclass(frozen=True)
+class CharacterRule:
+    """A character agent's next line, from its sample lines, avoiding the phrases it overuses."""
+
+    name: str
+    sample_lines: tuple[str, ...]
+    turn: int
+    avoid_phrases: tuple[str, ...] = ()
+
+    def __call__(self, request: Request, rng: random.Random) -> str:
+        return offline_character(self, rng)
+
+
+def offline_character(rule: CharacterRule, rng: random.Random) -> str:
+    lines = list(rule.sample_lines) or [f"{rule.name or 'I'} has nothing to add."]
+    line = lines[(rule.turn + rng.randrange(len(lines))) % len(lines)]
+    avoid = rule.avoid_phrases
     if avoid and any(phrase in line.lower() for phrase in avoid):
         line = next((candidate for candidate in lines if not any(p in candidate.lower() for p in avoid)), line)
     return line

@@ -105,7 +105,7 @@ def _run(
     llm: LLM, props: list[Prop], checks_for: dict[str, list[Check]], batch_size: int, dimension: str
 ) -> tuple[dict[str, list[Scored]], dict[str, str]]:
     all_checks = [c for p in props for c in checks_for.get(p.id, [])]
-    results = score_checks(llm, all_checks, batch_size=batch_size, context={"dimension": dimension})
+    results = score_checks(llm, all_checks, batch_size=batch_size)
     scored: dict[str, list[Scored]] = {}
     snippets: dict[str, str] = {}
     for p in props:

@@ -1,8 +1,9 @@
 """The provider interface: what a call takes, what it returns, and how it fails."""
 
+import random
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from evaluation.errors import PlainMessage
 from evaluation.roles import LLMRole
@@ -76,13 +77,22 @@ class Request:
     tools: list[dict[str, Any]] | None = None
     """Functions offered to the model: [{"name", "description", "parameters" (JSON schema)}]."""
     directive: str | None = None
-    """The turn directive, before placement (offline handlers read it here)."""
-    context: dict[str, Any] = field(default_factory=dict)
-    """Structured facts for the offline provider's rule-based handlers; real vendors ignore it."""
+    """The turn directive, before placement (it is also placed in the messages)."""
+    offline: "OfflineRule | None" = None
+    """The rule-based answer the offline provider gives to this call; real vendors never read it."""
     timeout: float = 120.0
 
     def with_messages(self, messages: list[Message]) -> "Request":
         return replace(self, messages=messages)
+
+
+class OfflineRule(Protocol):
+    """A rule-based answer to one call, built by its caller from typed inputs (like Inspect AI's mock model).
+
+    Returns text, or a dict when the caller asked for JSON (or, with tools, {"tool_calls": [...], "final": ...}).
+    """
+
+    def __call__(self, request: "Request", rng: random.Random) -> "str | dict[str, Any]": ...
 
 
 @dataclass

@@ -20,6 +20,7 @@ from evaluation.providers.base import (
     InvalidJSONError,
     LLMResult,
     Message,
+    OfflineRule,
     ProviderError,
     Request,
     RetryableError,
@@ -85,7 +86,7 @@ class LLM:
         schema: dict[str, Any] | None = None,
         tools: list[dict[str, Any]] | None = None,
         directive: str | None = None,
-        context: dict[str, Any] | None = None,
+        offline: OfflineRule | None = None,
         **settings: Any,
     ) -> LLMResult:
         """One logical call (retries and a JSON repair included); raises a ProviderError on failure."""
@@ -100,7 +101,7 @@ class LLM:
             schema=schema,
             tools=tools or None,
             directive=directive,
-            context=context or {},
+            offline=offline,
             timeout=self.timeout,
         )
         started = time.perf_counter()

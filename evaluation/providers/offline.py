@@ -1,32 +1,17 @@
 """The offline provider: deterministic, seeded, no network, no key.
 
-Each room registers a rule-based handler for the roles it owns (the tutoring room registers the
-student, the reference tutor and the judge). A handler gets the Request (messages, directive,
-structured context) and returns text, or a dict when the caller asked for JSON.
+Each call carries its own rule (`Request.offline`), built by the caller from typed inputs: the
+tutoring room's student, tutor and judge rules, the drift room's proposition judge, gate and
+character, the suites room's agent and verdict judge. A call without a rule gets an echo.
 """
 
 import hashlib
 import json
 import random
-from collections.abc import Callable
-from typing import Any
 
 from evaluation.providers.base import Completion, Provider, Request, ToolCall, Usage
 
-Handler = Callable[[Request, random.Random], "str | dict[str, Any]"]
-_HANDLERS: dict[str, Handler] = {}
-
 LABEL = "offline rule-based"
-
-
-def register(role: str) -> Callable[[Handler], Handler]:
-    """Decorator: the rule-based handler for one role."""
-
-    def wrap(fn: Handler) -> Handler:
-        _HANDLERS[role] = fn
-        return fn
-
-    return wrap
 
 
 def rng_for(request: Request) -> random.Random:
@@ -48,9 +33,8 @@ class OfflineProvider(Provider):
     default_model = "offline-rules-v1"
 
     def generate(self, request: Request) -> Completion:
-        # A caller may name the rule-based handler (a character agent speaks through the tutor role).
-        handler = _HANDLERS.get(request.context.get("offline_handler") or request.role, _echo)
-        answer = handler(request, rng_for(request))
+        rule = request.offline or _echo
+        answer = rule(request, rng_for(request))
         if request.tools and isinstance(answer, dict) and "tool_calls" in answer:
             # A rule-based agent answers in the native shape: calls, or a final text.
             calls = [ToolCall(f"call_{i}", c["name"], c["arguments"]) for i, c in enumerate(answer["tool_calls"])]

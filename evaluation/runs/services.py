@@ -108,6 +108,9 @@ def run_requeue(run: EvaluationRun, *, action: str = "execute", detail: str = "W
             detail=detail,
             heartbeat_at=None,
             worker="",
+            error="",
+            error_traceback="",
+            completed_at=None,
         )
         if not updated:
             run.refresh_from_db(fields=["status", "attempt"])

@@ -8,6 +8,7 @@ from typing import Any
 
 from evaluation.providers import LLM, Message
 from evaluation.providers.base import ToolCall
+from evaluation.suites.offline import AgentRule
 from evaluation.suites.subjects import Subject, Tool
 
 MAX_STEPS = 8
@@ -53,9 +54,10 @@ def run_agent(llm: LLM, subject: Subject, prompt: str, system: str | None) -> Tr
     messages = [Message("system", transcript.system), Message("user", prompt)]
     schemas = [t.schema() for t in subject.tools] or None
     tools = {t.name: t for t in subject.tools}
-    context = {"tools": schemas or [], "skills": [name for name, _ in subject.skills], "prompt": prompt}
+    skills = tuple(name for name, _ in subject.skills)
     for _ in range(MAX_STEPS):
-        result = llm.call(messages, tools=schemas, context={**context, "tool_results": transcript.tool_calls})
+        rule = AgentRule(prompt=prompt, skills=skills, tool_results=tuple(transcript.tool_calls))
+        result = llm.call(messages, tools=schemas, offline=rule)
         if not result.tool_calls:
             transcript.response = result.text.strip()
             return transcript

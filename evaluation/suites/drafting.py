@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from evaluation.providers import Message, get_llm
+from evaluation.suites.offline import DraftRule
 from evaluation.suites.parser import EvalSuite, load_file, parse_suite
 from evaluation.suites.runner import CaseResult, RunOptions, model_spec, run_suite
 
@@ -51,12 +52,8 @@ def draft_skill(
                 f"This SKILL.md draft:\n\n{draft}\n\nfailed these cases of the suite:\n\n{_failures_text(last_results)}\n\n"
                 f"The whole suite:\n\n{_cases_text(suite)}\n\nWrite an improved SKILL.md."
             )
-        context = {
-            "draft": True,
-            "cases": [{"name": c.name, "prompt": c.prompt, "expect": c.expect} for c in suite.cases],
-            "previous": draft,
-        }
-        draft = author.call([Message("system", AUTHOR), Message("user", ask)], context=context).text.strip()
+        rule = DraftRule(tuple((c.prompt, c.expect) for c in suite.cases))
+        draft = author.call([Message("system", AUTHOR), Message("user", ask)], offline=rule).text.strip()
         folder = out / f"round_{number}"
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "SKILL.md").write_text(draft + "\n", encoding="utf-8")

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from evaluation.providers import LLM, Message
 from evaluation.suites.agent import Transcript
+from evaluation.suites.offline import VerdictRule
 
 VERDICT_SCHEMA = {
     "type": "object",
@@ -39,7 +40,7 @@ def judge_transcript(llm: LLM, transcript: Transcript, rubric: str) -> Verdict:
     data = llm.call(
         [Message("system", SYSTEM), Message("user", user)],
         schema=VERDICT_SCHEMA,
-        context={"transcript": transcript.as_dict(), "rubric": rubric},
+        offline=VerdictRule(response=transcript.response, rubric=rubric),
     ).data
     warning = (data.get("warning") or "").strip().splitlines()
     return Verdict(passed=data["verdict"] == "PASS", reason=data["reason"], warning=warning[0] if warning else None)

@@ -1,5 +1,8 @@
 """Rule-based stand-ins for the suite roles (offline provider): a smoke test with no key.
 
+Rules the callers pass with their calls: AgentRule (suite_agent), VerdictRule (suite_judge) and
+DraftRule (the skill author).
+
 The agent calls the tool named in the prompt (or the first) with the prompt's numbers (as a
 native tool call), then reports the result; without tools it restates the request. The judge passes a non-empty answer
 that shares words with the rubric and says it is the offline rule-based judge.
@@ -7,25 +10,33 @@ that shares words with the rubric and says it is the offline rule-based judge.
 
 import random
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from evaluation.providers.base import Request
-from evaluation.providers.offline import register
 from evaluation.text import content_words
 
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 
 
-@register("suite_agent")
-def offline_agent(request: Request, rng: random.Random) -> str | dict[str, Any]:
-    ctx = request.context
-    if ctx.get("draft"):
-        return offline_draft(ctx.get("cases") or [])
-    prompt: str = ctx.get("prompt", "")
-    tools: list[dict[str, Any]] = ctx.get("tools") or []
-    if request.tools:
-        done = ctx.get("tool_results") or []
-        if tools and not done:
+@dataclass(frozen=True)
+class AgentRule:
+    """The agent's next step: call the tool the prompt names with its numbers, then report the result."""
+
+    prompt: str
+    skills: tuple[str, ...] = ()
+    tool_results: tuple[dict[str, Any], ...] = ()
+
+    def __call__(self, request: Request, rng: random.Random) -> str | dict[str, Any]:
+        return offline_agent(request, self)
+
+
+def offline_agent(request: Request, rule: AgentRule) -> str | dict[str, Any]:
+    prompt = rule.prompt
+    tools: list[dict[str, Any]] = request.tools or []
+    if tools:
+        done = list(rule.tool_results)
+        if not done:
             tool = next((t for t in tools if t["name"].lower() in prompt.lower()), tools[0])
             numbers = [float(n) if "." in n else int(n) for n in _NUMBER.findall(prompt)]
             arguments: dict[str, Any] = {}
@@ -38,16 +49,23 @@ def offline_agent(request: Request, rng: random.Random) -> str | dict[str, Any]:
         last = done[-1] if done else {}
         answer = last.get("result", last.get("error", "no result"))
         return {"tool_calls": [], "final": f"The answer is {answer}."}
-    skills = ctx.get("skills") or []
+    skills = rule.skills
     lead = f"Following the {skills[0]} skill: " if skills else ""
     return f"{lead}you asked: {prompt.strip()}"
 
 
-@register("suite_judge")
-def offline_judge(request: Request, rng: random.Random) -> dict[str, Any]:
-    transcript = request.context.get("transcript") or {}
-    rubric = request.context.get("rubric", "")
-    response = transcript.get("response", "")
+@dataclass(frozen=True)
+class VerdictRule:
+    """PASS a non-empty response that shares words with the rubric, and say it was the offline judge."""
+
+    response: str
+    rubric: str
+
+    def __call__(self, request: Request, rng: random.Random) -> dict[str, Any]:
+        return offline_judge(self.response, self.rubric)
+
+
+def offline_judge(response: str, rubric: str) -> dict[str, Any]:
     shared = content_words(response) & content_words(rubric)
     if not response.strip():
         return {"verdict": "FAIL", "reason": "[offline rule-based judge] the response is empty", "warning": None}
@@ -64,8 +82,18 @@ def offline_judge(request: Request, rng: random.Random) -> dict[str, Any]:
     }
 
 
-def offline_draft(cases: list[dict[str, str]]) -> str:
+@dataclass(frozen=True)
+class DraftRule:
+    """A SKILL.md with one instruction per case: (prompt, expect) pairs."""
+
+    cases: tuple[tuple[str, str], ...]
+
+    def __call__(self, request: Request, rng: random.Random) -> str:
+        return offline_draft(self.cases)
+
+
+def offline_draft(cases: tuple[tuple[str, str], ...]) -> str:
     """A rule-based SKILL.md: one instruction per case, from its rubric."""
     lines = ["# Drafted skill", "", "Follow these instructions:", ""]
-    lines += [f'- When the user writes something like "{c["prompt"][:80]}": {c["expect"]}' for c in cases]
+    lines += [f'- When the user writes something like "{prompt[:80]}": {expect}' for prompt, expect in cases]
     return "\n".join(lines)

@@ -8,7 +8,7 @@ from django.db import close_old_connections
 from evaluation.conf import setting
 from evaluation.models import EvaluationRun
 from evaluation.tutoring import pipeline
-from evaluation.tutoring.runner import tutor_server
+from evaluation.tutoring.server import tutor_server
 
 RunOne = Callable[[EvaluationRun, str | None], None]
 

@@ -1,20 +1,22 @@
 """Rule-based stand-ins for the tutoring roles, used by the offline provider (no network, no key).
 
-- simulator: answers the tutor's problem right or wrong as the turn decision says, in the
+Each is a rule the caller passes with its call, built from typed inputs:
+- StudentRule (simulator): answers the tutor's problem right or wrong as the turn decision says, in the
   persona's voice and word budget, showing the behaviours that fired;
-- tutor: a scripted reference tutor that checks answers against the problem set;
-- judge: a transparent judge over measurable signals. Its summaries say that they come from the
+- TutorRule (tutor): a scripted reference tutor that checks answers against the problem set;
+- JudgeRule (judge): a transparent judge over measurable signals. Its summaries say that they come from the
   offline rule-based judge.
 """
 
 import random
+from dataclasses import dataclass
 from typing import Any
 
 from evaluation.providers.base import Request
-from evaluation.providers.offline import register
 from evaluation.text import content_words, ngram_overlap, repeated_ngrams, tokens, word_count
-from evaluation.tutoring.judge import DIMENSIONS
-from evaluation.tutoring.problems import answer_matches, solve
+from evaluation.tutoring.exercises import answer_matches, solve
+from evaluation.tutoring.rubric import DIMENSIONS
+from evaluation.tutoring.values import PersonaSpec, TurnDecision
 
 BEHAVIOUR_LINES = {
     "boredom": ["This is easy.", "Can we do something harder?", "Boring..."],
@@ -50,21 +52,27 @@ def _clip(text: str, max_words: int) -> str:
     return " ".join(words[:max_words]) if len(words) > max_words else text
 
 
-@register("simulator")
-def offline_student(request: Request, rng: random.Random) -> str:
-    persona: dict[str, Any] = request.context.get("persona") or {}
-    decision: dict[str, Any] = request.context.get("decision") or {"correct": True, "behaviors": []}
-    tutor_message: str = request.context.get("tutor_message", "")
-    max_words = int((persona.get("response_style") or {}).get("max_words", 25))
+@dataclass(frozen=True)
+class StudentRule:
+    """The student's turn: the persona's voice and word budget, right or wrong as the decision says."""
+
+    persona: PersonaSpec
+    decision: TurnDecision
+    tutor_message: str
+
+    def __call__(self, request: Request, rng: random.Random) -> str:
+        return offline_student(self.persona, self.decision, self.tutor_message, rng)
+
+
+def offline_student(persona: PersonaSpec, decision: TurnDecision, tutor_message: str, rng: random.Random) -> str:
+    max_words = persona.response_style.max_words
     solved = solve(tutor_message)
-    behaviours = decision.get("behaviors") or []
+    behaviours = decision.behaviors
     if solved is None:
-        examples = [
-            e for e in (persona.get("response_style") or {}).get("examples", []) if not any(c.isdigit() for c in e)
-        ]
+        examples = [e for e in persona.response_style.examples if not any(c.isdigit() for c in e)]
         return _clip(rng.choice(examples or ["Okay."]), max_words)
     right, wrong = solved
-    answer = right if decision.get("correct") else wrong
+    answer = right if decision.correct else wrong
     if "minimal_response" in behaviours:
         return rng.choice([answer, f"{answer}?", f"maybe {answer}"])
     parts = []
@@ -72,9 +80,7 @@ def offline_student(request: Request, rng: random.Random) -> str:
         lines = BEHAVIOUR_LINES.get(name)
         if lines:
             parts.append(rng.choice(lines))
-    hedge = (
-        rng.choice(["", "I think ", "Is it ", "Umm, "]) if persona.get("correct_answer_probability", 1) < 0.7 else ""
-    )
+    hedge = rng.choice(["", "I think ", "Is it ", "Umm, "]) if persona.correct_answer_probability < 0.7 else ""
     parts.append(f"{hedge}{answer}{'?' if hedge.startswith('Is') else '.'}")
     return _clip(" ".join(parts), max_words)
 
@@ -82,18 +88,32 @@ def offline_student(request: Request, rng: random.Random) -> str:
 PRAISE = ["Yes, that's right!", "Correct, well done.", "Great job!", "Exactly right."]
 
 
-@register("tutor")
-def offline_tutor(request: Request, rng: random.Random) -> str | dict[str, Any]:
-    state = request.context.get("state")
-    if state is None:  # a tutor call from outside a reference-tutor session: a plain scripted answer
+@dataclass(frozen=True)
+class TutorRule:
+    """The scripted reference tutor: checks the student's answer against the session's exercises.
+
+    Without a session state (a tutor call from outside a reference-tutor session) it answers plainly.
+    """
+
+    state: dict[str, Any] | None = None
+    opening: bool = False
+    student_text: str = ""
+
+    def __call__(self, request: Request, rng: random.Random) -> str | dict[str, Any]:
+        return offline_tutor(request, rng, self.state, self.opening, self.student_text)
+
+
+def offline_tutor(
+    request: Request, rng: random.Random, state: dict[str, Any] | None, opening: bool, student: str
+) -> str | dict[str, Any]:
+    if state is None:
         last = next((m.content for m in reversed(request.messages) if m.role == "user"), "")
         return f"Let's work through it together. You said: {last[:200]}"
     problems = state["problems"]
-    if request.context.get("opening"):
+    if opening:
         return f"Hi! Today we're practising {state['topic']['name'].lower()}. Let's start: {problems[0]['question']}"
     current = problems[state["index"]]
     upcoming = problems[state["index"] + 1]["question"] if state["index"] + 1 < len(problems) else None
-    student = request.context.get("student_text", "")
     correct = answer_matches(student, current["answer"])
     then = f" Next one: {upcoming}" if upcoming else " That was the last one. Great work today, see you next time!"
     if correct:
@@ -122,12 +142,19 @@ def _clamp(x: float) -> int:
     return int(max(1, min(10, round(x))))
 
 
-@register("judge")
-def offline_judge(request: Request, rng: random.Random) -> dict[str, Any]:
-    """Scores from signals a reader can check; problems quote the transcript exactly."""
-    messages: list[dict[str, Any]] = request.context.get("messages") or []
-    persona: dict[str, Any] = request.context.get("persona") or {}
-    budget = int((persona.get("response_style") or {}).get("max_words", 25))
+@dataclass(frozen=True)
+class JudgeRule:
+    """The transparent judge: scores from signals a reader can check; problems quote the transcript exactly."""
+
+    messages: tuple[dict[str, Any], ...]
+    persona: PersonaSpec | None = None
+
+    def __call__(self, request: Request, rng: random.Random) -> dict[str, Any]:
+        return offline_judge(list(self.messages), self.persona)
+
+
+def offline_judge(messages: list[dict[str, Any]], persona: PersonaSpec | None) -> dict[str, Any]:
+    budget = persona.response_style.max_words if persona else 25
     tutor = [m for m in messages if m["role"] == "tutor"]
     pairs = [
         (messages[i], messages[i + 1])
@@ -199,8 +226,10 @@ def offline_judge(request: Request, rng: random.Random) -> dict[str, Any]:
     lengths = [word_count(m["content"]) for m in tutor] or [0]
     too_long = [m for m in tutor if word_count(m["content"]) > 4 * budget]
     pacing = 9 - 6 * (len(too_long) / max(1, len(tutor)))
-    if persona.get("correct_answer_probability", 0) >= 0.85 and not any(
-        "harder" in m["content"].lower() for m in tutor
+    if (
+        persona is not None
+        and persona.correct_answer_probability >= 0.85
+        and not any("harder" in m["content"].lower() for m in tutor)
     ):
         pacing -= 2
         problems.append(

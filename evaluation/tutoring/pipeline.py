@@ -25,11 +25,10 @@ from evaluation.providers import Meter, ProviderSpec, get_llm
 from evaluation.providers.base import InvalidJSONError
 from evaluation.runs.services import RunHandle
 from evaluation.tutoring import judge, reports
-from evaluation.tutoring.personas import persona_as_dict
-from evaluation.tutoring.runner import ChatTarget, ProtocolTarget, RunLog, tutor_server
-from evaluation.tutoring.selectors import group_runs, run_messages, run_report_context
+from evaluation.tutoring.client import ChatTarget, ProtocolTarget, RunLog
+from evaluation.tutoring.selectors import group_runs, run_messages, run_persona, run_report_context, run_topic
+from evaluation.tutoring.server import tutor_server
 from evaluation.tutoring.simulator import StudentSimulator
-from evaluation.tutoring.topics import topic_as_dict
 
 log = logging.getLogger(__name__)
 
@@ -67,22 +66,23 @@ def on_failure(handle: RunHandle, exc: BaseException, message: str, text: str) -
 @contextmanager
 def tutor_target(agent: Any, server_url: str | None, meter: Meter) -> Iterator[Any]:
     """The agent under test as a target: an OpenAI-compatible chat endpoint, or a server speaking the
-    session protocol (the reference tutor by default, started here if none is running)."""
+    session protocol (the reference tutor at EVAL_SERVER_URL by default)."""
     if agent is not None and agent.kind == "openai_chat":
         spec = ProviderSpec("openai", agent.model, agent.base_url, {"api": "chat"})
         yield ChatTarget(get_llm("tutor", override=spec, meter=meter), agent.system_prompt)
         return
     base = agent.base_url if agent is not None and agent.kind == "protocol" else server_url or setting("SERVER_URL")
     auth = os.environ.get(agent.auth_header, "") if agent is not None and agent.auth_header else ""
-    with tutor_server(base, manage=agent is None or agent.kind == "reference") as url:
+    # Never start a tutor server here: a worker whose configured tutor is down fails the run with the
+    # reason instead of starting daphne servers of its own (the CLI starts one for its whole batch).
+    with tutor_server(base, manage=False) as url:
         yield ProtocolTarget(url, auth)
 
 
 def converse(handle: RunHandle, *, server_url: str | None) -> None:
     """Simulate the conversation, storing every message as it arrives (under the current attempt)."""
     run = handle.run
-    persona = persona_as_dict(run.persona) if run.persona else None
-    topic = topic_as_dict(run.topic) if run.topic else None
+    persona, topic = run_persona(run), run_topic(run)
     if persona is None or topic is None:
         raise ValueError("a simulated run needs a persona and a topic")
     folder = run_folder(run)
@@ -114,14 +114,14 @@ def converse(handle: RunHandle, *, server_url: str | None) -> None:
         await asyncio.to_thread(store)
 
     runlog(
-        f"run {run.run_id} attempt {run.attempt}: persona {persona['persona_id']}, topic {topic['topic_id']}, "
+        f"run {run.run_id} attempt {run.attempt}: persona {persona.persona_id}, topic {topic.topic_id}, "
         f"max_turns {run.max_turns}, seed {run.seed}"
     )
     with tutor_target(run.agent, server_url, meter) as target:
         result = asyncio.run(
             target.converse(
                 simulator,
-                topic["topic_id"],
+                topic.topic_id,
                 max_turns=run.max_turns,
                 turn_timeout=turn_timeout,
                 on_message=on_message,
@@ -144,30 +144,27 @@ def evaluate(handle: RunHandle) -> None:
     messages = run_messages(run)
     if not messages:
         raise ValueError("nothing to evaluate: the run has no messages")
-    persona = persona_as_dict(run.persona) if run.persona else None
-    topic = topic_as_dict(run.topic) if run.topic else run.config.get("topic")
     llm = get_llm("judge", override=_override(run), meter=_meter(run))
-    verdict = judge.judge_conversation(messages, persona, topic, llm)
+    verdict = judge.judge_conversation(messages, run_persona(run), run_topic(run), llm)
     with transaction.atomic():
         DimensionScore.objects.filter(run=run).delete()
         Problem.objects.filter(run=run).delete()
         DimensionScore.objects.bulk_create(
-            DimensionScore(run=run, dimension=d, score=s, analysis=verdict.analysis.get(d, ""))
-            for d, s in verdict.scores.items()
+            DimensionScore(run=run, dimension=s.dimension, score=s.score, analysis=s.analysis) for s in verdict.scores
         )
         Problem.objects.bulk_create(
             Problem(
                 run=run,
-                rank=p["rank"],
-                title=p["title"][:300],
-                turns=p["turns"],
-                description=p["description"],
-                quote=p["quote"],
-                quote_found=p["quote_found"],
-                severity=p["severity"],
-                root_cause=p["root_cause"],
+                rank=f.rank,
+                title=f.title,
+                turns=list(f.turns),
+                description=f.description,
+                quote=f.quote,
+                quote_found=f.quote_found,
+                severity=f.severity,
+                root_cause=f.root_cause,
             )
-            for p in verdict.problems
+            for f in verdict.findings
         )
         handle.progress(overall_score=verdict.average, summary=verdict.summary, judge_label=verdict.judge_label)
 

@@ -10,7 +10,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from evaluation.tutoring.judge import SUGGESTED_FIXES, format_transcript
+from evaluation.tutoring.judge import format_transcript
+from evaluation.tutoring.rubric import SUGGESTED_FIXES
 
 ARTIFACTS = (
     "config.json",

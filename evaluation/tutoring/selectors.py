@@ -1,6 +1,6 @@
 """Tutoring reads: conversations, judgements, report contexts, the run list and comparisons."""
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from django.core.paginator import Page, Paginator
@@ -9,11 +9,12 @@ from django.utils.dateparse import parse_date
 
 from evaluation.models import Agent, DimensionScore, EvaluationRun, Persona, Problem, RunMessage, Topic, TutoringSession
 from evaluation.runs.selectors import run_scores, runs_with_results
-from evaluation.tutoring.judge import DIMENSIONS
 from evaluation.tutoring.personas import persona_as_dict
 from evaluation.tutoring.reports import ARTIFACTS, comparison_data
+from evaluation.tutoring.rubric import DIMENSIONS
 from evaluation.tutoring.sessions import session_lookup, session_public_state
 from evaluation.tutoring.topics import topic_as_dict
+from evaluation.tutoring.values import PersonaSpec, TopicSpec
 
 __all__ = [
     "ARTIFACTS",
@@ -27,7 +28,9 @@ __all__ = [
     "run_evaluation",
     "run_list_page",
     "run_messages",
+    "run_persona",
     "run_report_context",
+    "run_topic",
     "session_lookup",
     "session_public_state",
     "start_form_choices",
@@ -82,13 +85,31 @@ def run_evaluation(run: EvaluationRun) -> dict[str, Any] | None:
     }
 
 
+def run_persona(run: EvaluationRun) -> PersonaSpec | None:
+    """The run's student, with the grade the run was started with (the persona's own grade by default)."""
+    if run.persona is None:
+        return None
+    spec = PersonaSpec.from_record(run.persona)
+    grade = run.config.get("grade")
+    return replace(spec, grade=int(grade)) if grade else spec
+
+
+def run_topic(run: EvaluationRun) -> TopicSpec | None:
+    """The run's topic, else the topic an evaluated session carried in its state."""
+    if run.topic:
+        return TopicSpec.from_record(run.topic)
+    stored = run.config.get("topic")
+    return TopicSpec.from_dict(stored) if isinstance(stored, dict) else None
+
+
 def run_report_context(run: EvaluationRun) -> dict[str, Any]:
     """Everything the report writers need, from the database alone."""
+    persona, topic = run_persona(run), run_topic(run)
     return {
         "run": {"run_id": run.run_id, "id": str(run.id), "status": run.status, "source": run.source},
         "config": run.config,
-        "persona": persona_as_dict(run.persona) if run.persona else run.config.get("persona"),
-        "topic": topic_as_dict(run.topic) if run.topic else run.config.get("topic"),
+        "persona": persona.as_dict() if persona else None,
+        "topic": topic.as_dict() if topic else None,
         "session": {
             "session_id": str(run.source_session_id) if run.source_session_id else run.config.get("session_id")
         },

@@ -69,6 +69,7 @@ def run_start(
     provider: str | None = None,
     turn_timeout: float = 90.0,
     cost_limit_usd: float | None = None,
+    grade: int | None = None,
     enqueue: bool = True,
     started_by: str = "api",
 ) -> list[EvaluationRun]:
@@ -80,6 +81,8 @@ def run_start(
         )
     if not 1 <= runs_per_persona <= 20:
         problems.append(FieldProblem("runs_per_persona", f"{runs_per_persona} is out of range (1-20)"))
+    if grade is not None and not 1 <= grade <= 12:
+        problems.append(FieldProblem("grade", f"{grade} is out of range (1-12)"))
     if provider:
         try:
             ProviderSpec.parse(provider)
@@ -130,6 +133,7 @@ def run_start(
                         "target": agent.pk if agent else "reference",
                         "provider": provider or "",
                         "seed": run_seed,
+                        **({"grade": grade} if grade is not None else {}),
                         "started_by": started_by,
                         "timestamp": timezone.now().isoformat(),
                     },

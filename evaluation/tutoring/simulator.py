@@ -7,10 +7,11 @@ provider layer) and is recorded in `turn_decisions`. The same seed gives the sam
 """
 
 import random
-from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from evaluation.providers import LLM, Message
+from evaluation.tutoring.offline import StudentRule
+from evaluation.tutoring.values import PersonaSpec, TopicSpec, TurnDecision
 
 NATURAL_VARIATION = (
     "Vary how you behave from turn to turn like a real child would: do not follow the persona like a script, "
@@ -18,29 +19,14 @@ NATURAL_VARIATION = (
 )
 
 
-@dataclass
-class TurnDecision:
-    """What the simulator decided for one student turn, before the LLM wrote it."""
-
-    turn: int
-    roll: float
-    probability: float
-    correct: bool
-    mistake: str | None = None
-    behaviors: list[str] = field(default_factory=list)
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
 def behaviour_name(key: str) -> str:
     return key.removesuffix("_probability")
 
 
 class StudentSimulator:
-    def __init__(self, persona: dict[str, Any], topic: dict[str, Any] | None, llm: LLM, *, seed: int):
+    def __init__(self, persona: PersonaSpec, topic: TopicSpec | None, llm: LLM, *, seed: int):
         self.persona = persona
-        self.topic = topic or {}
+        self.topic = topic
         self.llm = llm
         self.seed = seed
         self.rng = random.Random(seed)
@@ -48,41 +34,33 @@ class StudentSimulator:
 
     def system_prompt(self) -> str:
         p = self.persona
-        style = p.get("response_style") or {}
+        style = p.response_style
         lines = [
-            f"You are {p['name']}, a grade {p['grade']} student" + (f" aged {p['age']}" if p.get("age") else "") + ".",
-            p.get("description", ""),
-            "Personality: " + ", ".join(p.get("personality_traits") or []) + ".",
-            f"Reply in at most {style.get('max_words', 30)} words, in {style.get('language', 'simple English')}.",
+            f"You are {p.name}, a grade {p.grade} student" + (f" aged {p.age}" if p.age else "") + ".",
+            p.description,
+            "Personality: " + ", ".join(p.personality_traits) + ".",
+            f"Reply in at most {style.max_words} words, in {style.language}.",
         ]
-        if style.get("examples"):
-            lines.append("How you sound: " + " | ".join(style["examples"]))
-        notes = p.get("behavioral_notes") or []
-        lines.append("Guidelines: " + (" ".join(notes) if isinstance(notes, list) else str(notes)))
-        tendencies = p.get("persona_specific_behaviors") or {}
-        if tendencies:
+        if style.examples:
+            lines.append("How you sound: " + " | ".join(style.examples))
+        lines.append("Guidelines: " + " ".join(p.behavioral_notes))
+        if p.behaviors:
             lines.append(
                 "Tendencies: "
-                + ", ".join(
-                    f"{behaviour_name(k).replace('_', ' ')} (about {v:.0%} of turns)" for k, v in tendencies.items()
-                )
+                + ", ".join(f"{behaviour_name(k).replace('_', ' ')} (about {v:.0%} of turns)" for k, v in p.behaviors)
             )
         if self.topic:
-            lines.append(f"You are being tutored on: {self.topic.get('name')}.")
+            lines.append(f"You are being tutored on: {self.topic.name}.")
         lines.append(NATURAL_VARIATION)
         return "\n".join(line for line in lines if line)
 
     def decide(self, turn: int) -> TurnDecision:
         """Roll this turn's decision; rolls are drawn in a fixed order so a seed replays exactly."""
-        probability = float(self.persona["correct_answer_probability"])
+        probability = float(self.persona.correct_answer_probability)
         roll = self.rng.random()
-        behaviours = [
-            behaviour_name(key)
-            for key, chance in sorted((self.persona.get("persona_specific_behaviors") or {}).items())
-            if self.rng.random() < float(chance)
-        ]
+        behaviours = tuple(behaviour_name(key) for key, chance in self.persona.behaviors if self.rng.random() < chance)
         correct = roll < probability
-        mistakes = self.persona.get("common_mistakes") or []
+        mistakes = self.persona.common_mistakes
         mistake = self.rng.choice(mistakes) if (not correct and mistakes) else None
         decision = TurnDecision(turn, round(roll, 6), probability, correct, mistake, behaviours)
         self.turn_decisions.append(decision)
@@ -115,7 +93,7 @@ class StudentSimulator:
         result = await self.llm.acall(
             self.messages(transcript),
             directive=self.directive(decision),
-            context={"persona": self.persona, "decision": decision.as_dict(), "tutor_message": last_tutor},
+            offline=StudentRule(persona=self.persona, decision=decision, tutor_message=last_tutor),
             seed=self.seed * 1000 + turn,
         )
         return result.text.strip(), decision

@@ -7,7 +7,8 @@ problem and its answer and replies with JSON saying what it wrote and whether to
 from typing import Any
 
 from evaluation.providers import LLM, Message
-from evaluation.tutoring.problems import problems_for
+from evaluation.tutoring.exercises import exercises_for
+from evaluation.tutoring.offline import TutorRule
 
 TUTOR_SCHEMA = {
     "type": "object",
@@ -24,7 +25,7 @@ MAX_ATTEMPTS = 2
 def initial_state(topic: dict[str, Any], session_id: str, problem_count: int = 8) -> dict[str, Any]:
     return {
         "topic": topic,
-        "problems": [p.as_dict() for p in problems_for(topic["topic_id"], session_id, problem_count)],
+        "problems": [p.as_dict() for p in exercises_for(topic["topic_id"], session_id, problem_count)],
         "index": 0,
         "attempts": 0,
         "turn": 0,
@@ -55,7 +56,7 @@ def tutor_turn(
     if student_text is None:
         first = problems[0]["question"]
         messages = [Message("system", system_prompt(state)), Message("user", f"(Greet the student and ask: {first})")]
-        result = llm.call(messages, context={"state": state, "opening": True})
+        result = llm.call(messages, offline=TutorRule(state=state, opening=True))
         return result.text.strip(), False
     current = problems[state["index"]]
     upcoming = problems[state["index"] + 1]["question"] if state["index"] + 1 < len(problems) else None
@@ -71,7 +72,7 @@ def tutor_turn(
     messages = [Message("system", system_prompt(state) + "\n\n" + situation)]
     for m in history[-12:]:
         messages.append(Message("assistant" if m["role"] == "tutor" else "user", m["content"]))
-    result = llm.call(messages, schema=TUTOR_SCHEMA, context={"state": state, "student_text": student_text})
+    result = llm.call(messages, schema=TUTOR_SCHEMA, offline=TutorRule(state=state, student_text=student_text))
     data = result.data
     state["attempts"] += 1
     if data["move_on"] or state["attempts"] >= MAX_ATTEMPTS + 1:

@@ -12,9 +12,8 @@ from rest_framework.authtoken.models import Token
 from evaluation.models import Agent, EvaluationRun, Problem, TutoringSession
 from evaluation.providers.loopback import Reply
 from evaluation.tutoring.reports import ARTIFACTS
-from evaluation.tutoring.runner import free_port
-
-from .conftest import SERVER_ENV, database_url_for_tests, qcluster_worker
+from evaluation.tutoring.server import free_port
+from tests.servers import SERVER_ENV, database_url_for_tests, qcluster_worker
 
 pytestmark = pytest.mark.django_db(transaction=True)
 ROOT = Path(__file__).resolve().parents[2]
@@ -328,3 +327,14 @@ def test_a_real_qcluster_worker_runs_the_task(server, api, tmp_path):
             time.sleep(0.5)
     assert status["status"] == "completed", (status, (tmp_path / "q.log").read_text()[-2000:])
     assert (tmp_path / "runs" / run_id / "review.md").exists()
+
+
+def test_grade_flag_is_the_students_grade_in_the_run_and_its_reports(server, settings):
+    cli(persona="ace", provider="offline", topic_id=TOPIC, max_turns=2, seed=3, grade=7)
+    run = EvaluationRun.objects.get()
+    folder = Path(settings.EVALUATION["RUNS_DIR"]) / run.run_id
+    assert run.config["grade"] == 7 and run.persona.grade != 7
+    assert "grade 7" in (folder / "review.md").read_text()
+    assert json.loads((folder / "conversation.json").read_text())["config"]["grade"] == 7
+    with pytest.raises(CommandError, match="grade: 13 is out of range"):
+        cli(persona="ace", provider="offline", topic_id=TOPIC, max_turns=2, grade=13)

@@ -6,10 +6,13 @@ from pathlib import Path
 import pytest
 
 from evaluation.providers import Message, get_llm
+from evaluation.tutoring.offline import StudentRule
 from evaluation.tutoring.simulator import StudentSimulator
+from evaluation.tutoring.values import PersonaSpec, TopicSpec, TurnDecision
 
 ROOT = Path(__file__).resolve().parents[2]
-PERSONAS = {p.stem: json.loads(p.read_text()) for p in sorted((ROOT / "personas").glob("*.json")) if p.stem != "schema"}
+FILES = {p.stem: json.loads(p.read_text()) for p in sorted((ROOT / "personas").glob("*.json")) if p.stem != "schema"}
+PERSONAS = {name: PersonaSpec.from_dict(data) for name, data in FILES.items()}
 
 
 def realised_rate(persona, seed, turns=200):
@@ -21,8 +24,8 @@ def realised_rate(persona, seed, turns=200):
 def test_realised_correct_rate_is_within_7_points(persona_id):
     persona = PERSONAS[persona_id]
     rate = realised_rate(persona, seed=2026)
-    assert abs(rate - persona["correct_answer_probability"]) <= 0.07, (
-        f"{persona_id}: {rate:.3f} vs {persona['correct_answer_probability']}"
+    assert abs(rate - persona.correct_answer_probability) <= 0.07, (
+        f"{persona_id}: {rate:.3f} vs {persona.correct_answer_probability}"
     )
 
 
@@ -43,7 +46,7 @@ def test_incorrect_turns_carry_a_mistake_and_behaviours_fire():
     sim = StudentSimulator(persona, None, None, seed=1)
     decisions = [sim.decide(t) for t in range(1, 200)]
     wrong = [d for d in decisions if not d.correct]
-    assert wrong and all(d.mistake in persona["common_mistakes"] for d in wrong)
+    assert wrong and all(d.mistake in persona.common_mistakes for d in wrong)
     assert all(d.mistake is None for d in decisions if d.correct)
     fired = sum("discouragement" in d.behaviors for d in decisions) / len(decisions)
     assert 0.3 <= fired <= 0.5  # discouragement_probability is 0.4
@@ -54,7 +57,12 @@ def test_incorrect_turns_carry_a_mistake_and_behaviours_fire():
 
 
 def test_system_prompt_carries_the_persona():
-    sim = StudentSimulator(PERSONAS["quiet_one"], {"name": "Comparing decimals"}, None, seed=1)
+    sim = StudentSimulator(
+        PERSONAS["quiet_one"],
+        TopicSpec.from_dict({"topic_id": "x", "name": "Comparing decimals", "grade": 5}),
+        None,
+        seed=1,
+    )
     prompt = sim.system_prompt()
     assert "You are Meera, a grade 5 student aged 10" in prompt
     assert "at most 8 words" in prompt and "minimal response (about 80% of turns)" in prompt
@@ -68,9 +76,9 @@ def test_offline_student_follows_the_decision_and_seed():
     question = "Let's start: What is 3/8 + 2/8?"
 
     def turn(seed, correct):
-        decision = {"correct": correct, "behaviors": [], "mistake": None}
-        context = {"persona": persona, "decision": decision, "tutor_message": question}
-        return llm.call([Message("user", question)], context=context, seed=seed).text
+        decision = TurnDecision(turn=1, roll=0.5, probability=0.7, correct=correct)
+        rule = StudentRule(persona=persona, decision=decision, tutor_message=question)
+        return llm.call([Message("user", question)], offline=rule, seed=seed).text
 
     assert "5/8" in turn(1, True) and "5/16" in turn(1, False)
     assert turn(1, True) == turn(1, True)

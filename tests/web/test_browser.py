@@ -9,8 +9,8 @@ import pytest
 from django.utils import timezone
 
 from evaluation.models import EvaluationRun, Persona, RunMessage, Topic
-from evaluation.tutoring.runner import managed_server
-from tests.tutoring.conftest import SERVER_ENV, database_url_for_tests, qcluster_worker
+from evaluation.tutoring.server import managed_server
+from tests.servers import SERVER_ENV, database_url_for_tests, qcluster_worker
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts"

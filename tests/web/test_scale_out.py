@@ -14,8 +14,8 @@ import pytest
 import websockets
 from rest_framework.authtoken.models import Token
 
-from evaluation.tutoring.runner import free_port, managed_server
-from tests.tutoring.conftest import SERVER_ENV, database_url_for_tests, qcluster_worker
+from evaluation.tutoring.server import free_port, managed_server
+from tests.servers import SERVER_ENV, database_url_for_tests, qcluster_worker
 
 ROOT = Path(__file__).resolve().parents[2]
 REDIS = shutil.which("redis-server")

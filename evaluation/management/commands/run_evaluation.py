@@ -35,7 +35,9 @@ class Command(BaseCommand):
         )
         parser.add_argument("--server-url", default=None, help="Tutor server base URL (default: settings SERVER_URL)")
         parser.add_argument("--max-turns", type=int, default=20)
-        parser.add_argument("--grade", type=int, default=None, help="Override the simulated student's grade")
+        parser.add_argument(
+            "--grade", type=int, default=None, help="The simulated student's grade (default: the persona's own)"
+        )
         parser.add_argument(
             "--provider",
             default=None,
@@ -71,15 +73,12 @@ class Command(BaseCommand):
                 provider=opts["provider"],
                 turn_timeout=opts["turn_timeout"],
                 cost_limit_usd=opts["cost_limit"],
+                grade=opts["grade"],
                 enqueue=False,
                 started_by="cli",
             )
         except (InvalidInput, NotFound, Conflict) as exc:
             raise CommandError(str(exc)) from exc
-        if opts["grade"] is not None:
-            for run in runs:
-                run.config["grade"] = opts["grade"]
-                run.save(update_fields=["config"])
         self.stdout.write(f"Starting {len(runs)} run(s) on topic {topic_id!r} ({opts['workers']} at a time)...")
         lock = threading.Lock()
         last: dict[str, str] = {}

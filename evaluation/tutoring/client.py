@@ -1,4 +1,4 @@
-"""The session runner: drives a conversation between the student simulator and a tutor agent.
+"""The session-protocol client: drives a conversation between the student simulator and a tutor agent.
 
 Targets: a server speaking the session protocol (REST + WebSocket, docs/session-protocol.md,
 the reference tutor included) and an OpenAI-compatible chat endpoint with a system prompt. The
@@ -8,16 +8,10 @@ the conversation breaks, and logs every event to run.log with millisecond timest
 
 import asyncio
 import json
-import os
-import socket
-import subprocess
-import sys
-import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -238,64 +232,3 @@ class ChatTarget:
             await conv.add("student", text, {"turn_decision": decision.as_dict()})
         conv.result.ended_by = "max_turns"
         return conv.result
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@contextmanager
-def managed_server(
-    env: dict[str, str] | None = None,
-    *,
-    startup_timeout: float = 60.0,
-    log_path: Path | None = None,
-    app: str = "evalproject.asgi:application",
-) -> Iterator[str]:
-    """Start daphne (HTTP + WebSocket) as a subprocess, wait for /health/db, stop it on exit.
-
-    Its output goes to a log file (never an unread pipe, which would block it once full).
-    """
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    root = Path(__file__).resolve().parents[2]
-    log_path = log_path or Path(tempfile.gettempdir()) / f"eval-tutor-server-{port}.log"
-    log_file = log_path.open("wb")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "daphne", "-v", "1", "-b", "127.0.0.1", "-p", str(port), app],
-        cwd=root,
-        env={**os.environ, **(env or {})},
-        stdout=log_file,
-        stderr=subprocess.STDOUT,
-    )
-    try:
-        deadline = time.monotonic() + startup_timeout
-        while not health_ok(url, timeout=1.0):
-            if process.poll() is not None:
-                err = log_path.read_text(errors="replace")[-2000:]
-                raise TutorUnavailable(f"the tutor server exited during start-up (log {log_path}):\n{err}")
-            if time.monotonic() > deadline:
-                raise TutorUnavailable(f"the tutor server did not become healthy within {startup_timeout:g}s")
-            time.sleep(0.1)
-        yield url
-    finally:
-        process.terminate()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-        log_file.close()
-
-
-@contextmanager
-def tutor_server(url: str, *, manage: bool = True) -> Iterator[str]:
-    """Use the server at url when it is healthy; otherwise (if allowed) start one for the duration."""
-    if health_ok(url):
-        yield url
-        return
-    if not manage:
-        raise TutorUnavailable(f"tutor unreachable: {url}/health/db did not answer ok (and server management is off)")
-    with managed_server() as started:
-        yield started

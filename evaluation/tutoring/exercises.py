@@ -1,4 +1,6 @@
-"""Practice problems for the reference tutor, generated from a topic, with answers it can check.
+"""Practice exercises for the reference tutor, generated from a topic, with answers it can check.
+
+(Called exercises, not problems: a "problem" in this app is a judge's finding about a conversation.)
 
 Both the reference tutor's prompt (for a real LLM) and the offline rule-based tutor and student
 use them: the LLM is told the answer, so its feedback is grounded; the offline roles compare text.
@@ -11,7 +13,7 @@ from fractions import Fraction
 
 
 @dataclass(frozen=True)
-class Problem:
+class Exercise:
     question: str
     answer: str
     hint: str
@@ -21,12 +23,12 @@ class Problem:
         return asdict(self)
 
 
-def _fractions(rng: random.Random) -> Problem:
+def _fractions(rng: random.Random) -> Exercise:
     d = rng.choice([5, 6, 8, 10, 12])
     a, b = rng.randint(1, d // 2), rng.randint(1, d // 2 - 1)
     total = Fraction(a + b, d)
     answer = f"{a + b}/{d}" if total.denominator == d else f"{a + b}/{d} = {total.numerator}/{total.denominator}"
-    return Problem(
+    return Exercise(
         question=f"What is {a}/{d} + {b}/{d}?",
         answer=answer,
         hint=f"The pieces are all {d}ths, so count how many {d}ths you have altogether.",
@@ -34,11 +36,11 @@ def _fractions(rng: random.Random) -> Problem:
     )
 
 
-def _decimals(rng: random.Random) -> Problem:
+def _decimals(rng: random.Random) -> Exercise:
     tenths = rng.randint(2, 8)
     hundredths = rng.randint(11, tenths * 10 - 1)
     x, y = f"0.{hundredths:02d}", f"0.{tenths}"
-    return Problem(
+    return Exercise(
         question=f"Which is larger, {x} or {y}?",
         answer=y,
         hint=f"Write {y} as {y}0 so both have hundredths, then compare.",
@@ -46,12 +48,12 @@ def _decimals(rng: random.Random) -> Problem:
     )
 
 
-def _addition(rng: random.Random) -> Problem:
+def _addition(rng: random.Random) -> Exercise:
     # Ones digits that add to 10 or more, so every problem needs regrouping.
     ones_a = rng.randint(2, 9)
     ones_b = rng.randint(10 - ones_a, 9)
     a, b = rng.randint(1, 5) * 10 + ones_a, rng.randint(1, 3) * 10 + ones_b
-    return Problem(
+    return Exercise(
         question=f"What is {a} + {b}?",
         answer=str(a + b),
         hint=f"Add the ones first: {a % 10} + {b % 10} makes a new ten.",
@@ -59,9 +61,9 @@ def _addition(rng: random.Random) -> Problem:
     )
 
 
-def _area(rng: random.Random) -> Problem:
+def _area(rng: random.Random) -> Exercise:
     w, h = rng.randint(3, 9), rng.randint(2, 8)
-    return Problem(
+    return Exercise(
         question=f"A rectangle is {w} cm long and {h} cm wide. What is its area?",
         answer=f"{w * h} square cm",
         hint="Area counts the squares inside: multiply the length by the width.",
@@ -72,7 +74,7 @@ def _area(rng: random.Random) -> Problem:
 GENERATORS = {"fraction": _fractions, "decimal": _decimals, "area": _area, "perimeter": _area, "addition": _addition}
 
 
-def problems_for(topic_id: str, seed: str, count: int = 8) -> list[Problem]:
+def exercises_for(topic_id: str, seed: str, count: int = 8) -> list[Exercise]:
     """A deterministic set of problems for a topic (by keywords in its id), seeded by the session."""
     generator = next((g for key, g in GENERATORS.items() if key in topic_id), _addition)
     rng = random.Random(f"{topic_id}:{seed}")

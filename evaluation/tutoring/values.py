@@ -1,0 +1,166 @@
+"""Typed values of the tutoring room, built once per run and read everywhere instead of untyped dicts."""
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from evaluation.tutoring.personas import persona_as_dict
+from evaluation.tutoring.topics import topic_as_dict
+
+
+@dataclass(frozen=True)
+class ResponseStyle:
+    """How a persona writes."""
+
+    max_words: int = 25
+    """The word budget of one student message."""
+    language: str = "simple English"
+    examples: tuple[str, ...] = ()
+    """Sample lines in the persona's voice."""
+
+
+@dataclass(frozen=True)
+class PersonaSpec:
+    """A student persona (personas/schema.json), as the simulator, the judge and the reports read it."""
+
+    persona_id: str
+    name: str
+    grade: int
+    description: str
+    correct_answer_probability: float
+    response_style: ResponseStyle
+    age: int | None = None
+    personality_traits: tuple[str, ...] = ()
+    common_mistakes: tuple[str, ...] = ()
+    behavioral_notes: tuple[str, ...] = ()
+    behaviors: tuple[tuple[str, float], ...] = ()
+    """persona_specific_behaviors: (name, chance per turn), sorted by name so a seed replays exactly."""
+    document: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    """The persona as its file holds it (unknown keys included), for reports."""
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "PersonaSpec":
+        style = data.get("response_style") or {}
+        notes = data.get("behavioral_notes") or ()
+        return cls(
+            persona_id=str(data["persona_id"]),
+            name=str(data["name"]),
+            grade=int(data["grade"]),
+            description=str(data.get("description") or ""),
+            correct_answer_probability=float(data["correct_answer_probability"]),
+            response_style=ResponseStyle(
+                max_words=int(style.get("max_words", 25)),
+                language=str(style.get("language") or "simple English"),
+                examples=tuple(style.get("examples") or ()),
+            ),
+            age=data.get("age"),
+            personality_traits=tuple(data.get("personality_traits") or ()),
+            common_mistakes=tuple(data.get("common_mistakes") or ()),
+            behavioral_notes=(notes,) if isinstance(notes, str) else tuple(notes),
+            behaviors=tuple(
+                sorted((str(k), float(v)) for k, v in (data.get("persona_specific_behaviors") or {}).items())
+            ),
+            document=dict(data),
+        )
+
+    @classmethod
+    def from_record(cls, persona: Any) -> "PersonaSpec":
+        """From a Persona row."""
+        return cls.from_dict(persona_as_dict(persona))
+
+    def as_dict(self) -> dict[str, Any]:
+        """The persona file, with the grade this run gave the student."""
+        return {**self.document, "grade": self.grade}
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    """A tutoring topic."""
+
+    topic_id: str
+    name: str
+    grade: int
+    subject: str = ""
+    description: str = ""
+    learning_objectives: tuple[str, ...] = ()
+    common_misconceptions: tuple[str, ...] = ()
+    document: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "TopicSpec":
+        return cls(
+            topic_id=str(data.get("topic_id") or ""),
+            name=str(data.get("name") or ""),
+            grade=int(data.get("grade") or 0),
+            subject=str(data.get("subject") or ""),
+            description=str(data.get("description") or ""),
+            learning_objectives=tuple(data.get("learning_objectives") or ()),
+            common_misconceptions=tuple(data.get("common_misconceptions") or ()),
+            document=dict(data),
+        )
+
+    @classmethod
+    def from_record(cls, topic: Any) -> "TopicSpec":
+        return cls.from_dict(topic_as_dict(topic))
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.document)
+
+
+@dataclass(frozen=True)
+class DimensionScore:
+    """One rubric dimension's score, with the judge's analysis."""
+
+    dimension: str
+    score: float
+    analysis: str = ""
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One of the judge's top problems in a conversation (not to be confused with a maths exercise)."""
+
+    rank: int
+    title: str
+    turns: tuple[int, ...]
+    description: str
+    quote: str
+    quote_found: bool
+    """False when the quote does not occur in the transcript."""
+    severity: str
+    root_cause: str
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """What a judge concluded about one conversation."""
+
+    scores: tuple[DimensionScore, ...]
+    findings: tuple[Finding, ...]
+    summary: str
+    judge_label: str
+    """provider/model of the judge."""
+
+    @property
+    def average(self) -> float:
+        return round(sum(s.score for s in self.scores) / len(self.scores), 2) if self.scores else 0.0
+
+    def score_of(self, dimension: str) -> float | None:
+        return next((s.score for s in self.scores if s.dimension == dimension), None)
+
+
+@dataclass(frozen=True)
+class TurnDecision:
+    """What the simulator decided for one student turn, before the LLM wrote it."""
+
+    turn: int
+    roll: float
+    probability: float
+    correct: bool
+    mistake: str | None = None
+    behaviors: tuple[str, ...] = ()
+
+    def as_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["behaviors"] = list(self.behaviors)
+        return data

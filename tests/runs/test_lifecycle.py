@@ -1,0 +1,153 @@
+"""The run kernel's one lifecycle, seen through every kind of run: queue, begin once, end, cancel, retry."""
+
+import json
+from io import StringIO
+from pathlib import Path
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from evaluation.errors import CapacityReached, RunBusy
+from evaluation.models import EvaluationRun, RunMessage, Suite
+from evaluation.runs import services as runs
+from evaluation.runs.selectors import run_lookup
+from evaluation.tasks import run_task
+from evaluation.tutoring import services as tutoring
+
+ROOT = Path(__file__).resolve().parents[2]
+TOPIC = "two-digit-addition-regrouping"
+
+
+@pytest.fixture
+def anthropic_at_loopback(loopback, monkeypatch):
+    """The real anthropic SDK, with its default endpoint moved to the loopback server (as a proxy would)."""
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", loopback.anthropic_url)
+    return loopback
+
+
+@pytest.mark.django_db
+def test_a_suite_run_whose_model_has_no_key_ends_failed_with_the_reason(monkeypatch):
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    call_command("discover_suites", str(ROOT / "skills" / "greeter"), stdout=StringIO())
+    suite = Suite.objects.get(name="greeter")
+    from evaluation.suites import services as suites
+
+    run = suites.suite_run_start(suite_id=suite.pk, model="anthropic:claude-sonnet-4-6", enqueue=False)
+    assert run.status == "queued"
+    assert run_task(str(run.pk), run.attempt) == "failed"
+    run.refresh_from_db()
+    assert run.status == "failed" and run.stage == "failed" and "ANTHROPIC_API_KEY" in run.error
+    assert run.completed_at is not None and run.error_traceback
+    assert run_task(str(run.pk), run.attempt) == "skipped"  # delivered again: nothing happens
+
+
+@pytest.mark.django_db
+def test_run_suite_takes_spec_003s_vendor_colon_model(anthropic_at_loopback, monkeypatch):
+    anthropic_at_loopback.script("Hello Sam, lovely to meet you!", "Hello there, nice to meet you.")
+    out = StringIO()
+    call_command(
+        "run_suite",
+        str(ROOT / "skills" / "greeter"),
+        "--model",
+        "anthropic:claude-sonnet-4-6",
+        "--no-judge",
+        stdout=out,
+    )
+    assert "2 passed, 0 failed" in out.getvalue()
+    assert anthropic_at_loopback.count("messages") == 2
+    assert {r.body["model"] for r in anthropic_at_loopback.requests} == {"claude-sonnet-4-6"}
+    monkeypatch.delenv("ANTHROPIC_API_KEY")
+    with pytest.raises(CommandError, match="ANTHROPIC_API_KEY"):
+        call_command("run_suite", str(ROOT / "skills" / "greeter"), "--model", "anthropic:claude-sonnet-4-6")
+    with pytest.raises(CommandError, match="--model: unknown provider 'gemini'"):
+        call_command("run_suite", str(ROOT / "skills" / "greeter"), "--model", "gemini:pro")
+
+
+@pytest.mark.django_db
+def test_cancel_a_queued_run_and_its_task_does_nothing(catalog):
+    (run,) = tutoring.run_start(topic_id=TOPIC, persona="ace", max_turns=3, enqueue=False)
+    runs.run_cancel(run)
+    assert (run.status, run.stage) == ("cancelled", "cancelled")
+    assert run_task(str(run.pk), run.attempt) == "skipped"
+    with pytest.raises(RunBusy, match="only queued or running runs can be cancelled"):
+        runs.run_cancel(run)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_cancel_reaches_a_running_run_within_one_turn(server):
+    (run,) = tutoring.run_start(topic_id=TOPIC, persona="ace", max_turns=12, provider="offline", enqueue=False)
+    seen = []
+
+    def cancel_at_turn_two(status):
+        seen.append(status["turn"])
+        if status["turn"] == 2 and status["run_status"] == "running":
+            runs.run_cancel(run_lookup(status["run_id"]))
+
+    (done,) = tutoring.runs_execute_here([run], listener=cancel_at_turn_two)
+    assert done.status == "cancelled" and done.stage == "cancelled"
+    assert max(seen) <= 3  # the worker stopped at its next unit of progress
+    assert RunMessage.objects.filter(run=done, role="student").count() <= 3
+    assert not done.dimension_scores.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_retry_is_a_new_attempt_whose_messages_never_mix(server):
+    (run,) = tutoring.run_start(topic_id=TOPIC, persona="ace", max_turns=3, provider="offline", enqueue=False)
+    tutoring.runs_execute_here([run])
+    run.refresh_from_db()
+    first = list(RunMessage.objects.filter(run=run).values_list("attempt", "turn", "role"))
+    assert run.status == "completed"
+    # A completed run may be run again as a new attempt; the old attempt's messages stay with it.
+    run = runs.run_requeue(run)
+    assert (run.status, run.attempt) == ("queued", 2)
+    assert run_task(str(run.pk), 1) == "skipped"  # the old attempt's task, delivered late
+    assert run_task(str(run.pk), 2, "execute") == "completed"
+    rows = list(RunMessage.objects.filter(run=run).values_list("attempt", "turn", "role"))
+    assert [r for r in rows if r[0] == 1] == first
+    second = [r for r in rows if r[0] == 2]
+    assert second and len({(turn, role) for _, turn, role in second}) == len(second)  # no turn stored twice
+    report = json.loads((Path(run.artifacts_dir) / "conversation.json").read_text())
+    assert len(report["messages"]) == len(second)
+
+
+@pytest.mark.django_db
+def test_capacity_counts_queued_and_running_runs(catalog, settings):
+    settings.EVALUATION = {**settings.EVALUATION, "MAX_ACTIVE_RUNS": 2}
+    tutoring.run_start(topic_id=TOPIC, persona="ace", enqueue=False)
+    with pytest.raises(CapacityReached, match="limit is 2"):
+        tutoring.run_start(topic_id=TOPIC, persona="ace", runs_per_persona=2, enqueue=False)
+    (run,) = tutoring.run_start(topic_id=TOPIC, persona="ace", enqueue=False)
+    runs.run_cancel(run)  # cancelled runs free their slot
+    tutoring.run_start(topic_id=TOPIC, persona="ace", enqueue=False)
+    assert EvaluationRun.objects.filter(status="queued").count() == 2
+
+
+@pytest.mark.django_db
+def test_a_stale_heartbeat_is_interrupted_and_can_be_retried(catalog):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    (run,) = tutoring.run_start(topic_id=TOPIC, persona="ace", enqueue=False)
+    # A worker took the run and then died: its last heartbeat is five minutes old.
+    EvaluationRun.objects.filter(pk=run.pk).update(
+        status="running", worker="gone:1", heartbeat_at=timezone.now() - timedelta(minutes=5)
+    )
+    assert runs.runs_interrupt_stale(stale_after=60) == [run.run_id]
+    run.refresh_from_db()
+    assert run.status == "interrupted" and "gone:1" in run.error and "EVAL_RUN_STALE_AFTER" in run.error
+    assert runs.runs_interrupt_stale(stale_after=60) == []
+    run = runs.run_requeue(run)
+    assert (run.status, run.attempt, run.error) == ("queued", 2, "")
+
+
+def test_run_ids_never_carry_a_slash():
+    assert runs.safe_run_id("suite_20260101_x/y") == "suite_20260101_x_y"
+    assert "/" not in runs.safe_run_id("../../etc/passwd")
+
+
+@pytest.mark.django_db
+def test_requeue_refuses_an_active_run(catalog):
+    (run,) = tutoring.run_start(topic_id=TOPIC, persona="ace", enqueue=False)
+    with pytest.raises(RunBusy, match="only failed, interrupted or completed runs can be retried"):
+        runs.run_requeue(run)
