@@ -16,8 +16,8 @@ def test_cases_open_at_level_two_headings_named_by_the_trimmed_rest():
 
 
 def test_no_frontmatter_when_the_first_line_is_not_dashes():
-    suite = parse("\n---\nmodel: x\n---\n## c\n### Prompt\np\n### Expect\ne\n")
-    assert suite.frontmatter == {} and suite.cases[0].name == "c"
+    suite = parse("\n---\nmodel: x\n\n---\n## c\n### Prompt\np\n### Expect\ne\n")
+    assert suite.frontmatter == {} and [c.name for c in suite.cases] == ["c"]
 
 
 def test_frontmatter_keys_and_scalar_to_list():
@@ -92,7 +92,7 @@ def test_text_before_a_cases_first_section_is_ignored():
 
 def test_a_repeated_section_appends_to_the_first():
     suite = parse("## c\n### Prompt\nfirst\n### Expect\nrubric\n### Prompt\nsecond\n")
-    assert suite.cases[0].prompt == "first\n\nsecond"
+    assert suite.cases[0].prompt == "first\nsecond"
 
 
 def test_sections_are_trimmed():
