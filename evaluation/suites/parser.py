@@ -6,7 +6,9 @@ and a section's text is the source lines between one heading and the next.
 Rules (each has its own test):
 - Frontmatter only when the file's first line is `---`; it ends at the next `---` line (an
   unclosed block is an error). Keys: skills, tools, model, system, agent, module, metadata; a
-  scalar where a list is expected (skills, tools) is a one-item list.
+  scalar where a list is expected (skills, tools) is a one-item list. Any other key (SkillKit's
+  `name` and `description` among them) is kept in the frontmatter with a SuiteWarning naming
+  its line; values are kept JSON-compatible (a YAML date becomes its ISO string).
 - A top-level level-2 heading opens a case named by its text: `## name` (a closing run of `#`
   counts only after a space, so `## answers in C#` is the case `answers in C#`) or a setext
   heading (a text line underlined with `---`; put a blank line before a `---` meant as a rule).
@@ -23,6 +25,8 @@ Rules (each has its own test):
 Errors carry the file and line.
 """
 
+import json
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -44,6 +48,10 @@ class SuiteError(ValueError):
         self.file, self.line, self.reason = file, line, reason
         where = f"{file}:{line}" if line is not None else file
         super().__init__(f"{where}: {reason}")
+
+
+class SuiteWarning(UserWarning):
+    """Something in an EVAL.md file that is kept but not used, such as an unknown frontmatter key."""
 
 
 @dataclass(frozen=True)
@@ -95,10 +103,16 @@ def _frontmatter(lines: list[str], file: str) -> tuple[dict[str, Any], int]:
         ) from None
     if not isinstance(data, dict):
         raise SuiteError(file, 2, "frontmatter must be a mapping of keys to values")
+    # Suites are stored in JSON fields: a YAML date or a non-string key must not stop that.
+    data = json.loads(json.dumps(data, default=str))
     for key in data:
         if key not in FRONTMATTER_KEYS:
-            raise SuiteError(
-                file, _key_line(lines, key), f"unknown frontmatter key {key!r} (known: {', '.join(FRONTMATTER_KEYS)})"
+            warnings.warn(
+                SuiteWarning(
+                    f"{file}:{_key_line(lines, key)}: unknown frontmatter key {key!r} is kept but not used"
+                    f" (known: {', '.join(FRONTMATTER_KEYS)})"
+                ),
+                stacklevel=3,
             )
     for key in LIST_KEYS:
         value = data.get(key)
