@@ -1,10 +1,10 @@
 """What a suite tests, resolved as spec 003 says, and the sources its cache fingerprint covers.
 
 Order: frontmatter `skills` (folders with a SKILL.md, or Python skill/tool providers), else a
-SKILL.md beside the EVAL.md. `tools` are Python callables. `agent` (or an AGENT.md beside the
-EVAL.md) boots a whole agent: its identity and every skill under its folder. A sidecar
-`name.eval.md` beside `name.py`, a `module:` key, or a module's own `EVAL` string anchors the
-suite to that module, whose source joins the fingerprint.
+SKILL.md beside the suite file (`EVAL.md`, `name.eval.md` or `name.EVAL.md`). `tools` are Python
+callables. `agent` (or an AGENT.md beside the suite file) boots a whole agent: its identity and
+every skill under its folder. A sidecar `name.eval.md` beside `name.py`, a `module:` key, or a
+module's own `EVAL` string anchors the suite to that module, whose source joins the fingerprint.
 
 Python providers are named by dotted path (`pkg.module`, `pkg.module:function`) or by file path
 (`skills/calc/tools.py`, `skills/calc/tools.py:add`). A module provides a skill through a `SKILL`
@@ -27,7 +27,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, PydanticUserError, ValidationError, create_model
 from pydantic.fields import FieldInfo
 
-from evaluation.suites.parser import EvalSuite, SuiteError
+from evaluation.suites.parser import EvalSuite, SuiteError, is_suite_file
 
 
 @dataclass
@@ -301,7 +301,7 @@ def _agent_folder(suite: EvalSuite) -> Path | None:
         if not (folder / "AGENT.md").is_file():
             raise SuiteError(suite.path, None, f"agent: no AGENT.md in {ref}")
         return folder
-    if (suite.folder / "AGENT.md").is_file() and Path(suite.path).name == "EVAL.md":
+    if (suite.folder / "AGENT.md").is_file() and is_suite_file(Path(suite.path)):
         return suite.folder
     return None
 
@@ -334,7 +334,7 @@ def resolve_subject(suite: EvalSuite) -> Subject:
     if skills:
         for ref in skills:
             _add_provider(subject, ref, base, as_tool=False, suite=suite)
-    elif agent is None and (base / "SKILL.md").is_file() and Path(suite.path).name == "EVAL.md":
+    elif agent is None and (base / "SKILL.md").is_file() and is_suite_file(Path(suite.path)):
         text = (base / "SKILL.md").read_text(encoding="utf-8")
         subject.skills.append((base.name, text))
         subject.sources[f"skill:{base / 'SKILL.md'}"] = _digest(text.encode())
