@@ -21,7 +21,7 @@ Rules (each has its own test):
   (Prompt is checked first). No cases at all is an empty suite, not an error.
 - Lines inside fenced code blocks are content, never headings; a fence closes only on a line of
   the same character, at least as long, with no info string. A fence never closed is an error at
-  its opening line.
+  its opening line. Headings inside block quotes, list items and HTML blocks are content too.
 Errors carry the file and line.
 """
 
