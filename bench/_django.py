@@ -27,11 +27,15 @@ def setup(*, fresh_database: bool = False) -> None:
         call_command("load_catalog", stdout=open(os.devnull, "w"))
 
 
-def percentile(values: list[float], q: float) -> float:
-    """The q-th percentile (0-100) by nearest rank."""
-    ordered = sorted(values)
-    index = max(0, min(len(ordered) - 1, round(q / 100 * len(ordered) + 0.5) - 1))
-    return ordered[index]
+def percentile(values: list[float], q: int) -> float:
+    """The q-th percentile (1-99) by statistics.quantiles' inclusive method: the samples are taken
+    as the whole population and cut points are interpolated between them, so the p99 of 100 samples
+    lies between the two largest instead of being the largest."""
+    if not 1 <= q <= 99:
+        raise ValueError(f"percentile: q must be 1 to 99, not {q}")
+    if len(values) < 2:
+        return values[0]
+    return statistics.quantiles(values, n=100, method="inclusive")[q - 1]
 
 
 def summary(label: str, values_ms: list[float]) -> str:

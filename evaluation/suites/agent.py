@@ -41,7 +41,7 @@ def _run_tool(tools: dict[str, Tool], call: ToolCall) -> dict[str, Any]:
         record["error"] = f"no tool named {call.name!r}"
         return record
     try:
-        record["result"] = tool.fn(**call.arguments)
+        record["result"] = tool.call(call.arguments)
     except Exception as exc:  # a tool's failure is part of the transcript, not a crash
         record["error"] = f"{type(exc).__name__}: {exc}"
     return record

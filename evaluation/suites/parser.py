@@ -1,32 +1,46 @@
 """The EVAL.md format: optional YAML frontmatter, then `## ` cases with Prompt and Expect sections.
 
+The body is read as CommonMark (markdown-it): headings and code fences come from its block tokens,
+and a section's text is the source lines between one heading and the next.
+
 Rules (each has its own test):
 - Frontmatter only when the file's first line is `---`; it ends at the next `---` line (an
   unclosed block is an error). Keys: skills, tools, model, system, agent, module, metadata; a
-  scalar where a list is expected (skills, tools) is a one-item list.
-- A line starting with `## ` opens a case named by the rest of the line, trimmed.
+  scalar where a list is expected (skills, tools) is a one-item list. Any other key (SkillKit's
+  `name` and `description` among them) is kept in the frontmatter with a SuiteWarning naming
+  its line; values are kept JSON-compatible (a YAML date becomes its ISO string).
+- A top-level level-2 heading opens a case named by its text: `## name` (a closing run of `#`
+  counts only after a space, so `## answers in C#` is the case `answers in C#`) or a setext
+  heading (a text line underlined with `---`; put a blank line before a `---` meant as a rule).
 - A heading of any level whose text is `Prompt` or `Expect` (any case) is a section marker, not a
   case; other headings inside a section stay in its content.
 - Text before the first case, and in a case before its first section, is ignored.
-- A repeated section appends to the first; sections are trimmed.
+- A repeated section appends its lines to the first, joined by one newline (as SkillKit does);
+  sections are trimmed.
 - A case with an empty or missing Prompt or Expect is an error naming the case and the section
   (Prompt is checked first). No cases at all is an empty suite, not an error.
-- Lines inside fenced code blocks (``` or ~~~) are content, never headings.
+- Lines inside fenced code blocks are content, never headings; a fence closes only on a line of
+  the same character, at least as long, with no info string. A fence never closed is an error at
+  its opening line. Headings inside block quotes, list items and HTML blocks are content too.
 Errors carry the file and line.
 """
 
-import re
+import json
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import yaml
+from markdown_it import MarkdownIt
+from markdown_it.token import Token
 
 FRONTMATTER_KEYS = ("skills", "tools", "model", "system", "agent", "module", "metadata")
 LIST_KEYS = ("skills", "tools")
 SECTIONS = ("prompt", "expect")
-_HEADING = re.compile(r"^(#{1,6})[ \t]+(.*?)[ \t]*#*[ \t]*$")
-_FENCE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})")
+# Block structure only: a heading's inline token keeps its raw text, and inline parsing of every
+# paragraph would cost a third of the time for nothing.
+_MARKDOWN = MarkdownIt("commonmark").disable(["inline", "text_join"])
 
 
 class SuiteError(ValueError):
@@ -36,6 +50,10 @@ class SuiteError(ValueError):
         self.file, self.line, self.reason = file, line, reason
         where = f"{file}:{line}" if line is not None else file
         super().__init__(f"{where}: {reason}")
+
+
+class SuiteWarning(UserWarning):
+    """Something in an EVAL.md file that is kept but not used, such as an unknown frontmatter key."""
 
 
 @dataclass(frozen=True)
@@ -87,10 +105,16 @@ def _frontmatter(lines: list[str], file: str) -> tuple[dict[str, Any], int]:
         ) from None
     if not isinstance(data, dict):
         raise SuiteError(file, 2, "frontmatter must be a mapping of keys to values")
+    # Suites are stored in JSON fields: a YAML date or a non-string key must not stop that.
+    data = json.loads(json.dumps(data, default=str))
     for key in data:
         if key not in FRONTMATTER_KEYS:
-            raise SuiteError(
-                file, _key_line(lines, key), f"unknown frontmatter key {key!r} (known: {', '.join(FRONTMATTER_KEYS)})"
+            warnings.warn(
+                SuiteWarning(
+                    f"{file}:{_key_line(lines, key)}: unknown frontmatter key {key!r} is kept but not used"
+                    f" (known: {', '.join(FRONTMATTER_KEYS)})"
+                ),
+                stacklevel=3,
             )
     for key in LIST_KEYS:
         value = data.get(key)
@@ -113,37 +137,61 @@ def _key_line(lines: list[str], key: str) -> int:
     return 1
 
 
+class _Heading(NamedTuple):
+    first: int
+    """Index of its first line in the file's lines."""
+    end: int
+    """Index of the line after it (after a setext heading's underline)."""
+    level: int
+    text: str
+
+
+def _headings(lines: list[str], start: int, file: str) -> list[_Heading]:
+    """The top-level headings of the body that starts at lines[start]; raises on an unclosed fence."""
+    tokens = _MARKDOWN.parse("\n".join(lines[start:]))
+    headings = []
+    for index, token in enumerate(tokens):
+        if token.level != 0 or token.map is None:
+            continue  # a heading or fence inside a quote or a list item stays content
+        first, end = start + token.map[0], start + token.map[1]
+        if token.type == "heading_open":
+            text = " ".join(part.strip() for part in tokens[index + 1].content.splitlines())
+            headings.append(_Heading(first, end, int(token.tag[1:]), text))
+        elif token.type == "fence" and not _closed(token, lines[first:end]):
+            raise SuiteError(
+                file,
+                first + 1,
+                f"the code fence opened here with {token.markup!r} is never closed (add a {token.markup} line)",
+            )
+    return headings
+
+
+def _closed(fence: Token, lines: list[str]) -> bool:
+    """Whether the fence's last line closes it: markdown-it closes an unclosed fence at the end of
+    the document, so a fence whose last line is not a closing fence swallowed the rest of the file."""
+    if len(lines) < 2:
+        return False
+    last = lines[-1].expandtabs(4)
+    mark = last.strip()
+    return len(last) - len(last.lstrip(" ")) <= 3 and len(mark) >= len(fence.markup) and set(mark) == {fence.markup[0]}
+
+
 def parse_suite(text: str, path: str = "EVAL.md") -> EvalSuite:
     """Parse EVAL.md text; raises SuiteError (with file and line) on the first problem found."""
-    lines = text.splitlines()
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")  # markdown-it's line breaks
     frontmatter, start = _frontmatter(lines, path)
     suite = EvalSuite(path=path, frontmatter=frontmatter)
+    # Cases and section markers split the body; every other heading is content.
+    marks = [h for h in _headings(lines, start, path) if h.text.lower() in SECTIONS or h.level == 2]
     cases: list[tuple[str, int, dict[str, list[str]]]] = []
-    section: str | None = None
-    fence: str | None = None
-    for number in range(start, len(lines)):
-        line = lines[number]
-        fence_match = _FENCE.match(line)
-        if fence is not None:
-            if fence_match and fence_match.group(1).startswith(fence):
-                fence = None  # the closing fence
-        elif fence_match:
-            fence = fence_match.group(1)[0] * 3
+    for index, heading in enumerate(marks):
+        stop = marks[index + 1].first if index + 1 < len(marks) else len(lines)
+        key = heading.text.lower()
+        if key in SECTIONS:
+            if cases:
+                cases[-1][2].setdefault(key, []).extend(lines[heading.end : stop])  # a repeated section appends
         else:
-            heading = _HEADING.match(line)
-            if heading:
-                level, title = len(heading.group(1)), heading.group(2).strip()
-                if title.lower() in SECTIONS:
-                    if cases:
-                        section = title.lower()
-                        cases[-1][2].setdefault(section, []).append("")  # a repeated section appends
-                    continue
-                if level == 2 and line.startswith("## "):
-                    cases.append((title, number + 1, {}))
-                    section = None
-                    continue
-        if cases and section is not None:
-            cases[-1][2][section].append(line)
+            cases.append((heading.text, heading.first + 1, {}))
     seen: dict[str, int] = {}
     for name, line_no, sections in cases:
         if not name:

@@ -49,27 +49,59 @@ def repeated_ngrams(texts: Iterable[str], n: int = 3, min_count: int = 2) -> lis
 
 AGREEMENT_MARKERS = (
     "agree",
+    "agreed",
     "exactly",
     "totally",
     "absolutely",
+    "definitely",
     "you're right",
     "youre right",
+    "you are right",
     "same here",
     "good point",
     "great point",
     "well said",
-    "couldn't agree",
-    "+1",
-    "yes!",
-    "definitely",
     "i second",
     "me too",
 )
+"""Phrases that mark agreement, matched as whole words within a clause."""
+_AGREE_ANYWAY = ("couldn't agree more", "couldnt agree more", "could not agree more")
+_AGREE_SYMBOLS = re.compile(r"(?<![\w+])\+1(?!\d)|\byes!")
+_DISAGREE = re.compile(r"\bdisagree")
+_NEGATIONS = frozenset(
+    """not no never nor neither hardly don't dont doesn't doesnt didn't didnt isn't isnt aren't arent wasn't
+    wasnt weren't werent can't cant cannot couldn't couldnt won't wont wouldn't wouldnt shouldn't shouldnt""".split()
+)
+_NEGATION_WINDOW = 3
+"""How many words before a marker a negation reaches ("I don't think you're right")."""
+_INTENSIFIERS = frozenset({"exactly", "totally", "absolutely", "definitely"})
+"""Markers that a negation right after turns around ("absolutely not", "definitely not it")."""
+_CLAUSE = re.compile(r"[,.;:!?()\[\]\n]+")
+_MARKER_WORDS = tuple(tuple(tokens(marker)) for marker in AGREEMENT_MARKERS)
 
 
 def is_agreement(text: str) -> bool:
-    lowered = text.lower()
-    return any(marker in lowered for marker in AGREEMENT_MARKERS)
+    """Whether a message agrees with someone: a marker phrase not negated in its clause, and no
+    "disagree". "No, you're right" agrees; "I don't agree", "not exactly" and "definitely not" do not."""
+    lowered = text.lower().replace("\u2019", "'")
+    if _DISAGREE.search(lowered):
+        return False
+    spaced = f" {' '.join(tokens(lowered))} "
+    if _AGREE_SYMBOLS.search(lowered) or any(f" {phrase} " in spaced for phrase in _AGREE_ANYWAY):
+        return True
+    for clause in _CLAUSE.split(lowered):
+        words = tokens(clause)
+        for marker in _MARKER_WORDS:
+            for start in range(len(words) - len(marker) + 1):
+                if tuple(words[start : start + len(marker)]) == marker and not _negated(words, start, marker):
+                    return True
+    return False
+
+
+def _negated(words: list[str], start: int, marker: tuple[str, ...]) -> bool:
+    before = words[max(0, start - _NEGATION_WINDOW) : start]
+    after = words[start + len(marker) : start + len(marker) + 1]
+    return not _NEGATIONS.isdisjoint(before) or (marker[-1] in _INTENSIFIERS and not _NEGATIONS.isdisjoint(after))
 
 
 def agreement_ratio(texts: Iterable[str]) -> float:

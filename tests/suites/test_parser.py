@@ -2,7 +2,7 @@
 
 import pytest
 
-from evaluation.suites.parser import SuiteError, parse_suite
+from evaluation.suites.parser import SuiteError, SuiteWarning, parse_suite
 
 
 def parse(text, path="skills/x/EVAL.md"):
@@ -16,8 +16,8 @@ def test_cases_open_at_level_two_headings_named_by_the_trimmed_rest():
 
 
 def test_no_frontmatter_when_the_first_line_is_not_dashes():
-    suite = parse("\n---\nmodel: x\n---\n## c\n### Prompt\np\n### Expect\ne\n")
-    assert suite.frontmatter == {} and suite.cases[0].name == "c"
+    suite = parse("\n---\nmodel: x\n\n---\n## c\n### Prompt\np\n### Expect\ne\n")
+    assert suite.frontmatter == {} and [c.name for c in suite.cases] == ["c"]
 
 
 def test_frontmatter_keys_and_scalar_to_list():
@@ -38,9 +38,20 @@ def test_unclosed_frontmatter_is_an_error_at_line_1():
         parse("---\nmodel: x\n## c\n### Prompt\np\n### Expect\ne\n")
 
 
-def test_unknown_frontmatter_key_is_named_with_its_line():
-    with pytest.raises(SuiteError, match=r"EVAL.md:3: unknown frontmatter key 'modle'"):
-        parse("---\nmodel: x\nmodle: y\n---\n")
+def test_unknown_frontmatter_keys_are_kept_with_a_warning_naming_their_line():
+    with pytest.warns(SuiteWarning) as caught:
+        suite = parse("---\nname: greeter\nmodel: x\nmodle: y\n---\n## c\n### Prompt\np\n### Expect\ne\n")
+    assert [str(w.message).split(" is kept")[0] for w in caught] == [
+        "skills/x/EVAL.md:2: unknown frontmatter key 'name'",
+        "skills/x/EVAL.md:4: unknown frontmatter key 'modle'",
+    ]
+    assert suite.frontmatter == {"name": "greeter", "model": "x", "modle": "y"}
+    assert [c.name for c in suite.cases] == ["c"]
+
+
+def test_frontmatter_values_stay_json_compatible():
+    suite = parse("---\nmetadata: {since: 2024-05-01}\n---\n")
+    assert suite.frontmatter == {"metadata": {"since": "2024-05-01"}}
 
 
 def test_invalid_frontmatter_yaml_is_an_error():
@@ -92,7 +103,7 @@ def test_text_before_a_cases_first_section_is_ignored():
 
 def test_a_repeated_section_appends_to_the_first():
     suite = parse("## c\n### Prompt\nfirst\n### Expect\nrubric\n### Prompt\nsecond\n")
-    assert suite.cases[0].prompt == "first\n\nsecond"
+    assert suite.cases[0].prompt == "first\nsecond"
 
 
 def test_sections_are_trimmed():
