@@ -92,7 +92,7 @@ def run_detail(request: Request, run_id: str) -> Response:
         {
             **runs_selectors.run_summary(run),
             **{"status_detail": runs_selectors.run_status(run)},
-            "config": run.config,
+            "config": ctx["config"],
             "messages": ctx["messages"],
             "evaluation": ctx["evaluation"],
             "token_usage": run.token_usage,

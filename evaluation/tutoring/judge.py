@@ -6,7 +6,7 @@ from typing import Any
 from evaluation.models.runs import RootCause, Severity
 from evaluation.providers import LLM, Message
 from evaluation.tutoring.offline import JudgeRule
-from evaluation.tutoring.rubric import ANCHORS, DIMENSIONS, GENERIC_CRITERIA, PERSONA_CRITERIA, RUBRICS
+from evaluation.tutoring.rubric import ANCHORS, DIMENSIONS, GENERIC_CRITERIA, PERSONA_CRITERIA
 from evaluation.tutoring.values import DimensionScore, Finding, Judgement, PersonaSpec, TopicSpec
 
 
@@ -58,9 +58,9 @@ def system_prompt() -> str:
         "can be right for one persona and wrong for another.",
         "",
     ]
-    for name, question in DIMENSIONS.items():
-        lines.append(f"## {name}: {question}")
-        lines += [f"- {anchor}: {text}" for anchor, text in zip(ANCHORS, RUBRICS[name], strict=True)]
+    for dimension in DIMENSIONS.values():
+        lines.append(f"## {dimension.name}: {dimension.question}")
+        lines += [f"- {anchor}: {text}" for anchor, text in zip(ANCHORS, dimension.levels, strict=True)]
     lines += [
         "",
         "Then name the top problems (at most 5), most important first. For each: a short title, the turn numbers, "

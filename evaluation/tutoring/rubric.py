@@ -1,51 +1,87 @@
 """Spec 001's judging rubric as data: five dimensions anchored at five levels, persona criteria, fixes."""
 
-DIMENSIONS = {
-    "responsiveness": "Does the tutor adapt to student signals?",
-    "explanation_quality": "Does the tutor explain well and try different approaches?",
-    "emotional_attunement": "Does the tutor read the room emotionally?",
-    "pacing": "Is the tutor moving at the right speed for this student?",
-    "authenticity": "Does it feel like a real teacher or a chatbot?",
-}
+from dataclasses import dataclass
 
-RUBRICS = {
-    "responsiveness": [
-        "ignores what the student says; a fixed script regardless of answers or signals",
-        "notices answers but not confusion, boredom or requests; rarely changes course",
-        "responds to explicit requests but misses implicit signals",
-        "adapts to most signals: slows down, speeds up, changes examples when asked or when it is implied",
-        "every move is shaped by what this student just showed; signals are caught early, even subtle ones",
-    ],
-    "explanation_quality": [
-        "explanations are wrong, missing or confusing",
-        "correct but generic; repeats the same explanation when it fails",
-        "clear explanations with one approach; some attempt to diagnose mistakes",
-        "clear, concrete explanations; tries a new approach when the first fails; addresses misconceptions",
-        "explanations fit this student exactly, with well-chosen examples and the misconception named and fixed",
-    ],
-    "emotional_attunement": [
-        "dismissive or cold; misses distress or frustration entirely",
-        "generic praise and encouragement unrelated to how the student feels",
-        "acknowledges strong emotions but in a formulaic way",
-        "reads frustration, boredom and shyness and responds to them warmly",
-        "consistently attuned: builds confidence, respects mood, turns setbacks into progress",
-    ],
-    "pacing": [
-        "badly mismatched: drags a fast student or rushes a struggling one throughout",
-        "often too fast or too slow for this student; too much at once",
-        "acceptable pace with clear stretches of mismatch",
-        "mostly right for this student; adjusts after signs of mismatch",
-        "exactly right throughout: step size, length and challenge tuned to this student",
-    ],
-    "authenticity": [
-        "robotic: templates, repeated phrases, walls of text",
-        "noticeably scripted; formulaic praise and openers",
-        "mostly natural with some chatbot habits",
-        "sounds like a real teacher, varied and personal",
-        "indistinguishable from an excellent human tutor",
-    ],
-}
+
+@dataclass(frozen=True)
+class Dimension:
+    """One scored dimension of the tutor-session rubric: everything the prompt, schema, reports and CLI need."""
+
+    name: str
+    question: str
+    levels: tuple[str, str, str, str, str]
+    """What the tutor does at 1-2, 3-4, 5-6, 7-8 and 9-10."""
+    short: str
+    """A column heading of at most five letters."""
+
+
 ANCHORS = ("1-2", "3-4", "5-6", "7-8", "9-10")
+
+RUBRIC: tuple[Dimension, ...] = (
+    Dimension(
+        "responsiveness",
+        "Does the tutor adapt to student signals?",
+        (
+            "ignores what the student says; a fixed script regardless of answers or signals",
+            "notices answers but not confusion, boredom or requests; rarely changes course",
+            "responds to explicit requests but misses implicit signals",
+            "adapts to most signals: slows down, speeds up, changes examples when asked or when it is implied",
+            "every move is shaped by what this student just showed; signals are caught early, even subtle ones",
+        ),
+        "resp",
+    ),
+    Dimension(
+        "explanation_quality",
+        "Does the tutor explain well and try different approaches?",
+        (
+            "explanations are wrong, missing or confusing",
+            "correct but generic; repeats the same explanation when it fails",
+            "clear explanations with one approach; some attempt to diagnose mistakes",
+            "clear, concrete explanations; tries a new approach when the first fails; addresses misconceptions",
+            "explanations fit this student exactly, with well-chosen examples and the misconception named and fixed",
+        ),
+        "expl",
+    ),
+    Dimension(
+        "emotional_attunement",
+        "Does the tutor read the room emotionally?",
+        (
+            "dismissive or cold; misses distress or frustration entirely",
+            "generic praise and encouragement unrelated to how the student feels",
+            "acknowledges strong emotions but in a formulaic way",
+            "reads frustration, boredom and shyness and responds to them warmly",
+            "consistently attuned: builds confidence, respects mood, turns setbacks into progress",
+        ),
+        "emot",
+    ),
+    Dimension(
+        "pacing",
+        "Is the tutor moving at the right speed for this student?",
+        (
+            "badly mismatched: drags a fast student or rushes a struggling one throughout",
+            "often too fast or too slow for this student; too much at once",
+            "acceptable pace with clear stretches of mismatch",
+            "mostly right for this student; adjusts after signs of mismatch",
+            "exactly right throughout: step size, length and challenge tuned to this student",
+        ),
+        "pace",
+    ),
+    Dimension(
+        "authenticity",
+        "Does it feel like a real teacher or a chatbot?",
+        (
+            "robotic: templates, repeated phrases, walls of text",
+            "noticeably scripted; formulaic praise and openers",
+            "mostly natural with some chatbot habits",
+            "sounds like a real teacher, varied and personal",
+            "indistinguishable from an excellent human tutor",
+        ),
+        "auth",
+    ),
+)
+"""One registration per dimension: the judge's prompt and schema, the offline judge and the reports derive from it."""
+
+DIMENSIONS: dict[str, Dimension] = {d.name: d for d in RUBRIC}
 
 PERSONA_CRITERIA = {
     "ace": "Did the tutor avoid patronising? Speed up and offer harder problems once the student showed mastery?",

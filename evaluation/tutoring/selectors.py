@@ -28,6 +28,7 @@ __all__ = [
     "run_evaluation",
     "run_list_page",
     "run_messages",
+    "run_config",
     "run_persona",
     "run_report_context",
     "run_topic",
@@ -102,12 +103,24 @@ def run_topic(run: EvaluationRun) -> TopicSpec | None:
     return TopicSpec.from_dict(stored) if isinstance(stored, dict) else None
 
 
+def run_config(run: EvaluationRun) -> dict[str, Any]:
+    """Everything the run was started with: its columns and its settings, as config.json shows them."""
+    return {
+        "run_id": run.run_id,
+        "topic_id": run.topic.topic_id if run.topic else None,
+        "persona_id": run.persona.persona_id if run.persona else None,
+        "max_turns": run.max_turns,
+        "seed": run.seed,
+        **run.config,
+    }
+
+
 def run_report_context(run: EvaluationRun) -> dict[str, Any]:
     """Everything the report writers need, from the database alone."""
     persona, topic = run_persona(run), run_topic(run)
     return {
         "run": {"run_id": run.run_id, "id": str(run.id), "status": run.status, "source": run.source},
-        "config": run.config,
+        "config": run_config(run),
         "persona": persona.as_dict() if persona else None,
         "topic": topic.as_dict() if topic else None,
         "session": {

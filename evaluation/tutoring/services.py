@@ -125,14 +125,11 @@ def run_start(
                     group=group,
                     repeat_index=repeat,
                     cost_limit_usd=cost_limit_usd,
+                    # Only what has no column of its own (run_config() shows both together).
                     config={
-                        "topic_id": topic.topic_id,
-                        "persona_id": p.persona_id,
-                        "max_turns": max_turns,
                         "turn_timeout": turn_timeout,
                         "target": agent.pk if agent else "reference",
                         "provider": provider or "",
-                        "seed": run_seed,
                         **({"grade": grade} if grade is not None else {}),
                         "started_by": started_by,
                         "timestamp": timezone.now().isoformat(),

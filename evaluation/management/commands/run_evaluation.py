@@ -14,14 +14,6 @@ from evaluation.runs.selectors import run_scores
 from evaluation.tutoring import services
 from evaluation.tutoring.selectors import DIMENSIONS
 
-SHORT = {
-    "responsiveness": "resp",
-    "explanation_quality": "expl",
-    "emotional_attunement": "emot",
-    "pacing": "pace",
-    "authenticity": "auth",
-}
-
 
 class Command(BaseCommand):
     help = "Run tutor evaluations: simulated personas talk to a tutor, a judge scores them, reports are written."
@@ -104,7 +96,11 @@ class Command(BaseCommand):
             raise CommandError(f"{len(failed)} run(s) failed: " + "; ".join(f"{r.run_id}: {r.error}" for r in failed))
 
     def print_table(self, runs):
-        header = f"{'persona':<22}" + "".join(f"{SHORT[d]:>6}" for d in DIMENSIONS) + f"{'avg':>7}{'turns':>7}  status"
+        header = (
+            f"{'persona':<22}"
+            + "".join(f"{d.short:>6}" for d in DIMENSIONS.values())
+            + f"{'avg':>7}{'turns':>7}  status"
+        )
         self.stdout.write("\n" + header)
         self.stdout.write("-" * len(header))
         for run in runs:
