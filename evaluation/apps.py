@@ -7,3 +7,11 @@ class EvaluationConfig(AppConfig):
     name = "evaluation"
     verbose_name = "Evaluation"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from django_q.signals import post_spawn
+
+        from evaluation.tasks import sweep_on_worker_start
+
+        # Every qcluster worker process that starts ends the runs of workers that died.
+        post_spawn.connect(sweep_on_worker_start, dispatch_uid="evaluation-sweep-on-worker-start")

@@ -1,10 +1,15 @@
 """django-q2 entry point: take a run id and its attempt, call the room's service. Workers are synchronous."""
 
+import logging
+
 from evaluation.drift import services as drift
 from evaluation.models import EvaluationRun
 from evaluation.models.runs import RunKind
+from evaluation.runs import services as run_services
 from evaluation.suites import services as suites
 from evaluation.tutoring import services as tutoring
+
+log = logging.getLogger(__name__)
 
 
 def run_task(run_pk: str, attempt: int, action: str = "execute") -> str:
@@ -19,3 +24,15 @@ def run_task(run_pk: str, attempt: int, action: str = "execute") -> str:
     else:
         return "missing"
     return run.status if run is not None else "skipped"
+
+
+def runs_sweep_task() -> list[str]:
+    """django-q2 schedule (every minute): runs whose worker stopped beating are marked interrupted."""
+    return run_services.runs_interrupt_stale()
+
+
+def sweep_on_worker_start(sender: object = None, proc_name: str = "", **kwargs: object) -> None:
+    """A worker process that starts (after a crash, say) first ends the runs whose worker died."""
+    ended = run_services.runs_interrupt_stale()
+    if ended:
+        log.warning("%s: marked interrupted on start: %s", proc_name, ", ".join(ended))

@@ -1,6 +1,7 @@
 """Real processes for tests: the app under daphne on the test database, and qcluster workers."""
 
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -23,19 +24,40 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @contextmanager
 def qcluster_worker(env: dict[str, str], log_path: Path) -> Iterator[subprocess.Popen]:
-    """A real `manage.py qcluster` process with env on top of ours; stopped on exit."""
+    """A real `manage.py qcluster` process with env on top of ours, in a process group of its own.
+
+    On exit the whole group (the cluster and the workers it forked) is stopped, and killed if it
+    does not stop within 20 s; a test may SIGKILL the group itself (os.killpg(worker.pid, ...)).
+    """
     worker = subprocess.Popen(
         [sys.executable, "manage.py", "qcluster"],
         cwd=ROOT,
         env={**os.environ, **env},
         stdout=subprocess.DEVNULL,
         stderr=log_path.open("wb"),
+        start_new_session=True,
     )
     try:
         yield worker
     finally:
-        worker.terminate()
-        worker.wait(20)
+        _stop_group(worker)
+
+
+def _stop_group(process: subprocess.Popen) -> None:
+    try:
+        os.killpg(process.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pass
+    try:
+        process.wait(20)
+    except subprocess.TimeoutExpired:
+        pass
+    try:
+        os.killpg(process.pid, signal.SIGKILL)  # anything the cluster left behind
+    except ProcessLookupError:
+        pass
+    if process.poll() is None:
+        process.wait(5)
 
 
 SERVER_ENV = {"EVAL_TUTOR_PROVIDER": "offline", "EVAL_LLM_PROVIDER": "", "EVAL_Q_SYNC": "1"}

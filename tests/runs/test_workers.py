@@ -1,0 +1,95 @@
+"""Runs end whatever happens to their worker: real qcluster processes, killed for real, and task timeouts."""
+
+import json
+import os
+import signal
+import time
+
+import pytest
+
+from evaluation.models import EvaluationRun, RunMessage
+from tests.servers import SERVER_ENV, database_url_for_tests, qcluster_worker
+
+pytestmark = pytest.mark.django_db(transaction=True)
+TOPIC = "two-digit-addition-regrouping"
+
+
+@pytest.fixture
+def real_queue(monkeypatch):
+    from django_q.conf import Conf
+
+    monkeypatch.setattr(Conf, "SYNC", False)
+
+
+@pytest.fixture
+def worker_env(server, loopback, tmp_path):
+    """A worker whose student is an LLM behind the loopback server (slow enough to be caught mid-run)."""
+    loopback.latency = 0.15
+    return {
+        **SERVER_ENV,
+        "EVAL_Q_SYNC": "0",
+        "DATABASE_URL": database_url_for_tests(),
+        "EVAL_SERVER_URL": server,
+        "EVAL_RUNS_DIR": str(tmp_path / "runs"),
+        "EVAL_SIMULATOR_PROVIDER": f"openai/student@{loopback.openai_url}",
+        "EVAL_RUN_STALE_AFTER": "2",
+    }
+
+
+def start(client, **body):
+    response = client.post(
+        "/api/evaluation/start",
+        json.dumps({"topic_id": TOPIC, "persona_file": "ace", "seed": 4, **body}),
+        content_type="application/json",
+    )
+    assert response.status_code == 202, response.content
+    return response.json()["run_id"]
+
+
+def wait_for(client, run_id, done, timeout, log):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        status = client.get(f"/api/evaluation/runs/{run_id}/status").json()
+        if done(status):
+            return status
+        time.sleep(0.2)
+    raise AssertionError(f"gave up waiting: {status}\n{log.read_text()[-3000:] if log.exists() else ''}")
+
+
+def test_a_killed_worker_leaves_an_interrupted_run_that_retry_completes(staff_client, real_queue, worker_env, tmp_path):
+    first_log, second_log = tmp_path / "q1.log", tmp_path / "q2.log"
+    with qcluster_worker(worker_env, first_log) as cluster:
+        run_id = start(staff_client, max_turns=20)
+        wait_for(staff_client, run_id, lambda s: s["run_status"] == "running" and s["turn"] >= 3, 60, first_log)
+        os.killpg(cluster.pid, signal.SIGKILL)
+        cluster.wait(10)
+        killed_at = time.monotonic()
+    run = EvaluationRun.objects.get(run_id=run_id)
+    assert run.status == "running"  # nobody is left to end it
+    killed_turns = RunMessage.objects.filter(run=run).count()
+
+    time.sleep(2.5)  # past EVAL_RUN_STALE_AFTER: a worker that starts now ends the dead worker's run
+    with qcluster_worker(worker_env, second_log):
+        status = wait_for(staff_client, run_id, lambda s: s["run_status"] != "running", 30, second_log)
+        assert status["run_status"] == "interrupted" and "EVAL_RUN_STALE_AFTER" in status["error"]
+        assert time.monotonic() - killed_at < 30
+        retry = staff_client.post(f"/api/evaluation/runs/{run_id}/retry")
+        assert retry.status_code == 202 and retry.json()["attempt"] == 2, retry.content
+        status = wait_for(staff_client, run_id, lambda s: s["run_status"] not in ("queued", "running"), 120, second_log)
+    assert status["run_status"] == "completed", status
+    messages = RunMessage.objects.filter(run__run_id=run_id)
+    assert messages.filter(attempt=1).count() == killed_turns  # the first attempt's messages stay as they were
+    for attempt in (1, 2):
+        turns = list(messages.filter(attempt=attempt).values_list("turn", "role"))
+        assert len(turns) == len(set(turns)), f"attempt {attempt} stored a turn twice"
+    assert messages.filter(attempt=2, role="student").count() >= 1
+
+
+def test_a_task_over_its_time_limit_ends_failed_never_running(staff_client, real_queue, worker_env, tmp_path):
+    log = tmp_path / "q.log"
+    with qcluster_worker({**worker_env, "EVAL_TASK_TIMEOUT": "3"}, log):
+        run_id = start(staff_client, max_turns=40)
+        status = wait_for(staff_client, run_id, lambda s: s["run_status"] not in ("queued", "running"), 60, log)
+    assert status["run_status"] == "failed", status
+    assert "time limit" in status["error"] and "EVAL_TASK_TIMEOUT" in status["error"]
+    assert RunMessage.objects.filter(run__run_id=run_id).exists()  # what was said before the limit is kept
