@@ -1,13 +1,16 @@
 """Settings, read from the environment so one codebase serves a laptop and a cluster.
 
 Embedded default (nothing set): SQLite in ./data, django-q2's ORM broker, the in-memory channel
-layer and the offline LLM provider. Scale-out: DATABASE_URL, REDIS_URL and provider keys.
+layer and the offline LLM provider, DEBUG off, answering on loopback only. Scale-out: DATABASE_URL,
+REDIS_URL and provider keys.
 """
 
 import os
+import secrets
 from pathlib import Path
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 DATA_DIR = Path(os.environ.get("EVAL_DATA_DIR", BASE_DIR / "data"))
@@ -21,17 +24,48 @@ def _env_bool(name: str, default: bool) -> bool:
     return value.strip().lower() in {"1", "true", "yes", "on"}
 
 
-DEBUG = _env_bool("DJANGO_DEBUG", True)
-# A fixed development key is only acceptable while DEBUG is on; production must set one.
-SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY") or (
-    "dev-only-insecure-key-set-DJANGO_SECRET_KEY-in-production" if DEBUG else ""
-)
+def _env_list(name: str) -> list[str]:
+    return [item.strip() for item in os.environ.get(name, "").split(",") if item.strip()]
+
+
+def _local_secret_key(path: Path) -> str:
+    """A random key made once and kept in the data folder: a laptop needs no configuration, and no
+    install shares a published key. Every process of the install (web, workers) reads the same file."""
+    if not path.exists():
+        draft = path.with_name(f".{path.name}.{os.getpid()}")
+        fd = os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(secrets.token_urlsafe(50))
+        try:
+            os.link(draft, path)  # atomic: when processes start together, the first key wins
+        except FileExistsError:
+            pass
+        finally:
+            draft.unlink()
+    return path.read_text().strip()
+
+
+# Off unless asked for: the debug pages list every URL and show settings and tracebacks to anyone.
+DEBUG = _env_bool("DJANGO_DEBUG", False)
+# This machine's names, and the one Django's test client sends (the bench scripts use it).
+_LOOPBACK_HOSTS = ["localhost", "127.0.0.1", "[::1]", "testserver"]
+ALLOWED_HOSTS = _env_list("DJANGO_ALLOWED_HOSTS") or _LOOPBACK_HOSTS
+CSRF_TRUSTED_ORIGINS = _env_list("DJANGO_CSRF_TRUSTED_ORIGINS")
+
+# A generated key is fine while only this machine can reach the app; anything served to other host
+# names is production and must bring its own key (shared by all its processes).
+SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "")
 if not SECRET_KEY:
-    raise RuntimeError("DJANGO_SECRET_KEY must be set when DJANGO_DEBUG is off")
-ALLOWED_HOSTS = [
-    h for h in os.environ.get("DJANGO_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver").split(",") if h
-]
-CSRF_TRUSTED_ORIGINS = [o for o in os.environ.get("DJANGO_CSRF_TRUSTED_ORIGINS", "").split(",") if o]
+    if not set(ALLOWED_HOSTS) <= set(_LOOPBACK_HOSTS):
+        raise ImproperlyConfigured(
+            "DJANGO_SECRET_KEY must be set when DJANGO_ALLOWED_HOSTS names another host "
+            f"than {', '.join(_LOOPBACK_HOSTS)} (see docs/deployment.md)"
+        )
+    SECRET_KEY = _local_secret_key(DATA_DIR / "secret_key")
+
+# Debug pages and error e-mails mask credentials in URLs (REDIS_URL, DATABASE_URL) as well as secret names.
+DEFAULT_EXCEPTION_REPORTER = "evalproject.error_reports.CredentialHidingReporter"
+DEFAULT_EXCEPTION_REPORTER_FILTER = "evalproject.error_reports.CredentialHidingFilter"
 
 INSTALLED_APPS = [
     "daphne",
@@ -115,7 +149,8 @@ STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = DATA_DIR / "staticfiles"
 LOGIN_URL = "/admin/login/"
 
-SESSION_COOKIE_SECURE = _env_bool("DJANGO_SECURE_COOKIES", not DEBUG)
+# Secure cookies by default would lose the login over plain http://localhost.
+SESSION_COOKIE_SECURE = _env_bool("DJANGO_SECURE_COOKIES", False)
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
