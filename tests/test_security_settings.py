@@ -1,5 +1,5 @@
-"""Settings that decide what a stranger can see or do: DEBUG, hosts, the secret key and debug
-pages."""
+"""Settings that decide what a stranger can see or do: DEBUG, hosts, the secret key, debug pages
+and passwords."""
 
 import json
 import os
@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings
+from django.contrib.auth.password_validation import validate_password
+from django.core.exceptions import ValidationError
 from django.test import Client, override_settings
 from django.urls import path
 
@@ -95,3 +97,25 @@ def test_debug_500_page_never_shows_the_redis_password(db, accept):
     assert response.status_code == 500
     assert "ConnectionError" in body and "REDIS_URL" in body and "redis.internal" in body  # the debug page itself
     assert REDIS_PASSWORD not in body, [m.start() for m in re.finditer(re.escape(REDIS_PASSWORD), body)]
+
+
+@pytest.mark.parametrize("weak", ["password", "12345678", "admin123", "staff-member"])
+def test_weak_passwords_are_refused(django_user_model, db, weak):
+    user = django_user_model(username="staff-member", email="staff-member@example.com")
+    with pytest.raises(ValidationError):
+        validate_password(weak, user)
+
+
+def test_a_long_uncommon_passphrase_is_accepted(django_user_model, db):
+    validate_password("plum tractor oboe 1987", django_user_model(username="staff-member"))
+
+
+def test_admin_password_form_refuses_a_weak_password(staff_client, django_user_model):
+    other = django_user_model.objects.create_user("reviewer", password="pw-reviewer-123")
+    response = staff_client.post(
+        f"/admin/auth/user/{other.pk}/password/", {"password1": "admin123", "password2": "admin123"}
+    )
+    assert response.status_code == 200  # the form again, with its errors
+    assert "This password is too short" in response.content.decode()
+    other.refresh_from_db()
+    assert other.check_password("pw-reviewer-123")
