@@ -7,6 +7,7 @@ REDIS_URL and provider keys.
 
 import os
 import secrets
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -80,6 +81,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "channels",
     "django_q",
+    "axes",
     "evaluation",
 ]
 
@@ -91,6 +93,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last, as django-axes asks: it turns a locked-out login into the lockout response.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "evalproject.urls"
@@ -140,6 +144,24 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+
+# Login throttling (django-axes): after LIMIT wrong passwords for one user from one address, that pair
+# is refused for the cool-off; a success before then clears the count. The admin lists the attempts.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",  # first, so a locked-out pair never reaches the password check
+    "django.contrib.auth.backends.ModelBackend",
+]
+_LOGIN_COOLOFF_MINUTES = int(os.environ.get("DJANGO_LOGIN_COOLOFF_MINUTES", "15"))
+AXES_FAILURE_LIMIT = int(os.environ.get("DJANGO_LOGIN_FAILURE_LIMIT", "5"))
+AXES_COOLOFF_TIME = timedelta(minutes=_LOGIN_COOLOFF_MINUTES)
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+# The cool-off runs from the lockout: retrying meanwhile does not push it back.
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
+AXES_COOLOFF_MESSAGE = (
+    "Too many failed logins for this account from your address. "
+    f"Try again in {_LOGIN_COOLOFF_MINUTES} minute{'s' if _LOGIN_COOLOFF_MINUTES != 1 else ''}."
+)
 
 LANGUAGE_CODE = "en-gb"
 TIME_ZONE = "UTC"
