@@ -11,6 +11,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
+from csp.constants import NONE, SELF, UNSAFE_INLINE
 from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -82,11 +83,13 @@ INSTALLED_APPS = [
     "channels",
     "django_q",
     "axes",
+    "csp",
     "evaluation",
 ]
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -178,6 +181,27 @@ SESSION_COOKIE_SECURE = _env_bool("DJANGO_SECURE_COOKIES", False)
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
+
+# The browser may run, style, load and connect to the app itself only (django-csp). Nothing inline
+# runs: scripts are static files, and transcripts show remote images as links (evaluation.web.markdown).
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF],
+        "style-src": [SELF],
+        # Score bars carry their server-computed width in a style attribute. An attribute cannot load
+        # anything (img-src is 'self'), user text never carries one (nh3 removes them), and <style>
+        # elements stay blocked by style-src.
+        "style-src-attr": [UNSAFE_INLINE],
+        "img-src": [SELF],
+        # 'self' matches ws: and wss: on the same host too (CSP Level 3): the live progress socket.
+        "connect-src": [SELF],
+        "object-src": [NONE],
+        "base-uri": [SELF],
+        "form-action": [SELF],
+        "frame-ancestors": [NONE],
+    }
+}
 
 REDIS_URL = os.environ.get("REDIS_URL", "")
 
