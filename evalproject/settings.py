@@ -2,7 +2,8 @@
 
 Embedded default (nothing set): SQLite in ./data, django-q2's ORM broker, the in-memory channel
 layer and the offline LLM provider, DEBUG off, answering on loopback only. Scale-out: DATABASE_URL,
-REDIS_URL and provider keys.
+REDIS_URL and provider keys. Production (docs/deployment.md): DJANGO_SECRET_KEY,
+DJANGO_ALLOWED_HOSTS and DJANGO_SECURE=1.
 """
 
 import os
@@ -49,18 +50,20 @@ def _local_secret_key(path: Path) -> str:
 
 # Off unless asked for: the debug pages list every URL and show settings and tracebacks to anyone.
 DEBUG = _env_bool("DJANGO_DEBUG", False)
+# Production over HTTPS: turns on the HTTPS group below, and makes DJANGO_SECRET_KEY required.
+_SECURE = _env_bool("DJANGO_SECURE", False)
 # This machine's names, and the one Django's test client sends (the bench scripts use it).
 _LOOPBACK_HOSTS = ["localhost", "127.0.0.1", "[::1]", "testserver"]
 ALLOWED_HOSTS = _env_list("DJANGO_ALLOWED_HOSTS") or _LOOPBACK_HOSTS
 CSRF_TRUSTED_ORIGINS = _env_list("DJANGO_CSRF_TRUSTED_ORIGINS")
 
 # A generated key is fine while only this machine can reach the app; anything served to other host
-# names is production and must bring its own key (shared by all its processes).
+# names, or over HTTPS, is production and must bring its own key (shared by all its processes).
 SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "")
 if not SECRET_KEY:
-    if not set(ALLOWED_HOSTS) <= set(_LOOPBACK_HOSTS):
+    if _SECURE or not set(ALLOWED_HOSTS) <= set(_LOOPBACK_HOSTS):
         raise ImproperlyConfigured(
-            "DJANGO_SECRET_KEY must be set when DJANGO_ALLOWED_HOSTS names another host "
+            "DJANGO_SECRET_KEY must be set when DJANGO_SECURE is on or DJANGO_ALLOWED_HOSTS names another host "
             f"than {', '.join(_LOOPBACK_HOSTS)} (see docs/deployment.md)"
         )
     SECRET_KEY = _local_secret_key(DATA_DIR / "secret_key")
@@ -176,9 +179,16 @@ STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = DATA_DIR / "staticfiles"
 LOGIN_URL = "/admin/login/"
 
-# Secure cookies by default would lose the login over plain http://localhost.
-SESSION_COOKIE_SECURE = _env_bool("DJANGO_SECURE_COOKIES", False)
+# HTTPS: DJANGO_SECURE=1 turns on the group, and each part can be set on its own.
+SECURE_SSL_REDIRECT = _env_bool("DJANGO_SSL_REDIRECT", _SECURE)
+SECURE_HSTS_SECONDS = int(os.environ.get("DJANGO_HSTS_SECONDS", 365 * 24 * 3600 if _SECURE else 0))
+SECURE_HSTS_INCLUDE_SUBDOMAINS = _env_bool("DJANGO_HSTS_INCLUDE_SUBDOMAINS", _SECURE)
+SECURE_HSTS_PRELOAD = _env_bool("DJANGO_HSTS_PRELOAD", _SECURE)
+SESSION_COOKIE_SECURE = _env_bool("DJANGO_SECURE_COOKIES", _SECURE)
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+# Only behind a proxy that sets X-Forwarded-Proto itself: a client could send the header otherwise.
+if _env_bool("DJANGO_TRUST_X_FORWARDED_PROTO", False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
 
@@ -236,6 +246,10 @@ REST_FRAMEWORK = {
     "EXCEPTION_HANDLER": "evaluation.api.errors.exception_handler",
 }
 SPECTACULAR_SETTINGS = {"TITLE": "Agent evaluation API", "VERSION": "0.1.0"}
+# `check --deploy` also builds the API schema. Its hints about guessed serializers and duplicate
+# operation ids are for `manage.py spectacular --validate`, not a reason to hold a deployment; a schema
+# that cannot be built at all (drf_spectacular.E001) still fails the check.
+SILENCED_SYSTEM_CHECKS = ["drf_spectacular.W001", "drf_spectacular.W002"]
 
 # The app's own settings, read through evaluation.conf.setting().
 EVALUATION = {

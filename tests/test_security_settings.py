@@ -1,9 +1,10 @@
-"""Settings that decide what a stranger can see or do: DEBUG, hosts, the secret key, debug pages
-and passwords."""
+"""Settings that decide what a stranger can see or do: DEBUG, hosts, the secret key, debug pages,
+passwords, and the production environment that `check --deploy` passes."""
 
 import json
 import os
 import re
+import secrets
 import subprocess
 import sys
 from pathlib import Path
@@ -57,7 +58,7 @@ def test_debug_is_on_only_when_asked(tmp_path):
     assert page["debug"] is True and "URL patterns" in page["body"]
 
 
-@pytest.mark.parametrize("env", [{"DJANGO_ALLOWED_HOSTS": "eval.example.org"}])
+@pytest.mark.parametrize("env", [{"DJANGO_ALLOWED_HOSTS": "eval.example.org"}, {"DJANGO_SECURE": "1"}])
 def test_production_without_a_secret_key_refuses_to_start(tmp_path, env):
     result = run_python("", env, tmp_path, "check")
     assert result.returncode != 0
@@ -119,3 +120,26 @@ def test_admin_password_form_refuses_a_weak_password(staff_client, django_user_m
     assert "This password is too short" in response.content.decode()
     other.refresh_from_db()
     assert other.check_password("pw-reviewer-123")
+
+
+def documented_production_environment() -> dict[str, str]:
+    """The NAME=value lines of the production environment block in docs/deployment.md."""
+    text = (ROOT / "docs" / "deployment.md").read_text()
+    block = re.search(r"<!-- production-environment -->\s*```[a-z]*\n(.*?)```", text, re.S)
+    assert block, "docs/deployment.md: no ``` block after <!-- production-environment -->"
+    env = {}
+    for line in block.group(1).splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            name, _, value = line.partition("=")
+            env[name] = value
+    return env
+
+
+def test_documented_production_environment_passes_check_deploy(tmp_path):
+    env = documented_production_environment()
+    assert {"DJANGO_SECRET_KEY", "DJANGO_ALLOWED_HOSTS", "DJANGO_SECURE"} <= env.keys()
+    env["DJANGO_SECRET_KEY"] = secrets.token_urlsafe(64)
+    result = run_python("", env, tmp_path, "check", "--deploy", "--fail-level", "WARNING")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "no issues" in result.stdout
