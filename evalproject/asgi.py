@@ -1,6 +1,7 @@
 """ASGI entry point: HTTP goes to Django, WebSocket to the Channels routes."""
 
 import os
+from urllib.parse import ParseResult
 
 from django.core.asgi import get_asgi_application
 
@@ -9,13 +10,32 @@ django_asgi_app = get_asgi_application()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from channels.security.websocket import OriginValidator  # noqa: E402
 from django.conf import settings  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
 from evaluation.routing import websocket_urlpatterns  # noqa: E402
 
+
+class PageOriginValidator(OriginValidator):
+    """Channels' AllowedHostsOriginValidator, except that a handshake without an Origin passes.
+
+    A browser always sends Origin with a WebSocket handshake, so a page on another site is refused
+    (cross-site WebSocket hijacking with the staff member's cookie). A machine client, such as the
+    evaluation runner on the session protocol, sends none and carries no browser's cookies.
+    """
+
+    def valid_origin(self, parsed_origin: ParseResult | None) -> bool:
+        return parsed_origin is None or super().valid_origin(parsed_origin)
+
+
 # The embedded default serves its own static files (admin and dashboard CSS/JS) so one daphne
 # process is the whole web tier; behind a proxy, set EVAL_SERVE_STATIC=0 and serve collectstatic.
 http_app = ASGIStaticFilesHandler(django_asgi_app) if settings.EVALUATION["SERVE_STATIC"] else django_asgi_app
 
-application = ProtocolTypeRouter({"http": http_app, "websocket": AuthMiddlewareStack(URLRouter(websocket_urlpatterns))})
+application = ProtocolTypeRouter(
+    {
+        "http": http_app,
+        "websocket": PageOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns)), settings.ALLOWED_HOSTS),
+    }
+)

@@ -1,13 +1,19 @@
 """Settings, read from the environment so one codebase serves a laptop and a cluster.
 
 Embedded default (nothing set): SQLite in ./data, django-q2's ORM broker, the in-memory channel
-layer and the offline LLM provider. Scale-out: DATABASE_URL, REDIS_URL and provider keys.
+layer and the offline LLM provider, DEBUG off, answering on loopback only. Scale-out: DATABASE_URL,
+REDIS_URL and provider keys. Production (docs/deployment.md): DJANGO_SECRET_KEY,
+DJANGO_ALLOWED_HOSTS and DJANGO_SECURE=1.
 """
 
 import os
+import secrets
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
+from csp.constants import NONE, SELF, UNSAFE_INLINE
+from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 DATA_DIR = Path(os.environ.get("EVAL_DATA_DIR", BASE_DIR / "data"))
@@ -21,17 +27,50 @@ def _env_bool(name: str, default: bool) -> bool:
     return value.strip().lower() in {"1", "true", "yes", "on"}
 
 
-DEBUG = _env_bool("DJANGO_DEBUG", True)
-# A fixed development key is only acceptable while DEBUG is on; production must set one.
-SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY") or (
-    "dev-only-insecure-key-set-DJANGO_SECRET_KEY-in-production" if DEBUG else ""
-)
+def _env_list(name: str) -> list[str]:
+    return [item.strip() for item in os.environ.get(name, "").split(",") if item.strip()]
+
+
+def _local_secret_key(path: Path) -> str:
+    """A random key made once and kept in the data folder: a laptop needs no configuration, and no
+    install shares a published key. Every process of the install (web, workers) reads the same file."""
+    if not path.exists():
+        draft = path.with_name(f".{path.name}.{os.getpid()}")
+        fd = os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(secrets.token_urlsafe(50))
+        try:
+            os.link(draft, path)  # atomic: when processes start together, the first key wins
+        except FileExistsError:
+            pass
+        finally:
+            draft.unlink()
+    return path.read_text().strip()
+
+
+# Off unless asked for: the debug pages list every URL and show settings and tracebacks to anyone.
+DEBUG = _env_bool("DJANGO_DEBUG", False)
+# Production over HTTPS: turns on the HTTPS group below, and makes DJANGO_SECRET_KEY required.
+_SECURE = _env_bool("DJANGO_SECURE", False)
+# This machine's names, and the one Django's test client sends (the bench scripts use it).
+_LOOPBACK_HOSTS = ["localhost", "127.0.0.1", "[::1]", "testserver"]
+ALLOWED_HOSTS = _env_list("DJANGO_ALLOWED_HOSTS") or _LOOPBACK_HOSTS
+CSRF_TRUSTED_ORIGINS = _env_list("DJANGO_CSRF_TRUSTED_ORIGINS")
+
+# A generated key is fine while only this machine can reach the app; anything served to other host
+# names, or over HTTPS, is production and must bring its own key (shared by all its processes).
+SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "")
 if not SECRET_KEY:
-    raise RuntimeError("DJANGO_SECRET_KEY must be set when DJANGO_DEBUG is off")
-ALLOWED_HOSTS = [
-    h for h in os.environ.get("DJANGO_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver").split(",") if h
-]
-CSRF_TRUSTED_ORIGINS = [o for o in os.environ.get("DJANGO_CSRF_TRUSTED_ORIGINS", "").split(",") if o]
+    if _SECURE or not set(ALLOWED_HOSTS) <= set(_LOOPBACK_HOSTS):
+        raise ImproperlyConfigured(
+            "DJANGO_SECRET_KEY must be set when DJANGO_SECURE is on or DJANGO_ALLOWED_HOSTS names another host "
+            f"than {', '.join(_LOOPBACK_HOSTS)} (see docs/deployment.md)"
+        )
+    SECRET_KEY = _local_secret_key(DATA_DIR / "secret_key")
+
+# Debug pages and error e-mails mask credentials in URLs (REDIS_URL, DATABASE_URL) as well as secret names.
+DEFAULT_EXCEPTION_REPORTER = "evalproject.error_reports.CredentialHidingReporter"
+DEFAULT_EXCEPTION_REPORTER_FILTER = "evalproject.error_reports.CredentialHidingFilter"
 
 INSTALLED_APPS = [
     "daphne",
@@ -46,17 +85,22 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "channels",
     "django_q",
+    "axes",
+    "csp",
     "evaluation",
 ]
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last, as django-axes asks: it turns a locked-out login into the lockout response.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "evalproject.urls"
@@ -102,8 +146,28 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
-    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator", "OPTIONS": {"min_length": 12}},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+
+# Login throttling (django-axes): after LIMIT wrong passwords for one user from one address, that pair
+# is refused for the cool-off; a success before then clears the count. The admin lists the attempts.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",  # first, so a locked-out pair never reaches the password check
+    "django.contrib.auth.backends.ModelBackend",
+]
+_LOGIN_COOLOFF_MINUTES = int(os.environ.get("DJANGO_LOGIN_COOLOFF_MINUTES", "15"))
+AXES_FAILURE_LIMIT = int(os.environ.get("DJANGO_LOGIN_FAILURE_LIMIT", "5"))
+AXES_COOLOFF_TIME = timedelta(minutes=_LOGIN_COOLOFF_MINUTES)
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+# The cool-off runs from the lockout: retrying meanwhile does not push it back.
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
+AXES_COOLOFF_MESSAGE = (
+    "Too many failed logins for this account from your address. "
+    f"Try again in {_LOGIN_COOLOFF_MINUTES} minute{'s' if _LOGIN_COOLOFF_MINUTES != 1 else ''}."
+)
 
 LANGUAGE_CODE = "en-gb"
 TIME_ZONE = "UTC"
@@ -115,10 +179,39 @@ STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = DATA_DIR / "staticfiles"
 LOGIN_URL = "/admin/login/"
 
-SESSION_COOKIE_SECURE = _env_bool("DJANGO_SECURE_COOKIES", not DEBUG)
+# HTTPS: DJANGO_SECURE=1 turns on the group, and each part can be set on its own.
+SECURE_SSL_REDIRECT = _env_bool("DJANGO_SSL_REDIRECT", _SECURE)
+SECURE_HSTS_SECONDS = int(os.environ.get("DJANGO_HSTS_SECONDS", 365 * 24 * 3600 if _SECURE else 0))
+SECURE_HSTS_INCLUDE_SUBDOMAINS = _env_bool("DJANGO_HSTS_INCLUDE_SUBDOMAINS", _SECURE)
+SECURE_HSTS_PRELOAD = _env_bool("DJANGO_HSTS_PRELOAD", _SECURE)
+SESSION_COOKIE_SECURE = _env_bool("DJANGO_SECURE_COOKIES", _SECURE)
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+# Only behind a proxy that sets X-Forwarded-Proto itself: a client could send the header otherwise.
+if _env_bool("DJANGO_TRUST_X_FORWARDED_PROTO", False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
+
+# The browser may run, style, load and connect to the app itself only (django-csp). Nothing inline
+# runs: scripts are static files, and transcripts show remote images as links (evaluation.web.markdown).
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF],
+        "style-src": [SELF],
+        # Score bars carry their server-computed width in a style attribute. An attribute cannot load
+        # anything (img-src is 'self'), user text never carries one (nh3 removes them), and <style>
+        # elements stay blocked by style-src.
+        "style-src-attr": [UNSAFE_INLINE],
+        "img-src": [SELF],
+        # 'self' matches ws: and wss: on the same host too (CSP Level 3): the live progress socket.
+        "connect-src": [SELF],
+        "object-src": [NONE],
+        "base-uri": [SELF],
+        "form-action": [SELF],
+        "frame-ancestors": [NONE],
+    }
+}
 
 REDIS_URL = os.environ.get("REDIS_URL", "")
 
@@ -153,6 +246,10 @@ REST_FRAMEWORK = {
     "EXCEPTION_HANDLER": "evaluation.api.errors.exception_handler",
 }
 SPECTACULAR_SETTINGS = {"TITLE": "Agent evaluation API", "VERSION": "0.1.0"}
+# `check --deploy` also builds the API schema. Its hints about guessed serializers and duplicate
+# operation ids are for `manage.py spectacular --validate`, not a reason to hold a deployment; a schema
+# that cannot be built at all (drf_spectacular.E001) still fails the check.
+SILENCED_SYSTEM_CHECKS = ["drf_spectacular.W001", "drf_spectacular.W002"]
 
 # The app's own settings, read through evaluation.conf.setting().
 EVALUATION = {

@@ -2,6 +2,12 @@
 // channel layer, otherwise polling every 2 s. When a watched run finishes, the page reloads.
 (function () {
   "use strict";
+  // A slider shows its value in the <output> after it (a static script: the CSP runs no inline code).
+  document.querySelectorAll("input[type=range]").forEach(function (range) {
+    var out = range.nextElementSibling;
+    if (!out || out.tagName !== "OUTPUT") return;
+    range.addEventListener("input", function () { out.value = range.value; });
+  });
   document.querySelectorAll(".tab").forEach(function (tab) {
     tab.addEventListener("click", function () {
       document.querySelectorAll(".tab").forEach(function (t) { t.classList.toggle("active", t === tab); });
