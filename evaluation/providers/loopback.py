@@ -116,6 +116,7 @@ class LoopbackLLMServer:
         self.fault_rate = fault_rate
         self.responder = responder
         self.hang_seconds = hang_seconds
+        self._defaults = (latency, fault_rate, responder)
         self.requests: list[RecordedRequest] = []
         self._scripts: dict[str | None, deque[Reply]] = {}
         self._lock = threading.Lock()
@@ -172,9 +173,11 @@ class LoopbackLLMServer:
             return sum(1 for r in self.requests if endpoint is None or r.endpoint == endpoint)
 
     def reset(self) -> None:
+        """Forget requests and scripts, and put back the latency, fault rate and responder it started with."""
         with self._lock:
             self.requests.clear()
             self._scripts.clear()
+            self.latency, self.fault_rate, self.responder = self._defaults
 
     def _next_reply(self, endpoint: str, body: dict[str, Any]) -> Reply:
         with self._lock:
