@@ -44,6 +44,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "rest_framework.authtoken",
     "drf_spectacular",
+    "drf_spectacular_sidecar",
     "channels",
     "django_q",
     "evaluation",
@@ -178,6 +179,10 @@ SPECTACULAR_SETTINGS = {
         "RunSourceEnum": "evaluation.models.runs.RunSource",
         "AgentKindEnum": "evaluation.models.agents.Agent.Kind",
     },
+    # Swagger UI and Redoc from drf-spectacular-sidecar's static files, not a CDN: no internet needed.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
 }
 
 # The app's own settings, read through evaluation.conf.setting().

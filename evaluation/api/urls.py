@@ -1,6 +1,7 @@
-"""REST API routes: one view per operation."""
+"""REST API routes: one view per operation; /api/docs/ and /api/redoc/ describe them all."""
 
 from django.urls import path
+from drf_spectacular.views import SpectacularRedocView, SpectacularSwaggerSplitView
 
 from evaluation.api import catalogue, drift, runs, suites, tutoring
 
@@ -38,4 +39,7 @@ urlpatterns = [
     path("catalogue/personas/<str:persona_id>", catalogue.PersonaDetailView.as_view(), name="api-persona"),
     path("catalogue/agents", catalogue.AgentListView.as_view(), name="api-agents"),
     path("catalogue/agents/<str:agent_id>", catalogue.AgentDetailView.as_view(), name="api-agent"),
+    # the schema's pages; Swagger UI's split view loads its script from a URL, not inline (strict CSP)
+    path("docs/", SpectacularSwaggerSplitView.as_view(url_name="schema"), name="api-docs"),
+    path("redoc/", SpectacularRedocView.as_view(url_name="schema"), name="api-redoc"),
 ]
