@@ -1,62 +1,172 @@
-"""Drift API: ingest messages, start evaluations, and the runtime-correction checks for external agents."""
+"""Persona drift (spec 002): ingest messages, start evaluations, and the runtime checks for external agents."""
 
+from typing import Any
+
+from drf_spectacular.types import OpenApiTypes
 from rest_framework import serializers, status
-from rest_framework.decorators import api_view
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.views import APIView
 
+from evaluation.api.keys import provider_keys_check
+from evaluation.api.schema import operation, path_parameter
+from evaluation.api.serializers import Output, RunAcceptedOutput
 from evaluation.drift import services
+from evaluation.models import AgentMessage
+
+UNKNOWN_AGENT = "No agent has this id."
 
 
-class GateSerializer(serializers.Serializer):
+AGENT_ID = path_parameter("agent_id", "A character agent's id.")
+
+
+class DriftMessageInput(serializers.Serializer):
+    """One message a character agent wrote (the records the ingest body holds)."""
+
+    agent = serializers.CharField(help_text="The agent's id.")
+    channel = serializers.CharField(help_text="The channel, with or without '#'.")
     text = serializers.CharField()
-    channel = serializers.CharField()
-    attempt = serializers.IntegerField(default=1, min_value=1, max_value=20)
-    original_text = serializers.CharField(required=False, allow_blank=True, default="")
+    recipient = serializers.CharField(required=False, allow_blank=True)
+    time = serializers.DateTimeField(required=False, help_text="ISO 8601 (default: now).")
 
 
-class PreInvocationSerializer(serializers.Serializer):
-    channel = serializers.CharField()
+class IngestOutput(Output):
+    created = serializers.SerializerMethodField(help_text="How many messages were stored.")
+
+    def get_created(self, messages: list[AgentMessage]) -> int:
+        return len(messages)
 
 
-class EvaluateSerializer(serializers.Serializer):
-    dimensions = serializers.ListField(child=serializers.CharField(), required=False)
-    sample_size = serializers.IntegerField(default=20, min_value=1, max_value=500)
-    judge = serializers.CharField(required=False, allow_blank=True, default="")
-
-
-@api_view(["POST"])
-def ingest(request: Request) -> Response:
-    """Messages as one JSON object, a JSON list, or JSON lines (application/x-ndjson); all or nothing."""
-    created = services.messages_ingest_body(request.body)
-    return Response({"created": len(created)}, status=status.HTTP_201_CREATED)
-
-
-@api_view(["POST"])
-def evaluate(request: Request, agent_id: str) -> Response:
-    body = EvaluateSerializer(data=request.data)
-    body.is_valid(raise_exception=True)
-    run = services.drift_run_start(
-        agent_id=agent_id,
-        dimensions=body.validated_data.get("dimensions"),
-        sample_size=body.validated_data["sample_size"],
-        judge=body.validated_data["judge"] or None,
+class IngestView(APIView):
+    @operation(
+        operation_id="drift_messages_ingest",
+        tag="drift",
+        summary="Ingest character agents' messages",
+        description="Messages as one JSON object, a JSON list (application/json) or JSON lines "
+        "(application/x-ndjson). Every record is checked first; any problem, named by its index or "
+        "line and field, stores nothing.",
+        request={"application/json": DriftMessageInput(many=True), "application/x-ndjson": OpenApiTypes.STR},
+        ok={201: IngestOutput},
+        invalid="A record is not valid: `fields` names it (`[2].agent`, `line 5`) and why; nothing was stored.",
+        body=True,
     )
-    return Response({"run_id": run.run_id, "status": run.status}, status=status.HTTP_202_ACCEPTED)
+    def post(self, request: Request) -> Response:
+        # The ingest service parses the raw body itself: it accepts JSON lines and names each bad line.
+        created = services.messages_ingest_body(request.body)
+        return Response(IngestOutput(created).data, status=status.HTTP_201_CREATED)
 
 
-@api_view(["POST"])
-def gate(request: Request, agent_id: str) -> Response:
-    """Score a message before the runtime commits it: {commit, score, threshold, feedback, ...}."""
-    body = GateSerializer(data=request.data)
-    body.is_valid(raise_exception=True)
-    decision = services.gate(agent_id=agent_id, **body.validated_data)
-    return Response(decision.__dict__)
+class DriftEvaluateInput(serializers.Serializer):
+    dimensions = serializers.ListField(
+        child=serializers.CharField(),
+        required=False,
+        help_text="adherence, consistency, fluency, convergence (default: all four).",
+    )
+    sample_size = serializers.IntegerField(default=20, min_value=1, max_value=500)
+    judge = serializers.CharField(
+        required=False, allow_blank=True, default="", help_text="The proposition judge's provider."
+    )
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        provider_keys_check(["proposition_judge"], attrs["judge"], field="judge")
+        return attrs
 
 
-@api_view(["POST"])
-def pre_invocation_view(request: Request, agent_id: str) -> Response:
-    """What to add to the agent's next system prompt: a nudge and phrases to avoid (either may be empty)."""
-    body = PreInvocationSerializer(data=request.data)
-    body.is_valid(raise_exception=True)
-    return Response(services.pre_invocation_for(agent_id=agent_id, channel=body.validated_data["channel"]))
+class DriftEvaluateView(APIView):
+    @operation(
+        operation_id="drift_agents_evaluate",
+        tag="drift",
+        summary="Start a drift evaluation",
+        description="Scores the agent's newest messages on each dimension in the background.",
+        parameters=[AGENT_ID],
+        request=DriftEvaluateInput,
+        ok={202: RunAcceptedOutput},
+        invalid="An unknown dimension, sample_size out of range, or a judge that is unknown or lacks its API key.",
+        not_found=UNKNOWN_AGENT,
+        conflict="As many runs are active as EVAL_MAX_ACTIVE_RUNS allows; try again later.",
+        body=True,
+    )
+    def post(self, request: Request, agent_id: str) -> Response:
+        body = DriftEvaluateInput(data=request.data)
+        body.is_valid(raise_exception=True)
+        run = services.drift_run_start(
+            agent_id=agent_id,
+            dimensions=body.validated_data.get("dimensions"),
+            sample_size=body.validated_data["sample_size"],
+            judge=body.validated_data["judge"] or None,
+        )
+        return Response(RunAcceptedOutput(run).data, status=status.HTTP_202_ACCEPTED)
+
+
+class GateInput(serializers.Serializer):
+    text = serializers.CharField(help_text="The message the runtime is about to commit.")
+    channel = serializers.CharField()
+    attempt = serializers.IntegerField(default=1, min_value=1, max_value=20, help_text="1 for the first draft.")
+    original_text = serializers.CharField(
+        required=False, allow_blank=True, default="", help_text="The first draft, on later attempts."
+    )
+
+
+class GateOutput(Output):
+    commit = serializers.BooleanField(help_text="True: send the message; false: rewrite it with `feedback`.")
+    score = serializers.FloatField(allow_null=True, help_text="0-9; null when the gate is off or unscored.")
+    threshold = serializers.FloatField()
+    attempt = serializers.IntegerField()
+    max_attempts = serializers.IntegerField()
+    reasoning = serializers.CharField()
+    feedback = serializers.CharField()
+    outcome = serializers.CharField(allow_null=True, help_text="How a correction ended, once it has.")
+
+
+class GateView(APIView):
+    @operation(
+        operation_id="drift_agents_gate",
+        tag="drift",
+        summary="Gate a message before it is sent",
+        description="Spec 002's action gate for an external runtime that drives its own retries: commit, "
+        "or retry with feedback. Answers commit when the gate is off for the agent.",
+        parameters=[AGENT_ID],
+        request=GateInput,
+        ok={200: GateOutput},
+        invalid="A field is missing or out of range.",
+        not_found=UNKNOWN_AGENT,
+        body=True,
+    )
+    def post(self, request: Request, agent_id: str) -> Response:
+        body = GateInput(data=request.data)
+        body.is_valid(raise_exception=True)
+        decision = services.gate(agent_id=agent_id, **body.validated_data)
+        return Response(GateOutput(decision).data)
+
+
+class PreInvocationInput(serializers.Serializer):
+    channel = serializers.CharField()
+
+
+class PreInvocationOutput(Output):
+    nudge = serializers.CharField(allow_null=True, help_text="An anti-convergence nudge, or null.")
+    avoid_phrases = serializers.ListField(child=serializers.CharField(), help_text="Phrases the agent overuses.")
+
+
+class PreInvocationView(APIView):
+    @operation(
+        operation_id="drift_agents_pre_invocation",
+        tag="drift",
+        summary="What to add to the agent's next prompt",
+        description="A nudge (anti-convergence) and phrases to avoid (repetition suppression); either may be "
+        "empty. Transient: nothing is stored in the agent's messages.",
+        parameters=[AGENT_ID],
+        request=PreInvocationInput,
+        ok={200: PreInvocationOutput},
+        invalid="channel is missing.",
+        not_found=UNKNOWN_AGENT,
+        body=True,
+    )
+    def post(self, request: Request, agent_id: str) -> Response:
+        body = PreInvocationInput(data=request.data)
+        body.is_valid(raise_exception=True)
+        return Response(
+            PreInvocationOutput(
+                services.pre_invocation_for(agent_id=agent_id, channel=body.validated_data["channel"])
+            ).data
+        )

@@ -1,7 +1,11 @@
 """One error shape for the API: {"error": reason, "fields": {field: [reasons]}}, never a traceback."""
 
 import logging
+from collections.abc import Iterator
+from typing import Any
 
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
 from django.http import Http404
 from rest_framework import exceptions, status
 from rest_framework.response import Response
@@ -11,6 +15,40 @@ from evaluation.errors import Conflict, InvalidInput, NotFound
 
 log = logging.getLogger(__name__)
 
+NON_FIELD = "non_field_errors"
+
+
+class PayloadTooLarge(exceptions.APIException):
+    status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
+    default_code = "payload_too_large"
+
+    def __init__(self) -> None:
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        super().__init__(f"the request body is too large: the limit is {limit} bytes (DATA_UPLOAD_MAX_MEMORY_SIZE)")
+
+
+def flat_fields(detail: Any, prefix: str = "") -> Iterator[tuple[str, str]]:
+    """(field, reason) pairs from DRF's nested error detail; nested fields are dotted (`dimensions.0`)."""
+    if isinstance(detail, dict):
+        for key, value in detail.items():
+            yield from flat_fields(value, f"{prefix}.{key}" if prefix else str(key))
+    elif isinstance(detail, list):
+        for index, value in enumerate(detail):
+            if isinstance(value, (dict, list)):
+                yield from flat_fields(value, f"{prefix}.{index}" if prefix else str(index))
+            else:
+                yield prefix or NON_FIELD, str(value)
+    else:
+        yield prefix or NON_FIELD, str(detail)
+
+
+def error_body(problems: list[tuple[str, str]]) -> dict[str, Any]:
+    fields: dict[str, list[str]] = {}
+    for field, reason in problems:
+        fields.setdefault(field, []).append(reason)
+    summary = "; ".join(f"{k}: {' '.join(v)}" if k != NON_FIELD else " ".join(v) for k, v in fields.items())
+    return {"error": summary, "fields": fields}
+
 
 def exception_handler(exc, context):
     # The services' own refusals map to one status each, so views need no try/except of their own.
@@ -19,10 +57,10 @@ def exception_handler(exc, context):
     if isinstance(exc, Conflict):
         return Response({"error": str(exc)}, status=status.HTTP_409_CONFLICT)
     if isinstance(exc, InvalidInput):
-        fields: dict[str, list[str]] = {}
-        for p in exc.problems:
-            fields.setdefault(p.field or "non_field_errors", []).append(p.reason)
-        return Response({"error": str(exc), "fields": fields}, status=status.HTTP_400_BAD_REQUEST)
+        body = error_body([(p.field or NON_FIELD, p.reason) for p in exc.problems])
+        return Response({**body, "error": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
+    if isinstance(exc, RequestDataTooBig):  # Django's own bound, which DRF's JSON parser also meets
+        exc = PayloadTooLarge()
     response = drf_exception_handler(exc, context)
     if response is None:
         log.exception("unhandled API error", exc_info=exc)
@@ -30,9 +68,7 @@ def exception_handler(exc, context):
             {"error": f"internal error: {type(exc).__name__}"}, status=status.HTTP_500_INTERNAL_SERVER_ERROR
         )
     if isinstance(exc, exceptions.ValidationError):
-        data = exc.detail if isinstance(exc.detail, dict) else {"non_field_errors": exc.detail}
-        summary = "; ".join(f"{k}: {' '.join(map(str, v)) if isinstance(v, list) else v}" for k, v in data.items())
-        response.data = {"error": summary, "fields": data}
+        response.data = error_body(list(flat_fields(exc.detail)))
     elif isinstance(exc, (exceptions.APIException, Http404)):
         detail = getattr(exc, "detail", str(exc))
         response.data = {"error": str(detail)}

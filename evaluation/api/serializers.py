@@ -1,28 +1,224 @@
-"""Request shapes for the evaluation API."""
+"""Shapes shared by the API's operations: runs (summary, status, detail, export rows) and their filters."""
 
+from typing import Any
+
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from evaluation.models import EvaluationRun
+from evaluation.models.runs import RootCause, RunKind, RunSource, RunStage, RunStatus, Severity
+from evaluation.runs import selectors as run_selectors
+from evaluation.tutoring import selectors as tutoring_selectors
 
-class StartSerializer(serializers.Serializer):
-    topic_id = serializers.CharField()
-    persona_file = serializers.CharField(required=False, help_text="'ace.json', 'ace' or 'all'")
-    persona = serializers.CharField(required=False, help_text="Alias of persona_file")
-    max_turns = serializers.IntegerField(default=20, min_value=1, max_value=100)
-    runs_per_persona = serializers.IntegerField(default=1, min_value=1, max_value=20)
-    seed = serializers.IntegerField(required=False, allow_null=True, default=None)
-    target = serializers.CharField(
-        required=False, allow_blank=True, default="", help_text="Agent id (default: the reference tutor)"
+
+class Output(serializers.Serializer):
+    """An output shape: every field is in every response, so the schema marks each one required."""
+
+    def get_fields(self) -> dict[str, serializers.Field]:
+        fields = super().get_fields()
+        for field in fields.values():
+            field.read_only = True
+        return fields
+
+
+class IsoDateTimeField(serializers.DateTimeField):
+    """ISO 8601 as Python writes it (`+00:00`), the form spec 001's clients already read."""
+
+    def to_representation(self, value: Any) -> Any:
+        return value.isoformat() if hasattr(value, "isoformat") else value
+
+
+class BlankAsNullField(serializers.CharField):
+    """A text column where blank means 'none': answered as null."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(allow_null=True, **kwargs)
+
+    def to_representation(self, value: Any) -> str | None:  # type: ignore[override]
+        return str(value) if value else None
+
+
+# --- filters ---------------------------------------------------------------------------------
+
+
+class RunFilterInput(serializers.Serializer):
+    """Query filters for runs; blank ones match all. Dates are whole UTC days, both inclusive."""
+
+    kind = serializers.ChoiceField(RunKind.choices, required=False, allow_blank=True)
+    source = serializers.ChoiceField(RunSource.choices, required=False, allow_blank=True)  # type: ignore[assignment]
+    persona = serializers.CharField(required=False, allow_blank=True, help_text="A persona id, e.g. `ace`.")
+    topic = serializers.CharField(required=False, allow_blank=True, help_text="A topic id.")
+    agent = serializers.CharField(required=False, allow_blank=True, help_text="An agent id.")
+    status = serializers.ChoiceField(RunStatus.choices, required=False, allow_blank=True)
+    group = serializers.CharField(required=False, allow_blank=True, help_text="A multi-persona comparison id.")
+    date_from = serializers.DateField(required=False, allow_null=True, help_text="YYYY-MM-DD: created on or after.")
+    date_to = serializers.DateField(required=False, allow_null=True, help_text="YYYY-MM-DD: created on or before.")
+
+    def to_internal_value(self, data: Any) -> Any:
+        # An empty date in a query string (?date_from=) means no date, like the other blank filters.
+        if hasattr(data, "dict"):
+            data = data.dict()
+        data = {k: (None if k in ("date_from", "date_to") and v == "" else v) for k, v in dict(data).items()}
+        return super().to_internal_value(data)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        start, end = attrs.get("date_from"), attrs.get("date_to")
+        if start and end and start > end:
+            raise serializers.ValidationError({"date_to": [f"{end} is before date_from ({start})"]})
+        return attrs
+
+
+class RunExportInput(RunFilterInput):
+    format = serializers.ChoiceField(
+        [("csv", "CSV"), ("json", "JSON")], default="json", help_text="`csv` (streamed) or `json`."
     )
-    provider = serializers.CharField(required=False, allow_blank=True, default="")
-    cost_limit_usd = serializers.FloatField(required=False, allow_null=True, default=None, min_value=0)
 
 
-class EvaluateSessionSerializer(serializers.Serializer):
-    session_id = serializers.UUIDField()
-    provider = serializers.CharField(required=False, allow_blank=True, default="")
+# --- runs ------------------------------------------------------------------------------------
 
 
-class SuiteRunSerializer(serializers.Serializer):
-    model = serializers.CharField(required=False, allow_blank=True, default="")
-    judge_model = serializers.CharField(required=False, allow_blank=True, default="")
-    judge = serializers.BooleanField(required=False, default=True)
+class RunStatusOutput(Output):
+    """Spec 001's status shape: `status` is the stage; `run_status` is the lifecycle status."""
+
+    status = serializers.ChoiceField(RunStage.choices, source="stage", help_text="The stage (spec 001's status).")
+    run_status = serializers.ChoiceField(RunStatus.choices, source="status", help_text="The lifecycle status.")
+    run_id = serializers.CharField()
+    kind = serializers.ChoiceField(RunKind.choices)
+    attempt = serializers.IntegerField()
+    detail = serializers.CharField(help_text="Progress in words, e.g. 'Turn 5/20'.")
+    turn = serializers.IntegerField()
+    max_turns = serializers.IntegerField()
+    error = BlankAsNullField(help_text="Why the run failed; null unless it failed or was interrupted.")
+
+
+CURRENT_STAGES = [("idle", "idle"), *RunStage.choices]
+
+
+class CurrentStatusInput(serializers.Serializer):
+    run_id = serializers.CharField(
+        required=False, allow_blank=True, help_text="One run's status instead of the newest."
+    )
+
+
+class CurrentStatusOutput(Output):
+    """The newest active run's status (else the newest run's); `idle` with nulls when there is no run."""
+
+    status = serializers.ChoiceField(CURRENT_STAGES, source="run.stage", default="idle")
+    run_status = serializers.ChoiceField(RunStatus.choices, source="run.status", allow_null=True, default=None)
+    run_id = serializers.CharField(source="run.run_id", allow_null=True, default=None)
+    kind = serializers.ChoiceField(RunKind.choices, source="run.kind", allow_null=True, default=None)
+    attempt = serializers.IntegerField(source="run.attempt", allow_null=True, default=None)
+    detail = serializers.CharField(source="run.detail", default="")
+    turn = serializers.IntegerField(source="run.turn", default=0)
+    max_turns = serializers.IntegerField(source="run.max_turns", default=0)
+    error = BlankAsNullField(source="run.error", default=None)
+    active_runs = serializers.IntegerField(help_text="Runs queued or running now.")
+
+
+class RunSummaryOutput(Output):
+    """Spec 001's run-list entry, for runs of every kind."""
+
+    run_id = serializers.CharField(help_text="Readable id; also the report folder name.")
+    id = serializers.UUIDField()
+    kind = serializers.ChoiceField(RunKind.choices)
+    timestamp = IsoDateTimeField(source="created_at")
+    completed_at = IsoDateTimeField(allow_null=True)
+    status = serializers.ChoiceField(RunStatus.choices)
+    stage = serializers.ChoiceField(RunStage.choices)
+    attempt = serializers.IntegerField()
+    topic_id = serializers.CharField(source="topic.topic_id", allow_null=True)
+    persona_id = serializers.CharField(source="persona.persona_id", allow_null=True)
+    agent_id = serializers.CharField(allow_null=True)
+    message_count = serializers.SerializerMethodField()
+    avg_score = serializers.FloatField(source="overall_score", allow_null=True)
+    scores = serializers.SerializerMethodField()
+    source = serializers.ChoiceField(RunSource.choices)  # type: ignore[assignment]  # a declared field, not Field.source
+    source_session_id = serializers.UUIDField(allow_null=True)
+    group = BlankAsNullField(help_text="The multi-persona comparison this run belongs to.")
+    repeat_index = serializers.IntegerField()
+
+    def get_message_count(self, run: EvaluationRun) -> int:
+        count = getattr(run, "message_count", None)
+        return count if count is not None else run.messages.count()
+
+    def get_scores(self, run: EvaluationRun) -> dict[str, float]:
+        return run_selectors.run_scores(run)
+
+
+class MessageOutput(Output):
+    turn = serializers.IntegerField()
+    role = serializers.CharField(help_text="tutor | student | system | agent")
+    content = serializers.CharField()
+    timestamp = serializers.DateTimeField()
+    metadata = serializers.DictField(help_text="The simulator's turn decision, if any.")
+
+
+class ProblemOutput(Output):
+    rank = serializers.IntegerField()
+    title = serializers.CharField()
+    turns = serializers.ListField(child=serializers.IntegerField())
+    description = serializers.CharField()
+    quote = serializers.CharField()
+    quote_found = serializers.BooleanField(help_text="False when the quote does not occur in the transcript.")
+    severity = serializers.ChoiceField(Severity.choices)
+    root_cause = serializers.ChoiceField(RootCause.choices)
+
+
+class EvaluationOutput(Output):
+    scores = serializers.DictField(child=serializers.FloatField())
+    avg_score = serializers.FloatField(allow_null=True)
+    dimension_analysis = serializers.DictField(child=serializers.CharField())
+    problems = ProblemOutput(many=True)
+    summary = serializers.CharField()
+    judge = serializers.CharField(help_text="Who judged: provider/model.")
+    offline = serializers.BooleanField(help_text="True when the offline rule-based judge gave the scores.")
+
+
+class RunDetailOutput(RunSummaryOutput):
+    """One run: its summary, status, configuration, conversation, judgement and usage."""
+
+    status_detail = RunStatusOutput(source="*")
+    config = serializers.SerializerMethodField(help_text="Everything the run was started with.")
+    messages = serializers.SerializerMethodField()
+    evaluation = serializers.SerializerMethodField()
+    token_usage = serializers.DictField()
+    cost_usd = serializers.FloatField()
+    error = BlankAsNullField()
+    artifacts_dir = BlankAsNullField(help_text="Where the run's report files are, on the server.")
+
+    @extend_schema_field(serializers.DictField())
+    def get_config(self, run: EvaluationRun) -> Any:
+        return tutoring_selectors.run_config(run)
+
+    @extend_schema_field(MessageOutput(many=True))
+    def get_messages(self, run: EvaluationRun) -> Any:
+        return MessageOutput(tutoring_selectors.run_messages(run), many=True).data
+
+    @extend_schema_field(EvaluationOutput(allow_null=True))
+    def get_evaluation(self, run: EvaluationRun) -> Any:
+        evaluation = tutoring_selectors.run_evaluation(run)
+        return EvaluationOutput(evaluation).data if evaluation is not None else None
+
+
+class RunExportOutput(RunSummaryOutput):
+    """One exported run: its summary, cost, error and the judge's problems."""
+
+    cost_usd = serializers.FloatField()
+    error = BlankAsNullField()
+    problems = ProblemOutput(many=True)
+
+
+class RunExportListOutput(Output):
+    count = serializers.IntegerField()
+    dimensions = serializers.ListField(child=serializers.CharField(), help_text="The score dimensions these runs have.")
+    results = RunExportOutput(many=True, source="runs")
+
+
+class RunAcceptedOutput(Output):
+    """A run that was queued (or changed): where to poll it."""
+
+    run_id = serializers.CharField()
+    kind = serializers.ChoiceField(RunKind.choices)
+    status = serializers.ChoiceField(RunStatus.choices)
+    stage = serializers.ChoiceField(RunStage.choices)
+    attempt = serializers.IntegerField()

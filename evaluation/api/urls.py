@@ -1,24 +1,45 @@
-"""REST API routes."""
+"""REST API routes: one view per operation; /api/docs/ and /api/redoc/ describe them all."""
 
 from django.urls import path
+from drf_spectacular.views import SpectacularRedocView, SpectacularSwaggerSplitView
 
-from evaluation.api import drift, views
+from evaluation.api import catalogue, drift, runs, suites, tutoring
 
 urlpatterns = [
-    path("evaluation/start", views.start, name="api-evaluation-start"),
-    path("evaluation/status", views.current_status, name="api-evaluation-status"),
-    path("evaluation/runs", views.run_list, name="api-evaluation-runs"),
-    path("evaluation/runs/<str:run_id>", views.run_detail, name="api-evaluation-run"),
-    path("evaluation/runs/<str:run_id>/status", views.run_status, name="api-evaluation-run-status"),
-    path("evaluation/runs/<str:run_id>/retry-evaluation", views.retry_evaluation, name="api-evaluation-retry"),
-    path("evaluation/runs/<str:run_id>/retry", views.run_retry, name="api-run-retry"),
-    path("evaluation/runs/<str:run_id>/cancel", views.run_cancel, name="api-run-cancel"),
-    path("evaluation/evaluate-session", views.evaluate_session, name="api-evaluation-session"),
-    path("drift/messages", drift.ingest, name="api-drift-ingest"),
-    path("drift/agents/<str:agent_id>/evaluate", drift.evaluate, name="api-drift-evaluate"),
-    path("drift/agents/<str:agent_id>/gate", drift.gate, name="api-drift-gate"),
-    path("drift/agents/<str:agent_id>/pre-invocation", drift.pre_invocation_view, name="api-drift-pre-invocation"),
-    path("suites", views.suite_list, name="api-suites"),
-    path("suites/<int:suite_id>/run", views.suite_run, name="api-suite-run"),
-    path("suites/runs/<str:run_id>", views.suite_run_detail, name="api-suite-run-detail"),
+    # spec 001's paths, kept as they were
+    path("evaluation/start", tutoring.StartView.as_view(), name="api-evaluation-start"),
+    path("evaluation/status", runs.CurrentStatusView.as_view(), name="api-evaluation-status"),
+    path("evaluation/runs", runs.RunListView.as_view(), name="api-evaluation-runs"),
+    path("evaluation/runs/export", runs.RunExportView.as_view(), name="api-evaluation-runs-export"),
+    path("evaluation/runs/<str:run_id>", runs.RunDetailView.as_view(), name="api-evaluation-run"),
+    path("evaluation/runs/<str:run_id>/status", runs.RunStatusView.as_view(), name="api-evaluation-run-status"),
+    path(
+        "evaluation/runs/<str:run_id>/retry-evaluation",
+        tutoring.RetryEvaluationView.as_view(),
+        name="api-evaluation-retry",
+    ),
+    path("evaluation/runs/<str:run_id>/retry", runs.RunRetryView.as_view(), name="api-run-retry"),
+    path("evaluation/runs/<str:run_id>/cancel", runs.RunCancelView.as_view(), name="api-run-cancel"),
+    path("evaluation/evaluate-session", tutoring.EvaluateSessionView.as_view(), name="api-evaluation-session"),
+    path("drift/messages", drift.IngestView.as_view(), name="api-drift-ingest"),
+    path("drift/agents/<str:agent_id>/evaluate", drift.DriftEvaluateView.as_view(), name="api-drift-evaluate"),
+    path("drift/agents/<str:agent_id>/gate", drift.GateView.as_view(), name="api-drift-gate"),
+    path(
+        "drift/agents/<str:agent_id>/pre-invocation",
+        drift.PreInvocationView.as_view(),
+        name="api-drift-pre-invocation",
+    ),
+    path("suites", suites.SuiteListView.as_view(), name="api-suites"),
+    path("suites/<int:suite_id>", suites.SuiteDetailView.as_view(), name="api-suite"),
+    path("suites/<int:suite_id>/run", suites.SuiteRunStartView.as_view(), name="api-suite-run"),
+    path("suites/runs/<str:run_id>", suites.SuiteRunDetailView.as_view(), name="api-suite-run-detail"),
+    path("catalogue/topics", catalogue.TopicListView.as_view(), name="api-topics"),
+    path("catalogue/topics/<str:topic_id>", catalogue.TopicDetailView.as_view(), name="api-topic"),
+    path("catalogue/personas", catalogue.PersonaListView.as_view(), name="api-personas"),
+    path("catalogue/personas/<str:persona_id>", catalogue.PersonaDetailView.as_view(), name="api-persona"),
+    path("catalogue/agents", catalogue.AgentListView.as_view(), name="api-agents"),
+    path("catalogue/agents/<str:agent_id>", catalogue.AgentDetailView.as_view(), name="api-agent"),
+    # the schema's pages; Swagger UI's split view loads its script from a URL, not inline (strict CSP)
+    path("docs/", SpectacularSwaggerSplitView.as_view(url_name="schema"), name="api-docs"),
+    path("redoc/", SpectacularRedocView.as_view(url_name="schema"), name="api-redoc"),
 ]

@@ -1,12 +1,14 @@
 """The run kernel's reads: lookup, status, and what is active."""
 
 import uuid
+from dataclasses import dataclass
+from datetime import date
 from typing import Any
 
 from django.db.models import Count, Prefetch, Q, QuerySet
 
-from evaluation.errors import NotFound
-from evaluation.models import DimensionScore, EvaluationRun
+from evaluation.errors import FieldProblem, InvalidInput, NotFound
+from evaluation.models import Agent, DimensionScore, EvaluationRun, Problem
 from evaluation.models.runs import ACTIVE_STATUSES
 
 
@@ -83,3 +85,104 @@ def run_status(run: EvaluationRun) -> dict[str, Any]:
 def runs_by_ids(run_ids: list[str]) -> list[dict[str, Any]]:
     """Statuses of the named runs (for the dashboard's polling), in one query."""
     return [run_status(r) for r in EvaluationRun.objects.filter(run_id__in=run_ids[:200])]
+
+
+def runs_filter(
+    runs: QuerySet[EvaluationRun],
+    *,
+    kind: str = "",
+    source: str = "",
+    persona: str = "",
+    topic: str = "",
+    agent: str = "",
+    status: str = "",
+    group: str = "",
+    date_from: date | None = None,
+    date_to: date | None = None,
+) -> QuerySet[EvaluationRun]:
+    """The runs that match every filter given; blank filters match all. The dashboard and the API share it.
+
+    Dates are whole days (UTC) and inclusive; persona, topic and agent are their readable ids.
+    """
+    lookups: dict[str, Any] = {
+        "kind": kind,
+        "source": source,
+        "persona__persona_id": persona,
+        "topic__topic_id": topic,
+        "agent_id": agent,
+        "status": status,
+        "group": group,
+        "created_at__date__gte": date_from,
+        "created_at__date__lte": date_to,
+    }
+    return runs.filter(**{lookup: value for lookup, value in lookups.items() if value not in ("", None)})
+
+
+def run_list(**filters: Any) -> QuerySet[EvaluationRun]:
+    """Runs of every kind with their results loaded, newest first, filtered as runs_filter does."""
+    return runs_filter(runs_with_results().order_by("-created_at", "run_id"), **filters)
+
+
+@dataclass(frozen=True)
+class CurrentRun:
+    """What the polling endpoint reports: one run (or none) and how many runs are active."""
+
+    run: EvaluationRun | None
+    active_runs: int
+
+
+def run_current(*, run_id: str | None = None) -> CurrentRun:
+    """The named run, else the newest active run, else the newest run; NotFound for an unknown id."""
+    active = active_runs().order_by("-created_at")
+    if run_id:
+        return CurrentRun(run=run_lookup(run_id), active_runs=active.count())
+    run = active.first() or EvaluationRun.objects.order_by("-created_at").first()
+    return CurrentRun(run=run, active_runs=active.count())
+
+
+@dataclass(frozen=True)
+class RunExport:
+    """What an export holds: the runs (scores and problems loaded), how many, and their score dimensions."""
+
+    runs: QuerySet[EvaluationRun]
+    count: int
+    dimensions: list[str]
+
+
+def run_export(*, max_rows: int, **filters: Any) -> RunExport:
+    """The runs runs_filter selects, for an export of at most max_rows runs.
+
+    Beyond max_rows nothing is exported: InvalidInput says how many matched and how to narrow them.
+    """
+    runs = run_list(**filters).prefetch_related(Prefetch("problems", queryset=Problem.objects.order_by("rank")))
+    count = runs.count()
+    if count > max_rows:
+        raise InvalidInput(
+            [
+                FieldProblem(
+                    "",
+                    f"{count} runs match and an export holds at most {max_rows}; "
+                    "narrow it with filters such as date_from, date_to, kind or status",
+                )
+            ]
+        )
+    matching = runs_filter(EvaluationRun.objects.all(), **filters).values("pk")
+    names = DimensionScore.objects.filter(run__in=matching).order_by("id").values_list("dimension", flat=True)
+    return RunExport(runs=runs, count=count, dimensions=list(dict.fromkeys(names)))
+
+
+def agent_list(*, kind: str = "", active: bool | None = None) -> QuerySet[Agent]:
+    """Agents a run can target: tutors under test and character agents, by id."""
+    agents = Agent.objects.order_by("id")
+    if kind:
+        agents = agents.filter(kind=kind)
+    if active is not None:
+        agents = agents.filter(active=active)
+    return agents
+
+
+def agent_get(agent_id: str) -> Agent:
+    agent = Agent.objects.filter(pk=agent_id).first()
+    if agent is None:
+        raise NotFound(f"agent: no agent {agent_id!r}")
+    return agent

@@ -1,14 +1,16 @@
 """Tutoring reads: conversations, judgements, report contexts, the run list and comparisons."""
 
 from dataclasses import dataclass, replace
+from datetime import date
 from typing import Any
 
 from django.core.paginator import Page, Paginator
 from django.db.models import Count, Max, QuerySet
 from django.utils.dateparse import parse_date
 
+from evaluation.errors import NotFound
 from evaluation.models import Agent, DimensionScore, EvaluationRun, Persona, Problem, RunMessage, Topic, TutoringSession
-from evaluation.runs.selectors import run_scores, runs_with_results
+from evaluation.runs.selectors import run_scores, runs_filter, runs_with_results
 from evaluation.tutoring.personas import persona_as_dict
 from evaluation.tutoring.reports import ARTIFACTS, comparison_data
 from evaluation.tutoring.rubric import DIMENSIONS
@@ -25,6 +27,8 @@ __all__ = [
     "conversation",
     "group_runs",
     "persona_as_dict",
+    "persona_get",
+    "persona_list",
     "run_evaluation",
     "run_list_page",
     "run_messages",
@@ -36,6 +40,8 @@ __all__ = [
     "session_public_state",
     "start_form_choices",
     "topic_as_dict",
+    "topic_get",
+    "topic_list",
 ]
 
 
@@ -171,19 +177,17 @@ def run_list_page(
     filters: dict[str, str], page_number: str | int | None, per_page: int = 24
 ) -> tuple[Page, list[RunCard]]:
     """One page of runs, newest first, in four queries whatever the number of runs or messages."""
-    runs = EvaluationRun.objects.filter(kind="tutor").select_related("persona", "topic").order_by("-created_at")
-    if filters.get("source"):
-        runs = runs.filter(source=filters["source"])
-    if filters.get("persona"):
-        runs = runs.filter(persona__persona_id=filters["persona"])
-    if filters.get("topic"):
-        runs = runs.filter(topic__topic_id=filters["topic"])
-    if filters.get("status"):
-        runs = runs.filter(status=filters["status"])
-    for key, lookup in (("date_from", "created_at__date__gte"), ("date_to", "created_at__date__lte")):
-        value = parse_date(filters.get(key) or "")
-        if value:
-            runs = runs.filter(**{lookup: value})
+    runs = runs_filter(
+        EvaluationRun.objects.select_related("persona", "topic").order_by("-created_at"),
+        kind="tutor",
+        source=filters.get("source") or "",
+        persona=filters.get("persona") or "",
+        topic=filters.get("topic") or "",
+        status=filters.get("status") or "",
+        # The dashboard's form ignores a date it cannot read rather than failing the page.
+        date_from=_date_or_none(filters.get("date_from")),
+        date_to=_date_or_none(filters.get("date_to")),
+    )
     page = Paginator(runs, per_page).get_page(page_number)
     items = list(page.object_list)
     ids = [r.pk for r in items]
@@ -238,3 +242,42 @@ def start_form_choices() -> dict[str, Any]:
         "agents": Agent.objects.exclude(kind="character").only("id", "display_name"),
         "sessions": TutoringSession.objects.select_related("topic").order_by("-created_at")[:50],
     }
+
+
+def _date_or_none(value: str | None) -> date | None:
+    try:
+        return parse_date(value or "")
+    except ValueError:  # well-formed but impossible, such as 2026-13-45
+        return None
+
+
+def topic_list(*, grade: int | None = None, subject: str = "", approved: bool | None = None) -> QuerySet[Topic]:
+    """Topics a simulated run can teach, by grade then id; filters left as None or blank match all."""
+    topics = Topic.objects.order_by("grade", "topic_id")
+    if grade is not None:
+        topics = topics.filter(grade=grade)
+    if subject:
+        topics = topics.filter(subject=subject)
+    if approved is not None:
+        topics = topics.filter(approved=approved)
+    return topics
+
+
+def topic_get(topic_id: str) -> Topic:
+    topic = Topic.objects.filter(topic_id=topic_id).first()
+    if topic is None:
+        raise NotFound(f"topic: no topic {topic_id!r}")
+    return topic
+
+
+def persona_list(*, grade: int | None = None) -> QuerySet[Persona]:
+    """Student personas by id; `grade` keeps those of one grade."""
+    personas = Persona.objects.order_by("persona_id")
+    return personas.filter(grade=grade) if grade is not None else personas
+
+
+def persona_get(persona_id: str) -> Persona:
+    persona = Persona.objects.filter(persona_id=persona_id.removesuffix(".json")).first()
+    if persona is None:
+        raise NotFound(f"persona: no persona {persona_id!r}")
+    return persona

@@ -126,11 +126,13 @@ def test_api_refuses_when_active_runs_are_at_the_limit(server, api, settings):
 
 
 def test_api_needs_staff_or_token(server, client, staff_user, q_sync):
-    assert client.get("/api/evaluation/runs").status_code == 403
+    # Anonymous requests are unauthenticated (401, with the scheme to use), not forbidden.
+    anonymous = client.get("/api/evaluation/runs")
+    assert anonymous.status_code == 401 and anonymous["WWW-Authenticate"] == "Token"
     token = Token.objects.create(user=staff_user)
     response = client.get("/api/evaluation/runs", HTTP_AUTHORIZATION=f"Token {token.key}")
     assert response.status_code == 200
-    assert client.get("/api/evaluation/runs/run_nope").status_code == 403
+    assert client.get("/api/evaluation/runs/run_nope").status_code == 401
 
 
 def test_api_unknown_run_is_404(server, api):

@@ -1,0 +1,164 @@
+"""Runs of every kind: list, export, detail, status, cancel and retry. Thin: validate, call, serialize."""
+
+from typing import Any
+
+from django.http import StreamingHttpResponse
+from drf_spectacular.types import OpenApiTypes
+from rest_framework import status
+from rest_framework.renderers import JSONRenderer
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from evaluation.api.export import export_max_rows, runs_csv_stream
+from evaluation.api.pagination import Pagination, paginated
+from evaluation.api.schema import operation, run_id_parameter
+from evaluation.api.serializers import (
+    CurrentStatusInput,
+    CurrentStatusOutput,
+    RunAcceptedOutput,
+    RunDetailOutput,
+    RunExportInput,
+    RunExportListOutput,
+    RunFilterInput,
+    RunStatusOutput,
+    RunSummaryOutput,
+)
+from evaluation.runs import selectors, services
+
+UNKNOWN_RUN = "No run has this id."
+
+
+class RunListView(APIView):
+    pagination_class = Pagination
+
+    @operation(
+        operation_id="runs_list",
+        tag="runs",
+        summary="List runs",
+        description="Runs of every kind, newest first, one page at a time; filter by kind, source, persona, "
+        "topic, agent, status, group and creation date.",
+        parameters=[RunFilterInput],
+        ok={200: RunSummaryOutput(many=True)},
+        invalid="A filter or page parameter is not valid (e.g. `limit=abc`, `date_to=2026-13-45`).",
+    )
+    def get(self, request: Request) -> Response:
+        filters = RunFilterInput(data=request.query_params)
+        filters.is_valid(raise_exception=True)
+        return paginated(self, request, selectors.run_list(**filters.validated_data), RunSummaryOutput)
+
+
+class RunExportView(APIView):
+    def perform_content_negotiation(self, request: Request, force: bool = False) -> Any:
+        # ?format= is this operation's own parameter (csv or json, checked by RunExportInput),
+        # not DRF's renderer switch; answers other than the CSV stream, errors included, are JSON.
+        renderer = JSONRenderer()
+        return renderer, renderer.media_type
+
+    @operation(
+        operation_id="runs_export",
+        tag="runs",
+        summary="Export runs with their scores and problems",
+        description="The runs the list filters select, every one of them, as CSV (streamed: one row per run, "
+        "a `score:<dimension>` column per dimension, problems joined in one column) or JSON. "
+        "An export holds at most `EXPORT_MAX_ROWS` runs (settings.EVALUATION, 10000 by default); "
+        "beyond that it is refused with 400: narrow the filters.",
+        parameters=[RunExportInput],
+        ok={(200, "text/csv"): OpenApiTypes.STR, (200, "application/json"): RunExportListOutput},
+        invalid="A filter is not valid, `format` is not csv or json, or more runs match than an export may hold.",
+    )
+    def get(self, request: Request) -> Any:
+        query = RunExportInput(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        filters = dict(query.validated_data)
+        export_format = filters.pop("format")
+        export = selectors.run_export(max_rows=export_max_rows(), **filters)
+        if export_format == "csv":
+            response = StreamingHttpResponse(runs_csv_stream(export), content_type="text/csv; charset=utf-8")
+            response["Content-Disposition"] = 'attachment; filename="runs.csv"'
+            return response
+        return Response(RunExportListOutput(export).data)
+
+
+class RunDetailView(APIView):
+    @operation(
+        operation_id="runs_retrieve",
+        tag="runs",
+        summary="One run",
+        description="A run of any kind: its summary and status, configuration, conversation (the newest "
+        "attempt's messages), the judge's scores, analysis and problems, token usage and cost.",
+        parameters=[run_id_parameter()],
+        ok={200: RunDetailOutput},
+        not_found=UNKNOWN_RUN,
+    )
+    def get(self, request: Request, run_id: str) -> Response:
+        return Response(RunDetailOutput(selectors.run_lookup(run_id)).data)
+
+
+class RunStatusView(APIView):
+    @operation(
+        operation_id="runs_status_retrieve",
+        tag="runs",
+        summary="One run's status",
+        description="Spec 001's status shape for one run: `status` is its stage, `run_status` its lifecycle "
+        "status (queued, running, completed, failed, interrupted, cancelled). Poll it until `run_status` "
+        "is no longer queued or running.",
+        parameters=[run_id_parameter()],
+        ok={200: RunStatusOutput},
+        not_found=UNKNOWN_RUN,
+    )
+    def get(self, request: Request, run_id: str) -> Response:
+        return Response(RunStatusOutput(selectors.run_lookup(run_id)).data)
+
+
+class CurrentStatusView(APIView):
+    @operation(
+        operation_id="evaluation_status_retrieve",
+        tag="runs",
+        summary="Current status (polling)",
+        description="Spec 001's polling endpoint: the newest active run's status, else the newest run's, "
+        "else `idle`; `?run_id=` asks for one run. `active_runs` counts the runs queued or running.",
+        parameters=[CurrentStatusInput],
+        ok={200: CurrentStatusOutput},
+        invalid="A query parameter is not valid.",
+        not_found="`run_id` names no run.",
+    )
+    def get(self, request: Request) -> Response:
+        query = CurrentStatusInput(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        return Response(CurrentStatusOutput(selectors.run_current(run_id=query.validated_data.get("run_id"))).data)
+
+
+class RunCancelView(APIView):
+    @operation(
+        operation_id="runs_cancel",
+        tag="runs",
+        summary="Cancel a run",
+        description="Ends a queued or running run of any kind as cancelled; its worker stops at its next "
+        "unit of progress (a turn, a case, a batch of checks).",
+        parameters=[run_id_parameter()],
+        ok={200: RunAcceptedOutput},
+        not_found=UNKNOWN_RUN,
+        conflict="The run has already ended (completed, failed, interrupted or cancelled).",
+    )
+    def post(self, request: Request, run_id: str) -> Response:
+        run = services.run_cancel(selectors.run_lookup(run_id))
+        return Response(RunAcceptedOutput(run).data)
+
+
+class RunRetryView(APIView):
+    @operation(
+        operation_id="runs_retry",
+        tag="runs",
+        summary="Retry a run",
+        description="Queues a new attempt of a failed, interrupted or completed run of any kind (the old "
+        "attempt's messages stay with it). A tutor run is simulated again; to re-judge its stored "
+        "conversation instead, use retry-evaluation.",
+        parameters=[run_id_parameter()],
+        ok={202: RunAcceptedOutput},
+        not_found=UNKNOWN_RUN,
+        conflict="The run is still queued or running, or as many runs are active as EVAL_MAX_ACTIVE_RUNS allows.",
+    )
+    def post(self, request: Request, run_id: str) -> Response:
+        run = services.run_requeue(selectors.run_lookup(run_id))
+        return Response(RunAcceptedOutput(run).data, status=status.HTTP_202_ACCEPTED)

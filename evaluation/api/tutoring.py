@@ -1,0 +1,150 @@
+"""Tutor evaluation (spec 001): start simulated runs, evaluate a stored session, re-judge a run."""
+
+from typing import Any
+
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers, status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from evaluation.api.keys import provider_keys_check
+from evaluation.api.schema import operation, run_id_parameter
+from evaluation.api.serializers import Output, RunAcceptedOutput
+from evaluation.models import EvaluationRun
+from evaluation.models.runs import RunStatus
+from evaluation.runs import selectors as run_selectors
+from evaluation.tutoring import services
+
+CAPACITY = "As many runs are active as EVAL_MAX_ACTIVE_RUNS allows; try again later."
+
+
+class StartInput(serializers.Serializer):
+    topic_id = serializers.CharField(help_text="A topic id (see the catalogue's topics).")
+    persona_file = serializers.CharField(
+        required=False, help_text="'ace.json', 'ace' or 'all' (default: average_student.json)."
+    )
+    persona = serializers.CharField(required=False, help_text="Alias of persona_file.")
+    max_turns = serializers.IntegerField(default=20, min_value=1, max_value=100)
+    runs_per_persona = serializers.IntegerField(default=1, min_value=1, max_value=20)
+    seed = serializers.IntegerField(required=False, allow_null=True, default=None)
+    target = serializers.CharField(
+        required=False, allow_blank=True, default="", help_text="Agent id (default: the reference tutor)."
+    )
+    provider = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        default="",
+        help_text="For the simulator and the judge: 'offline', 'openai', 'anthropic/claude-sonnet-4-6', "
+        "'openai/llama3@http://host:11434/v1' (default: each role's configured provider).",
+    )
+    cost_limit_usd = serializers.FloatField(required=False, allow_null=True, default=None, min_value=0)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        provider_keys_check(["simulator", "judge"], attrs["provider"], field="provider")
+        return attrs
+
+
+class StartOutput(Output):
+    run_id = serializers.SerializerMethodField(help_text="The first run's id.")
+    run_ids = serializers.SerializerMethodField(help_text="Every run started: one per persona and repeat.")
+    group = serializers.SerializerMethodField(help_text="The comparison id when more than one run started.")
+    status = serializers.SerializerMethodField()
+
+    def get_run_id(self, runs: list[EvaluationRun]) -> str:
+        return runs[0].run_id
+
+    def get_run_ids(self, runs: list[EvaluationRun]) -> list[str]:
+        return [r.run_id for r in runs]
+
+    def get_group(self, runs: list[EvaluationRun]) -> str | None:
+        return runs[0].group or None
+
+    @extend_schema_field(serializers.ChoiceField(RunStatus.choices))
+    def get_status(self, runs: list[EvaluationRun]) -> str:
+        return runs[0].status
+
+
+class StartView(APIView):
+    @operation(
+        operation_id="evaluation_start",
+        tag="tutoring",
+        summary="Start simulated runs",
+        description="Simulated students (one persona, or `all`, each repeated `runs_per_persona` times) talk to "
+        "the tutor in the background; each run is then judged. Poll `/api/evaluation/runs/{run_id}/status`.",
+        request=StartInput,
+        ok={202: StartOutput},
+        invalid="A field is not valid, e.g. max_turns out of range, an unknown provider, a persona path, or "
+        "a provider whose API key (OPENAI_API_KEY, ANTHROPIC_API_KEY) is not set.",
+        not_found="topic_id, persona_file or target names nothing.",
+        conflict=CAPACITY,
+        body=True,
+    )
+    def post(self, request: Request) -> Response:
+        body = StartInput(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        runs = services.run_start(
+            topic_id=data["topic_id"],
+            persona=data.get("persona_file") or data.get("persona") or "average_student.json",
+            max_turns=data["max_turns"],
+            runs_per_persona=data["runs_per_persona"],
+            seed=data["seed"],
+            agent_id=data["target"] or None,
+            provider=data["provider"] or None,
+            cost_limit_usd=data["cost_limit_usd"],
+        )
+        return Response(StartOutput(runs).data, status=status.HTTP_202_ACCEPTED)
+
+
+class EvaluateSessionInput(serializers.Serializer):
+    session_id = serializers.UUIDField(help_text="A stored tutoring session of the reference tutor.")
+    provider = serializers.CharField(
+        required=False, allow_blank=True, default="", help_text="The judge's provider (default: as configured)."
+    )
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        provider_keys_check(["judge"], attrs["provider"], field="provider")
+        return attrs
+
+
+class EvaluateSessionView(APIView):
+    @operation(
+        operation_id="evaluation_evaluate_session",
+        tag="tutoring",
+        summary="Evaluate a stored session",
+        description="Copies a stored tutoring session's messages into a new run ('teacher' becomes 'tutor') "
+        "and judges it in the background.",
+        request=EvaluateSessionInput,
+        ok={202: RunAcceptedOutput},
+        invalid="session_id is not a UUID or the session has no messages; or the provider is unknown or "
+        "lacks its API key.",
+        not_found="No session has this id.",
+        conflict=CAPACITY,
+        body=True,
+    )
+    def post(self, request: Request) -> Response:
+        body = EvaluateSessionInput(data=request.data)
+        body.is_valid(raise_exception=True)
+        run = services.session_evaluation_start(
+            session_id=str(body.validated_data["session_id"]), provider=body.validated_data["provider"] or None
+        )
+        return Response(RunAcceptedOutput(run).data, status=status.HTTP_202_ACCEPTED)
+
+
+class RetryEvaluationView(APIView):
+    @operation(
+        operation_id="evaluation_retry_evaluation",
+        tag="tutoring",
+        summary="Re-judge a tutor run",
+        description="Queues a new attempt that judges the run's stored conversation again, without "
+        "simulating it again (e.g. after the judge failed).",
+        parameters=[run_id_parameter("A tutor run's readable id or UUID.")],
+        ok={202: RunAcceptedOutput},
+        invalid="The run has no stored conversation to evaluate.",
+        not_found="No tutor run has this id.",
+        conflict="The run is still queued or running, or " + CAPACITY[0].lower() + CAPACITY[1:],
+    )
+    def post(self, request: Request, run_id: str) -> Response:
+        run = services.run_retry_evaluation_start(run=run_selectors.run_lookup(run_id, kind="tutor"))
+        return Response(RunAcceptedOutput(run).data, status=status.HTTP_202_ACCEPTED)

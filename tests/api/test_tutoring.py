@@ -1,0 +1,144 @@
+"""Starting tutor runs through the API: what is queued, and what is refused before anything is stored."""
+
+import pytest
+
+from evaluation.models import EvaluationRun, RunMessage, Topic, TutoringSession
+
+from .conftest import make_run
+
+pytestmark = pytest.mark.django_db
+TOPIC = "comparing-decimals"
+
+
+def start(api, **body):
+    return api.post("/api/evaluation/start", {"topic_id": TOPIC, **body}, format="json")
+
+
+def test_start_queues_one_run_per_persona_and_repeat(api, catalog, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks() as queued:
+        response = start(api, persona_file="ace.json", runs_per_persona=2, max_turns=4, seed=3, provider="offline")
+    assert response.status_code == 202, response.content
+    body = response.json()
+    assert body["status"] == "queued" and len(body["run_ids"]) == 2 and body["run_id"] == body["run_ids"][0]
+    runs = EvaluationRun.objects.filter(run_id__in=body["run_ids"])
+    assert {r.group for r in runs} == {body["group"]} and {r.max_turns for r in runs} == {4}
+    assert len(queued) == 2
+
+
+def test_start_with_a_provider_whose_key_is_missing_names_the_variable(api, catalog, monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    response = start(api, persona_file="ace", provider="anthropic")
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    response = start(api, persona_file="ace", provider="anthropic")
+    assert response.status_code == 400, response.content
+    reasons = response.json()["fields"]["provider"]
+    assert reasons == [
+        "role 'simulator' uses anthropic (override) but ANTHROPIC_API_KEY is not set",
+        "role 'judge' uses anthropic (override) but ANTHROPIC_API_KEY is not set",
+    ]
+    assert EvaluationRun.objects.count() == 0
+
+
+def test_a_configured_provider_without_its_key_is_refused_too(api, catalog, monkeypatch):
+    from evaluation.models import LLMConfig
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    LLMConfig.objects.create(role="judge", provider="openai", model="gpt-5-mini")
+    response = start(api, persona_file="ace")
+    assert response.status_code == 400 and "OPENAI_API_KEY is not set" in response.json()["error"]
+
+
+def test_a_local_openai_compatible_server_needs_no_key(api, catalog, monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    response = start(api, persona_file="ace", provider="openai/llama3@http://127.0.0.1:11434/v1")
+    assert response.status_code == 202, response.content
+
+
+@pytest.mark.parametrize(
+    ("body", "code", "field"),
+    [
+        ({"persona_file": "ace", "max_turns": "many"}, 400, "max_turns"),
+        ({"persona_file": "ace", "runs_per_persona": 21}, 400, "runs_per_persona"),
+        ({"persona_file": "ace", "provider": "gemini"}, 400, "provider"),
+        ({"persona_file": "ace", "cost_limit_usd": -1}, 400, "cost_limit_usd"),
+        ({"persona_file": "../ace.json"}, 400, "persona"),
+        ({"persona_file": "ace", "target": "nobody"}, 404, None),
+        ({"persona_file": "nobody"}, 404, None),
+    ],
+)
+def test_start_refuses_bad_input(api, catalog, body, code, field):
+    response = start(api, **body)
+    assert response.status_code == code, response.content
+    if field:
+        assert field in response.json()["fields"]
+    assert EvaluationRun.objects.count() == 0
+
+
+def test_start_refuses_an_unreadable_body(api, catalog):
+    response = api.post("/api/evaluation/start", "{not json", content_type="application/json")
+    assert response.status_code == 400 and "JSON parse error" in response.json()["error"]
+
+
+def test_start_refuses_a_body_over_the_upload_limit(api, catalog, settings):
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1000
+    response = start(api, persona_file="ace", target="x" * 2000)
+    assert response.status_code == 413 and "the limit is 1000 bytes" in response.json()["error"]
+
+
+def test_start_at_capacity_is_409(api, catalog, settings):
+    settings.EVALUATION = {**settings.EVALUATION, "MAX_ACTIVE_RUNS": 1}
+    make_run("run_busy", status="running")
+    response = start(api, persona_file="ace")
+    assert response.status_code == 409 and "limit is 1" in response.json()["error"]
+
+
+def test_evaluate_session_queues_a_judged_copy(api, catalog, django_capture_on_commit_callbacks):
+    session = TutoringSession.objects.create(
+        topic=Topic.objects.get(topic_id=TOPIC),
+        conversation_history=[{"role": "teacher", "content": "0.3 or 0.25?"}, {"role": "student", "content": "0.3"}],
+    )
+    with django_capture_on_commit_callbacks() as queued:
+        response = api.post("/api/evaluation/evaluate-session", {"session_id": str(session.pk)}, format="json")
+    assert response.status_code == 202, response.content
+    run = EvaluationRun.objects.get(run_id=response.json()["run_id"])
+    assert run.source == "existing_session" and response.json()["status"] == "queued" and len(queued) == 1
+    assert api.post("/api/evaluation/evaluate-session", {"session_id": "nope"}, format="json").status_code == 400
+    missing = api.post(
+        "/api/evaluation/evaluate-session", {"session_id": "00000000-0000-0000-0000-000000000000"}, format="json"
+    )
+    assert missing.status_code == 404
+
+
+def test_retry_evaluation_rejudges_a_tutor_run(api, db, django_capture_on_commit_callbacks):
+    run = make_run("run_misjudged", status="failed")
+    empty = api.post("/api/evaluation/runs/run_misjudged/retry-evaluation")
+    assert empty.status_code == 400 and "no stored conversation" in empty.json()["error"]
+    RunMessage.objects.create(run=run, turn=1, role="tutor", content="Hi", timestamp=run.created_at)
+    with django_capture_on_commit_callbacks() as queued:
+        response = api.post("/api/evaluation/runs/run_misjudged/retry-evaluation")
+    assert response.status_code == 202 and response.json()["attempt"] == 2 and len(queued) == 1
+    assert api.post("/api/evaluation/runs/run_misjudged/retry-evaluation").status_code == 409
+    make_run("drift_x", kind="drift")
+    assert api.post("/api/evaluation/runs/drift_x/retry-evaluation").status_code == 404
+
+
+@pytest.mark.parametrize(
+    ("url", "body"),
+    [
+        ("/api/evaluation/evaluate-session", "session"),
+        ("/api/drift/agents/rex/evaluate", {}),
+        ("/api/evaluation/runs/run_done/retry", {}),
+    ],
+)
+def test_every_start_is_409_at_capacity(api, catalog, settings, url, body):
+    if body == "session":
+        session = TutoringSession.objects.create(
+            topic=Topic.objects.get(topic_id=TOPIC), conversation_history=[{"role": "teacher", "content": "Hi"}]
+        )
+        body = {"session_id": str(session.pk)}
+    make_run("run_done")
+    make_run("run_busy", status="running")
+    settings.EVALUATION = {**settings.EVALUATION, "MAX_ACTIVE_RUNS": 1}
+    response = api.post(url, body, format="json")
+    assert response.status_code == 409 and "EVAL_MAX_ACTIVE_RUNS" in response.json()["error"], response.content
+    assert EvaluationRun.objects.count() == 2
