@@ -9,6 +9,7 @@ from rest_framework.test import APIClient
 
 from evaluation.models import Agent, DimensionScore, EvaluationRun, Persona, Problem, Topic
 
+
 @pytest.fixture
 def token(staff_user):
     return Token.objects.create(user=staff_user)
