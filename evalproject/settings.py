@@ -293,6 +293,13 @@ EVALUATION = {
     "MAX_ACTIVE_RUNS": int(os.environ.get("EVAL_MAX_ACTIVE_RUNS", "32")),
     # Rows one export (CSV or JSON) may hold; a bigger export is refused with the limit in the message.
     "EXPORT_MAX_ROWS": int(os.environ.get("EVAL_EXPORT_MAX_ROWS", "10000")),
+    # Environment variables whose value may be sent somewhere other than their vendor's own endpoint:
+    # as the key of a custom base URL (options {"key_env": NAME}) or as an agent's Authorization header.
+    "ALLOWED_KEY_VARS": [v.strip() for v in os.environ.get("EVAL_ALLOWED_KEY_VARS", "").split(",") if v.strip()],
+    # Hosts a custom base URL may name (empty: any host; it gets no key unless one is configured for it).
+    "ALLOWED_BASE_URL_HOSTS": [
+        h.strip() for h in os.environ.get("EVAL_ALLOWED_BASE_URL_HOSTS", "").split(",") if h.strip()
+    ],
     # A running run whose worker has not beaten its heartbeat for this long is marked interrupted.
     "RUN_STALE_AFTER": float(os.environ.get("EVAL_RUN_STALE_AFTER", "120")),
     "LLM_MAX_ATTEMPTS": int(os.environ.get("EVAL_LLM_MAX_ATTEMPTS", "3")),

@@ -5,6 +5,7 @@ from django.contrib import admin
 from django.urls import reverse
 from django.utils.html import format_html
 
+from evaluation.conf import setting
 from evaluation.models import Agent, AgentEvaluationConfig, Persona, Topic, TutoringSession
 from evaluation.tutoring.services import PERSONA_KEYS, validate_persona, validate_topic
 
@@ -81,8 +82,25 @@ class AgentEvaluationConfigInline(admin.StackedInline):
     max_num = 1
 
 
+class AgentForm(forms.ModelForm):
+    class Meta:
+        model = Agent
+        fields = "__all__"
+
+    def clean_auth_header(self):
+        name = self.cleaned_data.get("auth_header", "").strip()
+        allowed = setting("ALLOWED_KEY_VARS")
+        if name and name not in allowed:
+            raise forms.ValidationError(
+                f"{name} is not in EVAL_ALLOWED_KEY_VARS ({', '.join(allowed) or 'empty'}): its value would be sent "
+                "to this agent's URL. Add it to that setting if it is meant for this agent."
+            )
+        return name
+
+
 @admin.register(Agent)
 class AgentAdmin(admin.ModelAdmin):
+    form = AgentForm
     list_display = ("id", "display_name", "kind", "base_url", "model", "active", "drift_link")
     list_filter = ("kind", "active")
     search_fields = ("id", "display_name", "persona_spec")

@@ -3,7 +3,7 @@
 from evaluation.models.agents import Agent, AgentEvaluationConfig, AgentMessage
 from evaluation.models.catalog import Persona, Topic
 from evaluation.models.drift import Baseline, CorrectionLog, DriftRun, Proposition, PropositionScore, PropositionSet
-from evaluation.models.llm import LLMConfig
+from evaluation.models.llm import EndpointCredential, LLMConfig
 from evaluation.models.runs import (
     CompletedRun,
     DimensionScore,
@@ -27,6 +27,7 @@ __all__ = [
     "CorrectionLog",
     "DimensionScore",
     "DriftRun",
+    "EndpointCredential",
     "EvaluationRun",
     "FailedRun",
     "LLMConfig",

@@ -4,7 +4,7 @@ from django.db import models
 
 from evaluation.roles import LLMRole
 
-__all__ = ["LLMConfig", "LLMRole"]
+__all__ = ["EndpointCredential", "LLMConfig", "LLMRole"]
 
 
 class LLMConfig(models.Model):
@@ -25,3 +25,22 @@ class LLMConfig(models.Model):
 
     def __str__(self) -> str:
         return f"{self.role}: {self.provider}/{self.model or 'default'}"
+
+
+class EndpointCredential(models.Model):
+    """The API key for one custom base URL (an OpenAI-compatible server, a proxy); the admin never shows it back.
+
+    A vendor's key from the environment goes only to that vendor's own endpoint: a base URL typed by
+    staff gets this credential, a variable named in EVAL_ALLOWED_KEY_VARS, or no key at all.
+    """
+
+    base_url = models.URLField(unique=True, help_text="Exactly as runs name it after '@' (e.g. http://host:11434/v1).")
+    api_key = models.CharField(max_length=500, help_text="Write-only: stored for this URL, never displayed.")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["base_url"]
+        verbose_name = "endpoint credential"
+
+    def __str__(self) -> str:
+        return self.base_url

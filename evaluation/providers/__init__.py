@@ -15,7 +15,14 @@ from evaluation.providers.base import (
     Usage,
 )
 from evaluation.providers.client import LLM, get_llm
-from evaluation.providers.registry import VENDORS, ProviderSpec, require_keys, resolve, vendor_choices
+from evaluation.providers.registry import (
+    VENDORS,
+    ProviderSpec,
+    allowed_env_value,
+    require_keys,
+    resolve,
+    vendor_choices,
+)
 
 __all__ = [
     "LLM",
@@ -33,6 +40,7 @@ __all__ = [
     "ProviderSpec",
     "ReplayMiss",
     "Usage",
+    "allowed_env_value",
     "estimate_cost",
     "get_llm",
     "require_keys",

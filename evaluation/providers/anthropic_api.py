@@ -1,7 +1,6 @@
 """Anthropic: the Messages API with streaming and extended thinking; `anthropic-haiku` is a cheap preset."""
 
 import json
-import os
 import warnings
 from typing import Any
 
@@ -28,9 +27,8 @@ class AnthropicProvider(Provider):
 
     def __init__(self, **kwargs: Any):
         super().__init__(**kwargs)
-        self.client = anthropic.Anthropic(
-            api_key=os.environ.get(self.key_env) or "missing", base_url=self.base_url or None, max_retries=0
-        )
+        # Always an explicit key: the SDK would otherwise read ANTHROPIC_API_KEY itself, whatever the URL.
+        self.client = anthropic.Anthropic(api_key=self.api_key or "none", base_url=self.base_url or None, max_retries=0)
 
     def place_directive(self, messages: list[Message], directive: str) -> list[Message]:
         """Claude follows a directive best at the end of the last user turn."""
@@ -74,7 +72,7 @@ class AnthropicProvider(Provider):
                     message = stream.get_final_message()
         except anthropic.APIStatusError as exc:
             raise status_error(
-                self.name, exc.status_code, error_message(exc), parse_retry_after(exc.response.headers), self.key_env
+                self.name, exc.status_code, error_message(exc), parse_retry_after(exc.response.headers), self.key_hint
             ) from exc
         except anthropic.APITimeoutError as exc:
             raise RetryableError(f"{self.name}: no reply within {request.timeout:g}s") from exc

@@ -171,10 +171,24 @@ class Provider(ABC):
     name: str = ""
     default_model: str = ""
 
-    def __init__(self, *, model: str = "", base_url: str = "", options: dict[str, Any] | None = None):
+    key_env: str = ""
+
+    def __init__(
+        self,
+        *,
+        model: str = "",
+        base_url: str = "",
+        options: dict[str, Any] | None = None,
+        api_key: str | None = None,
+        key_hint: str = "",
+    ):
         self.model = model or self.default_model
         self.base_url = base_url
         self.options = dict(options or {})
+        self.api_key = api_key
+        """The key its requests carry, chosen by the registry (None: no key)."""
+        self.key_hint = key_hint or self.key_env
+        """Where that key comes from, for error messages."""
 
     def place_directive(self, messages: list[Message], directive: str) -> list[Message]:
         """Default (OpenAI): the directive is the last system message."""

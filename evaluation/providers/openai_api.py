@@ -2,7 +2,6 @@
 OpenAI-compatible base URL (Ollama, vLLM, llama.cpp server, LM Studio)."""
 
 import json
-import os
 from typing import Any
 
 import openai
@@ -30,8 +29,8 @@ class OpenAIProvider(Provider):
         super().__init__(**kwargs)
         # A custom base URL is usually a local OpenAI-compatible server: chat completions, maybe no key.
         self.api = self.options.get("api") or ("chat" if self.base_url else "responses")
-        key = os.environ.get(self.key_env) or ("not-needed" if self.base_url else None)
-        self.client = openai.OpenAI(api_key=key, base_url=self.base_url or None, max_retries=0)
+        # Always an explicit key: the SDK would otherwise read OPENAI_API_KEY itself, whatever the URL.
+        self.client = openai.OpenAI(api_key=self.api_key or "none", base_url=self.base_url or None, max_retries=0)
 
     def generate(self, request: Request) -> Completion:
         try:
@@ -40,7 +39,7 @@ class OpenAIProvider(Provider):
             return self._responses(request)
         except openai.APIStatusError as exc:
             raise status_error(
-                self.name, exc.status_code, error_message(exc), parse_retry_after(exc.response.headers), self.key_env
+                self.name, exc.status_code, error_message(exc), parse_retry_after(exc.response.headers), self.key_hint
             ) from exc
         except openai.APITimeoutError as exc:
             raise RetryableError(f"{self.name}: no reply within {request.timeout:g}s") from exc

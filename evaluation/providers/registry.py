@@ -1,12 +1,15 @@
 """Which vendor serves a role: CLI override, then the database's LLMConfig, then environment, then offline."""
 
+import hashlib
 import importlib
 import json
 import os
 import threading
 from dataclasses import dataclass, field, replace
 from typing import Any
+from urllib.parse import urlsplit
 
+from evaluation.conf import setting
 from evaluation.providers.base import ROLES, GenerateSettings, MissingKeyError, Provider
 
 
@@ -74,6 +77,7 @@ class ProviderSpec:
             text, base_url = text.split("@", 1)
             if not base_url.startswith(("http://", "https://")):
                 raise ValueError(f"{value!r}: the part after '@' must be an http(s) URL")
+            check_base_url(base_url)
         cut = min((i for i in (text.find("/"), text.find(":")) if i >= 0), default=len(text))
         provider, model = text[:cut], text[cut + 1 :]
         if provider not in VENDORS:
@@ -106,13 +110,63 @@ def resolve_without_db(role: str) -> ProviderSpec:
 
 
 def missing_key(spec: ProviderSpec) -> str | None:
-    """The environment variable this spec needs and lacks, if any."""
+    """The environment variable this spec needs and lacks, if any (a custom base URL needs none)."""
     env = VENDORS[spec.provider].key_env
-    if not env or os.environ.get(env):
+    if not env or spec.base_url or os.environ.get(env):
         return None
-    if spec.provider == "openai" and spec.base_url:
-        return None  # local OpenAI-compatible servers need no key
     return env
+
+
+def check_base_url(url: str) -> None:
+    """Refuse a base URL whose host is not in EVAL_ALLOWED_BASE_URL_HOSTS (when that list is set)."""
+    allowed = setting("ALLOWED_BASE_URL_HOSTS")
+    host = urlsplit(url).hostname or ""
+    if allowed and host not in allowed:
+        raise ValueError(f"{url!r}: host {host!r} is not in EVAL_ALLOWED_BASE_URL_HOSTS ({', '.join(allowed)})")
+
+
+def allowed_env_value(name: str, *, destination: str) -> str:
+    """The value of an environment variable that is about to leave for `destination`; only variables
+    named in EVAL_ALLOWED_KEY_VARS may (an agent's auth_header naming DJANGO_SECRET_KEY must not)."""
+    if name not in setting("ALLOWED_KEY_VARS"):
+        raise MissingKeyError(f"{name} may not be sent to {destination}: it is not in EVAL_ALLOWED_KEY_VARS")
+    return os.environ.get(name, "")
+
+
+def _stored_credential(base_url: str) -> str | None:
+    from django.db import DatabaseError
+
+    from evaluation.models import EndpointCredential
+
+    try:
+        return EndpointCredential.objects.filter(base_url=base_url).values_list("api_key", flat=True).first()
+    except (DatabaseError, RuntimeError):  # no database here (pytest items of EVAL.md suites)
+        return None
+
+
+def api_key_for(spec: ProviderSpec) -> tuple[str | None, str]:
+    """(the key this spec's requests carry, where it comes from).
+
+    A vendor's key from the environment goes only to that vendor's own endpoint. A base URL typed
+    by staff gets the credential stored for it in the admin, else the variable its options name in
+    {"key_env": NAME} when EVAL_ALLOWED_KEY_VARS allows it, else no key.
+    """
+    vendor = VENDORS[spec.provider]
+    if not vendor.key_env:
+        return None, ""
+    if not spec.base_url:
+        return os.environ.get(vendor.key_env) or None, vendor.key_env
+    stored = _stored_credential(spec.base_url)
+    if stored:
+        return stored, f"the endpoint credential for {spec.base_url} (admin)"
+    named = str(spec.options.get("key_env") or "")
+    if named:
+        if named not in setting("ALLOWED_KEY_VARS"):
+            raise MissingKeyError(
+                f"{spec.provider}: {named} may not be sent to {spec.base_url}: it is not in EVAL_ALLOWED_KEY_VARS"
+            )
+        return os.environ.get(named) or None, named
+    return None, f"an endpoint credential for {spec.base_url} (admin), or options key_env in EVAL_ALLOWED_KEY_VARS"
 
 
 def require_keys(roles: list[str], override: str | None = None) -> list[str]:
@@ -139,22 +193,21 @@ def build(spec: ProviderSpec) -> Provider:
     env = missing_key(spec)
     if env:
         raise MissingKeyError(f"{spec.provider}: set {env} to use this provider")
-    key = json.dumps(
-        [
-            spec.provider,
-            spec.model,
-            spec.base_url,
-            spec.options,
-            os.environ.get(VENDORS[spec.provider].key_env, "") if VENDORS[spec.provider].key_env else "",
-        ],
-        sort_keys=True,
-        default=str,
-    )
+    if spec.base_url:
+        try:
+            check_base_url(spec.base_url)
+        except ValueError as exc:
+            raise MissingKeyError(f"{spec.provider}: {exc}") from None
+    api_key, hint = api_key_for(spec)
+    fingerprint = hashlib.sha256((api_key or "").encode()).hexdigest()
+    key = json.dumps([spec.provider, spec.model, spec.base_url, spec.options, fingerprint], sort_keys=True, default=str)
     with _INSTANCES_LOCK:
         if key not in _INSTANCES:
             module_name, _, class_name = VENDORS[spec.provider].provider_class.rpartition(".")
             cls = getattr(importlib.import_module(module_name), class_name)
-            _INSTANCES[key] = cls(model=spec.model, base_url=spec.base_url, options=spec.options)
+            _INSTANCES[key] = cls(
+                model=spec.model, base_url=spec.base_url, options=spec.options, api_key=api_key, key_hint=hint
+            )
         return _INSTANCES[key]
 
 

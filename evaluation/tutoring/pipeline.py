@@ -8,7 +8,6 @@ mixes with it; the reason lands in the run's error and in error.txt.
 
 import asyncio
 import logging
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -21,7 +20,7 @@ from django.utils.dateparse import parse_datetime
 from evaluation.conf import setting
 from evaluation.models import DimensionScore, EvaluationRun, Problem, RunMessage
 from evaluation.models.runs import RunSource, RunStage, RunStatus
-from evaluation.providers import Meter, ProviderSpec, get_llm
+from evaluation.providers import Meter, ProviderSpec, allowed_env_value, get_llm
 from evaluation.providers.base import InvalidJSONError
 from evaluation.runs.services import RunHandle
 from evaluation.tutoring import judge, reports
@@ -72,7 +71,9 @@ def tutor_target(agent: Any, server_url: str | None, meter: Meter) -> Iterator[A
         yield ChatTarget(get_llm("tutor", override=spec, meter=meter), agent.system_prompt)
         return
     base = agent.base_url if agent is not None and agent.kind == "protocol" else server_url or setting("SERVER_URL")
-    auth = os.environ.get(agent.auth_header, "") if agent is not None and agent.auth_header else ""
+    auth = ""
+    if agent is not None and agent.auth_header:
+        auth = allowed_env_value(agent.auth_header, destination=f"agent {agent.pk} at {base}")
     # Never start a tutor server here: a worker whose configured tutor is down fails the run with the
     # reason instead of starting daphne servers of its own (the CLI starts one for its whole batch).
     with tutor_server(base, manage=False) as url:

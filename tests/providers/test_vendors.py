@@ -118,8 +118,8 @@ def test_hang_times_out_and_is_retried(vendor, loopback, settings):
 def test_401_fails_at_once_naming_the_key(vendor, loopback):
     spec, endpoint = vendor
     loopback.script(Reply(status=401, error_message="invalid x-api-key"), "never reached")
-    key = "ANTHROPIC_API_KEY" if spec.provider == "anthropic" else "OPENAI_API_KEY"
-    with pytest.raises(AuthError, match=rf"HTTP 401, the API key was refused: check {key}"):
+    # A typed base URL never gets the vendor's key, so the message names where its key would come from.
+    with pytest.raises(AuthError, match=r"HTTP 401, the API key was refused: check an endpoint credential for http"):
         ask(spec)
     assert loopback.count(endpoint) == 1
 
