@@ -4,6 +4,7 @@ repair, record/replay and usage accounting wrapped around whichever vendor serve
 import asyncio
 import json
 import os
+import random
 import re
 import threading
 import time
@@ -56,6 +57,17 @@ def parse_json(text: str, schema: dict[str, Any]) -> tuple[Any, str | None]:
         where = ".".join(str(p) for p in first.absolute_path) or "(top level)"
         return None, f"does not match the schema at {where}: {first.message}"
     return data, None
+
+
+def retry_delay(attempt: int, retry_after: float | None, backoff: list[float]) -> float:
+    """Seconds to wait before the next attempt: the server's Retry-After when it gave one (at most
+    120 s), else "full jitter" (uniform between 0 and the attempt's backoff), so calls that failed
+    together do not retry in lockstep."""
+    if retry_after is not None:
+        return min(max(retry_after, 0.0), 120.0)
+    if not backoff:
+        return 0.0
+    return random.uniform(0.0, backoff[min(attempt - 1, len(backoff) - 1)])
 
 
 class LLM:
@@ -162,8 +174,7 @@ class LLM:
             except RetryableError as exc:
                 last = exc
                 if attempt < self.max_attempts:
-                    backoff = self.backoff[min(attempt - 1, len(self.backoff) - 1)] if self.backoff else 0.0
-                    time.sleep(min(exc.retry_after, 120.0) if exc.retry_after is not None else backoff)
+                    time.sleep(retry_delay(attempt, exc.retry_after, self.backoff))
                 continue
             if self.record_dir is not None:
                 replay.record(self.record_dir, request, completion, self.provider.name)

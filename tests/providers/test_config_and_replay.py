@@ -85,3 +85,12 @@ def test_every_offline_role_answers_a_plain_call():
     for role in ("simulator", "tutor", "gate", "suite_agent"):
         result = get_llm(role, override="offline").call([Message("user", "hello")])
         assert result.text, role
+
+
+def test_retries_wait_with_full_jitter_unless_the_server_says_when():
+    from evaluation.providers.client import retry_delay
+
+    waits = [retry_delay(1, None, [5.0, 10.0]) for _ in range(200)]
+    assert all(0.0 <= w <= 5.0 for w in waits) and len({round(w, 6) for w in waits}) > 150  # not in lockstep
+    assert max(retry_delay(2, None, [5.0, 10.0]) for _ in range(200)) > 5.0  # the second attempt's range
+    assert retry_delay(1, 0.7, [5.0]) == 0.7 and retry_delay(3, 999, [5.0]) == 120.0

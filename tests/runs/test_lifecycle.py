@@ -151,3 +151,28 @@ def test_requeue_refuses_an_active_run(catalog):
     (run,) = tutoring.run_start(topic_id=TOPIC, persona="ace", enqueue=False)
     with pytest.raises(RunBusy, match="only failed, interrupted or completed runs can be retried"):
         runs.run_requeue(run)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_starts_never_exceed_the_limit(catalog, settings):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from django.db import connection, connections
+
+    if connection.vendor != "postgresql":
+        pytest.skip("concurrent writers need PostgreSQL (SQLite serialises every write transaction anyway)")
+    settings.EVALUATION = {**settings.EVALUATION, "MAX_ACTIVE_RUNS": 5}
+
+    def one(_):
+        try:
+            tutoring.run_start(topic_id=TOPIC, persona="ace", enqueue=False)
+            return "started"
+        except CapacityReached:
+            return "refused"
+        finally:
+            connections.close_all()
+
+    with ThreadPoolExecutor(max_workers=20) as pool:
+        outcomes = list(pool.map(one, range(20)))
+    assert outcomes.count("started") == 5 and outcomes.count("refused") == 15
+    assert EvaluationRun.objects.filter(status="queued").count() == 5
