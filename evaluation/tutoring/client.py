@@ -118,7 +118,9 @@ class ProtocolTarget:
         turn_timeout: float,
         on_message: OnMessage,
         log: RunLog,
+        on_session: Callable[[str], Awaitable[None]] | None = None,
     ) -> SessionResult:
+        """on_session hears the session id as soon as the tutor made one, before any turn."""
         conv = Conversation(on_message, log)
         result = conv.result
         log(f"target {self.base_url}: health check")
@@ -141,6 +143,8 @@ class ProtocolTarget:
             raise TutorUnavailable(f"POST /sessions failed: {exc}") from exc
         result.session_id = created["session_id"]
         log(f"session {result.session_id} created")
+        if on_session is not None:
+            await on_session(result.session_id)
         url = f"{self.ws_base}/sessions/ws/{result.session_id}"
         try:
             async with websockets.connect(url, additional_headers=self.headers, open_timeout=turn_timeout) as ws:
@@ -213,6 +217,7 @@ class ChatTarget:
         turn_timeout: float,
         on_message: OnMessage,
         log: RunLog,
+        on_session: Callable[[str], Awaitable[None]] | None = None,
     ) -> SessionResult:
         conv = Conversation(on_message, log)
         self.llm.timeout = turn_timeout

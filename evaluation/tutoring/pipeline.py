@@ -114,6 +114,16 @@ def converse(handle: RunHandle, *, server_url: str | None) -> None:
 
         await asyncio.to_thread(store)
 
+    async def on_session(session_id: str) -> None:
+        def store() -> None:
+            try:
+                run.config = {**run.config, "session_id": session_id}
+                handle.progress(config=run.config)
+            finally:
+                close_old_connections()
+
+        await asyncio.to_thread(store)
+
     runlog(
         f"run {run.run_id} attempt {run.attempt}: persona {persona.persona_id}, topic {topic.topic_id}, "
         f"max_turns {run.max_turns}, seed {run.seed}"
@@ -127,6 +137,7 @@ def converse(handle: RunHandle, *, server_url: str | None) -> None:
                 turn_timeout=turn_timeout,
                 on_message=on_message,
                 log=runlog,
+                on_session=on_session,
             )
         )
     run.config = {

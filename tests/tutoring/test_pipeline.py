@@ -340,3 +340,27 @@ def test_grade_flag_is_the_students_grade_in_the_run_and_its_reports(server, set
     assert json.loads((folder / "conversation.json").read_text())["config"]["grade"] == 7
     with pytest.raises(CommandError, match="grade: 13 is out of range"):
         cli(persona="ace", provider="offline", topic_id=TOPIC, max_turns=2, grade=13)
+
+
+def test_a_failing_tutor_llm_keeps_the_students_message_and_the_session_id(catalog, loopback, tmp_path, settings):
+    """The reference tutor's LLM answers the opening, then fails: what the student said is stored anyway."""
+    from evaluation.providers.loopback import Reply as LoopReply
+    from evaluation.tutoring.server import managed_server
+
+    env = {
+        **SERVER_ENV,
+        "DATABASE_URL": database_url_for_tests(),
+        "EVAL_TUTOR_PROVIDER": f"openai/tutor@{loopback.openai_url}",
+        "EVAL_LLM_MAX_ATTEMPTS": "1",
+    }
+    loopback.script("Hi! Let's start: what is 27 + 15?", *[LoopReply(status=500, error_message="tutor down")] * 5)
+    with managed_server(env, log_path=tmp_path / "daphne.log") as url:
+        Agent.objects.create(id="flaky", display_name="Flaky tutor", kind="protocol", base_url=url)
+        with pytest.raises(CommandError, match="1 run\\(s\\) failed"):
+            cli(persona="ace", provider="offline", topic_id=TOPIC, max_turns=3, seed=1, target="flaky")
+    run = EvaluationRun.objects.get()
+    assert run.status == "failed" and "tutor" in run.error
+    session = TutoringSession.objects.get(pk=run.config["session_id"])  # recorded before the failure
+    roles = [m["role"] for m in session.full_conversation_log]
+    assert roles == ["tutor", "student"], session.full_conversation_log
+    assert session.full_conversation_log[1]["content"] == run.messages.get(role="student").content
