@@ -12,6 +12,7 @@ from evaluation.models import (
     EvaluationRun,
     FailedRun,
     Problem,
+    RunEvent,
     RunMessage,
     SuiteRun,
 )
@@ -27,6 +28,7 @@ RESULT_FIELDS = (
     "attempt",
     "heartbeat_at",
     "worker",
+    "started_by",
     "turn",
     "max_turns",
     "source",
@@ -68,6 +70,13 @@ class ReadOnlyInline(admin.TabularInline):
 class RunMessageInline(ReadOnlyInline):
     model = RunMessage
     fields = ("attempt", "turn", "role", "content", "timestamp", "metadata")
+
+
+class RunEventInline(ReadOnlyInline):
+    model = RunEvent
+    fields = ("at", "attempt", "status", "actor", "note")
+    readonly_fields = fields
+    verbose_name_plural = "history (who changed the run's state)"
 
 
 class DimensionScoreInline(ReadOnlyInline):
@@ -125,7 +134,7 @@ class EvaluationRunAdmin(admin.ModelAdmin):
     list_select_related = ("persona", "topic", "agent")
     date_hierarchy = "created_at"
     readonly_fields = ("report_link", *RESULT_FIELDS)
-    inlines = [DriftRunInline, SuiteRunInline, DimensionScoreInline, ProblemInline, RunMessageInline]
+    inlines = [RunEventInline, DriftRunInline, SuiteRunInline, DimensionScoreInline, ProblemInline, RunMessageInline]
     actions = ["cancel_runs", "retry_runs"]
 
     @admin.action(description="Cancel the selected queued or running runs")
@@ -140,7 +149,7 @@ class EvaluationRunAdmin(admin.ModelAdmin):
         ok = []
         for run in queryset:
             try:
-                service(run)
+                service(run, user=request.user)
                 ok.append(run.run_id)
             except (Conflict, InvalidInput) as exc:
                 self.message_user(request, f"{run.run_id}: {exc}", messages.ERROR)
@@ -206,3 +215,10 @@ class ProblemAdmin(ReadOnlyResultAdmin):
     list_display = ("run", "rank", "severity", "root_cause", "title", "quote_found")
     list_filter = ("severity", "root_cause", "quote_found")
     search_fields = ("title", "description", "quote", "run__run_id")
+
+
+@admin.register(RunEvent)
+class RunEventAdmin(ReadOnlyResultAdmin):
+    list_display = ("run", "at", "attempt", "status", "actor")
+    list_filter = ("status",)
+    search_fields = ("run__run_id", "actor", "note")

@@ -48,7 +48,7 @@ class SuiteAdmin(admin.ModelAdmin):
         started = []
         for suite in queryset:
             try:
-                started.append(services.suite_run_start(suite_id=suite.pk).run_id)
+                started.append(services.suite_run_start(suite_id=suite.pk, user=request.user).run_id)
             except (Conflict, NotFound, InvalidInput) as exc:
                 self.message_user(request, f"{suite.name}: not started: {exc}", messages.ERROR)
         if started:

@@ -42,6 +42,7 @@ class TopicOutput(Output):
 
 
 class TopicListView(APIView):
+    required_permission = "evaluation.view_topic"
     pagination_class = Pagination
 
     @operation(
@@ -60,6 +61,8 @@ class TopicListView(APIView):
 
 
 class TopicDetailView(APIView):
+    required_permission = "evaluation.view_topic"
+
     @operation(
         operation_id="catalogue_topics_retrieve",
         tag="catalogue",
@@ -95,6 +98,7 @@ class PersonaOutput(Output):
 
 
 class PersonaListView(APIView):
+    required_permission = "evaluation.view_persona"
     pagination_class = Pagination
 
     @operation(
@@ -113,6 +117,8 @@ class PersonaListView(APIView):
 
 
 class PersonaDetailView(APIView):
+    required_permission = "evaluation.view_persona"
+
     @operation(
         operation_id="catalogue_personas_retrieve",
         tag="catalogue",
@@ -167,6 +173,7 @@ class AgentOutput(Output):
 
 
 class AgentListView(APIView):
+    required_permission = "evaluation.view_agent"
     pagination_class = Pagination
 
     @operation(
@@ -186,6 +193,8 @@ class AgentListView(APIView):
 
 
 class AgentDetailView(APIView):
+    required_permission = "evaluation.view_agent"
+
     @operation(
         operation_id="catalogue_agents_retrieve",
         tag="catalogue",

@@ -38,6 +38,8 @@ class IngestOutput(Output):
 
 
 class IngestView(APIView):
+    required_permission = "evaluation.add_agentmessage"
+
     @operation(
         operation_id="drift_messages_ingest",
         tag="drift",
@@ -73,6 +75,8 @@ class DriftEvaluateInput(serializers.Serializer):
 
 
 class DriftEvaluateView(APIView):
+    required_permission = "evaluation.start_run"
+
     @operation(
         operation_id="drift_agents_evaluate",
         tag="drift",
@@ -90,6 +94,7 @@ class DriftEvaluateView(APIView):
         body = DriftEvaluateInput(data=request.data)
         body.is_valid(raise_exception=True)
         run = services.drift_run_start(
+            user=request.user,
             agent_id=agent_id,
             dimensions=body.validated_data.get("dimensions"),
             sample_size=body.validated_data["sample_size"],
@@ -119,6 +124,8 @@ class GateOutput(Output):
 
 
 class GateView(APIView):
+    required_permission = "evaluation.use_corrections"
+
     @operation(
         operation_id="drift_agents_gate",
         tag="drift",
@@ -149,6 +156,8 @@ class PreInvocationOutput(Output):
 
 
 class PreInvocationView(APIView):
+    required_permission = "evaluation.use_corrections"
+
     @operation(
         operation_id="drift_agents_pre_invocation",
         tag="drift",

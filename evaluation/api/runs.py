@@ -30,6 +30,7 @@ UNKNOWN_RUN = "No run has this id."
 
 
 class RunListView(APIView):
+    required_permission = "evaluation.view_evaluationrun"
     pagination_class = Pagination
 
     @operation(
@@ -49,6 +50,8 @@ class RunListView(APIView):
 
 
 class RunExportView(APIView):
+    required_permission = "evaluation.view_evaluationrun"
+
     def perform_content_negotiation(self, request: Request, force: bool = False) -> Any:
         # ?format= is this operation's own parameter (csv or json, checked by RunExportInput),
         # not DRF's renderer switch; answers other than the CSV stream, errors included, are JSON.
@@ -81,6 +84,8 @@ class RunExportView(APIView):
 
 
 class RunDetailView(APIView):
+    required_permission = "evaluation.view_evaluationrun"
+
     @operation(
         operation_id="runs_retrieve",
         tag="runs",
@@ -96,6 +101,8 @@ class RunDetailView(APIView):
 
 
 class RunStatusView(APIView):
+    required_permission = "evaluation.view_evaluationrun"
+
     @operation(
         operation_id="runs_status_retrieve",
         tag="runs",
@@ -112,6 +119,8 @@ class RunStatusView(APIView):
 
 
 class CurrentStatusView(APIView):
+    required_permission = "evaluation.view_evaluationrun"
+
     @operation(
         operation_id="evaluation_status_retrieve",
         tag="runs",
@@ -130,6 +139,8 @@ class CurrentStatusView(APIView):
 
 
 class RunCancelView(APIView):
+    required_permission = "evaluation.cancel_run"
+
     @operation(
         operation_id="runs_cancel",
         tag="runs",
@@ -142,11 +153,13 @@ class RunCancelView(APIView):
         conflict="The run has already ended (completed, failed, interrupted or cancelled).",
     )
     def post(self, request: Request, run_id: str) -> Response:
-        run = services.run_cancel(selectors.run_lookup(run_id))
+        run = services.run_cancel(selectors.run_lookup(run_id), user=request.user)
         return Response(RunAcceptedOutput(run).data)
 
 
 class RunRetryView(APIView):
+    required_permission = "evaluation.retry_run"
+
     @operation(
         operation_id="runs_retry",
         tag="runs",
@@ -160,5 +173,5 @@ class RunRetryView(APIView):
         conflict="The run is still queued or running, or as many runs are active as EVAL_MAX_ACTIVE_RUNS allows.",
     )
     def post(self, request: Request, run_id: str) -> Response:
-        run = services.run_requeue(selectors.run_lookup(run_id))
+        run = services.run_requeue(selectors.run_lookup(run_id), user=request.user)
         return Response(RunAcceptedOutput(run).data, status=status.HTTP_202_ACCEPTED)

@@ -45,6 +45,7 @@ class SuiteDetailOutput(SuiteOutput):
 
 
 class SuiteListView(APIView):
+    required_permission = "evaluation.view_suite"
     pagination_class = Pagination
 
     @operation(
@@ -63,6 +64,8 @@ class SuiteListView(APIView):
 
 
 class SuiteDetailView(APIView):
+    required_permission = "evaluation.view_suite"
+
     @operation(
         operation_id="suites_retrieve",
         tag="suites",
@@ -93,6 +96,8 @@ class SuiteRunInput(serializers.Serializer):
 
 
 class SuiteRunStartView(APIView):
+    required_permission = "evaluation.start_run"
+
     @operation(
         operation_id="suites_run",
         tag="suites",
@@ -109,7 +114,7 @@ class SuiteRunStartView(APIView):
     def post(self, request: Request, suite_id: int) -> Response:
         body = SuiteRunInput(data=request.data)
         body.is_valid(raise_exception=True)
-        run = services.suite_run_start(suite_id=suite_id, **body.validated_data)
+        run = services.suite_run_start(suite_id=suite_id, user=request.user, **body.validated_data)
         return Response(RunAcceptedOutput(run).data, status=status.HTTP_202_ACCEPTED)
 
 
@@ -134,6 +139,8 @@ class SuiteRunDetailOutput(RunStatusOutput):
 
 
 class SuiteRunDetailView(APIView):
+    required_permission = "evaluation.view_evaluationrun"
+
     @operation(
         operation_id="suites_runs_retrieve",
         tag="suites",

@@ -66,6 +66,8 @@ class StartOutput(Output):
 
 
 class StartView(APIView):
+    required_permission = "evaluation.start_run"
+
     @operation(
         operation_id="evaluation_start",
         tag="tutoring",
@@ -85,6 +87,7 @@ class StartView(APIView):
         body.is_valid(raise_exception=True)
         data = body.validated_data
         runs = services.run_start(
+            user=request.user,
             topic_id=data["topic_id"],
             persona=data.get("persona_file") or data.get("persona") or "average_student.json",
             max_turns=data["max_turns"],
@@ -109,6 +112,8 @@ class EvaluateSessionInput(serializers.Serializer):
 
 
 class EvaluateSessionView(APIView):
+    required_permission = "evaluation.start_run"
+
     @operation(
         operation_id="evaluation_evaluate_session",
         tag="tutoring",
@@ -127,12 +132,16 @@ class EvaluateSessionView(APIView):
         body = EvaluateSessionInput(data=request.data)
         body.is_valid(raise_exception=True)
         run = services.session_evaluation_start(
-            session_id=str(body.validated_data["session_id"]), provider=body.validated_data["provider"] or None
+            user=request.user,
+            session_id=str(body.validated_data["session_id"]),
+            provider=body.validated_data["provider"] or None,
         )
         return Response(RunAcceptedOutput(run).data, status=status.HTTP_202_ACCEPTED)
 
 
 class RetryEvaluationView(APIView):
+    required_permission = "evaluation.retry_run"
+
     @operation(
         operation_id="evaluation_retry_evaluation",
         tag="tutoring",
@@ -146,5 +155,5 @@ class RetryEvaluationView(APIView):
         conflict="The run is still queued or running, or " + CAPACITY[0].lower() + CAPACITY[1:],
     )
     def post(self, request: Request, run_id: str) -> Response:
-        run = services.run_retry_evaluation_start(run=run_selectors.run_lookup(run_id, kind="tutor"))
+        run = services.run_retry_evaluation_start(run=run_selectors.run_lookup(run_id, kind="tutor"), user=request.user)
         return Response(RunAcceptedOutput(run).data, status=status.HTTP_202_ACCEPTED)

@@ -2,6 +2,7 @@
 
 from django.urls import path
 from drf_spectacular.views import SpectacularRedocView, SpectacularSwaggerSplitView
+from rest_framework.permissions import AllowAny
 
 from evaluation.api import catalogue, drift, runs, suites, tutoring
 
@@ -40,6 +41,14 @@ urlpatterns = [
     path("catalogue/agents", catalogue.AgentListView.as_view(), name="api-agents"),
     path("catalogue/agents/<str:agent_id>", catalogue.AgentDetailView.as_view(), name="api-agent"),
     # the schema's pages; Swagger UI's split view loads its script from a URL, not inline (strict CSP)
-    path("docs/", SpectacularSwaggerSplitView.as_view(url_name="schema"), name="api-docs"),
-    path("redoc/", SpectacularRedocView.as_view(url_name="schema"), name="api-redoc"),
+    path(
+        "docs/",
+        SpectacularSwaggerSplitView.as_view(url_name="schema", permission_classes=[AllowAny]),
+        name="api-docs",
+    ),
+    path(
+        "redoc/",
+        SpectacularRedocView.as_view(url_name="schema", permission_classes=[AllowAny]),
+        name="api-redoc",
+    ),
 ]

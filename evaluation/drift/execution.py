@@ -76,6 +76,7 @@ def drift_run_create(
     judge: str = "",
     source: str = "",
     is_baseline: bool = False,
+    user: Any = None,
 ) -> EvaluationRun:
     """A queued drift run for the agent (validated; nothing is judged yet)."""
     chosen = list(dimensions or DIMENSIONS)
@@ -85,6 +86,7 @@ def drift_run_create(
             base_id=f"drift_{timezone.now():%Y%m%d_%H%M%S}_{agent.pk}",
             kind=RunKind.DRIFT,
             agent=agent,
+            user=user,
             config={"judge": judge},
         )
         DriftRun.objects.create(
@@ -99,12 +101,19 @@ def drift_run_create(
 
 
 def drift_run_start(
-    *, agent_id: str, dimensions: list[str] | None = None, sample_size: int = 20, judge: str | None = None
+    *,
+    agent_id: str,
+    dimensions: list[str] | None = None,
+    sample_size: int = 20,
+    judge: str | None = None,
+    user: Any = None,
 ) -> EvaluationRun:
     """Start a background drift evaluation of one agent's newest messages."""
     agent = agent_lookup(agent_id)
     with transaction.atomic():
-        run = drift_run_create(agent=agent, dimensions=dimensions, sample_size=sample_size, judge=judge or "")
+        run = drift_run_create(
+            agent=agent, dimensions=dimensions, sample_size=sample_size, judge=judge or "", user=user
+        )
         runs.run_enqueue(run)
     return run
 

@@ -10,6 +10,7 @@ from evaluation.models.runs import (
     EvaluationRun,
     FailedRun,
     Problem,
+    RunEvent,
     RunMessage,
 )
 from evaluation.models.sessions import TutoringSession
@@ -36,6 +37,7 @@ __all__ = [
     "Proposition",
     "PropositionScore",
     "PropositionSet",
+    "RunEvent",
     "RunMessage",
     "Suite",
     "SuiteRun",

@@ -2,6 +2,7 @@
 
 import uuid
 
+from django.conf import settings
 from django.db import models
 
 from evaluation.models.agents import Agent
@@ -90,6 +91,14 @@ class EvaluationRun(models.Model):
     persona = models.ForeignKey(Persona, null=True, blank=True, on_delete=models.SET_NULL, related_name="runs")
     topic = models.ForeignKey(Topic, null=True, blank=True, on_delete=models.SET_NULL, related_name="runs")
     agent = models.ForeignKey(Agent, null=True, blank=True, on_delete=models.CASCADE, related_name="runs")
+    started_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="Who started it (the API token's user, or the dashboard's); empty for the CLI.",
+    )
     group = models.CharField(max_length=120, blank=True, db_index=True, help_text="Multi-persona comparison id.")
     repeat_index = models.PositiveIntegerField(default=1)
     seed = models.BigIntegerField(null=True, blank=True)
@@ -109,6 +118,12 @@ class EvaluationRun(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
+        permissions = [
+            ("start_run", "Can start evaluation runs (tutor, drift, suite)"),
+            ("retry_run", "Can retry or re-evaluate runs"),
+            ("cancel_run", "Can cancel runs"),
+            ("use_corrections", "Can call the drift gate and pre-invocation checks (LLM calls)"),
+        ]
         indexes = [
             models.Index(fields=["agent", "created_at"]),
             models.Index(fields=["status", "created_at"]),
@@ -139,6 +154,23 @@ class FailedRun(EvaluationRun):
     class Meta:
         proxy = True
         verbose_name = "failed run"
+
+
+class RunEvent(models.Model):
+    """One change of a run's state, and who made it (a user, a worker, the sweeper, the CLI)."""
+
+    run = models.ForeignKey(EvaluationRun, on_delete=models.CASCADE, related_name="events")
+    at = models.DateTimeField(auto_now_add=True)
+    attempt = models.PositiveIntegerField()
+    status = models.CharField(max_length=12, choices=RunStatus.choices)
+    actor = models.CharField(max_length=200, help_text="user:<name>, worker:<host:pid>, sweeper or cli.")
+    note = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["run", "at", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.run_id} attempt {self.attempt}: {self.status} by {self.actor}"
 
 
 class RunMessage(models.Model):

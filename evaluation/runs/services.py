@@ -28,7 +28,7 @@ from django.utils.text import slugify
 
 from evaluation.conf import setting
 from evaluation.errors import CapacityReached, PlainMessage, RunBusy
-from evaluation.models import EvaluationRun
+from evaluation.models import EvaluationRun, RunEvent
 from evaluation.models.runs import ACTIVE_STATUSES, RETRYABLE_STATUSES, RunStage, RunStatus
 from evaluation.runs.broadcast import Listener, broadcast
 
@@ -49,19 +49,34 @@ def worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
+def actor_of(user: Any) -> str:
+    """How the run's event log names who acted: user:<name> for a person or a token, else cli."""
+    if user is not None and getattr(user, "is_authenticated", False):
+        return f"user:{user.get_username()}"
+    return "cli"
+
+
+def _event(run: EvaluationRun, status: str, actor: str, note: str = "") -> None:
+    RunEvent.objects.create(run_id=run.pk, attempt=run.attempt, status=status, actor=actor[:200], note=note[:2000])
+
+
 def safe_run_id(base_id: str) -> str:
     """A readable id that is safe as a folder name and in a URL: a slug, never a raw '/'."""
     return slugify(base_id.replace("/", "-")).replace("-", "_")[:100] or "run"
 
 
-def run_create(*, base_id: str, kind: str, **fields: Any) -> EvaluationRun:
-    """Create a queued run whose readable id (its report folder) is unique, suffixing _2, _3 on collision."""
+def run_create(*, base_id: str, kind: str, user: Any = None, **fields: Any) -> EvaluationRun:
+    """Create a queued run whose readable id (its report folder) is unique, suffixing _2, _3 on collision;
+    `user` (a person or an API token's user) is recorded as who started it."""
     base = safe_run_id(base_id)
+    started_by = user if user is not None and getattr(user, "is_authenticated", False) else None
     for n in range(1, 1000):
         run_id = base if n == 1 else f"{base}_{n}"
         try:
             with transaction.atomic():
-                return EvaluationRun.objects.create(run_id=run_id, kind=kind, **fields)
+                run = EvaluationRun.objects.create(run_id=run_id, kind=kind, started_by=started_by, **fields)
+                _event(run, RunStatus.QUEUED, actor_of(user), "created")
+                return run
         except IntegrityError:
             if not EvaluationRun.objects.filter(run_id=run_id).exists():
                 raise
@@ -97,7 +112,9 @@ def run_enqueue(run: EvaluationRun, action: str = "execute") -> None:
     transaction.on_commit(lambda: async_task(TASK, pk, attempt, action, task_name=name))
 
 
-def run_requeue(run: EvaluationRun, *, action: str = "execute", detail: str = "Waiting for a worker") -> EvaluationRun:
+def run_requeue(
+    run: EvaluationRun, *, action: str = "execute", detail: str = "Waiting for a worker", user: Any = None
+) -> EvaluationRun:
     """Queue a new attempt of a finished run (failed, interrupted, or completed for a re-evaluation)."""
     allowed = (*RETRYABLE_STATUSES, RunStatus.COMPLETED)
     with capacity_reserved(1):
@@ -118,11 +135,12 @@ def run_requeue(run: EvaluationRun, *, action: str = "execute", detail: str = "W
                 f"run {run.run_id} is {run.status}; only failed, interrupted or completed runs can be retried"
             )
         run.refresh_from_db()
+        _event(run, RunStatus.QUEUED, actor_of(user), "re-evaluate" if action == "evaluate" else "retry")
         run_enqueue(run, action)
     return run
 
 
-def run_cancel(run: EvaluationRun) -> EvaluationRun:
+def run_cancel(run: EvaluationRun, *, user: Any = None) -> EvaluationRun:
     """End a queued or running run as cancelled; its worker stops at its next unit of progress."""
     updated = EvaluationRun.objects.filter(pk=run.pk, status__in=ACTIVE_STATUSES).update(
         status=RunStatus.CANCELLED, stage=RunStage.CANCELLED, detail="Cancelled", completed_at=timezone.now()
@@ -130,6 +148,7 @@ def run_cancel(run: EvaluationRun) -> EvaluationRun:
     run.refresh_from_db()
     if not updated:
         raise RunBusy(f"run {run.run_id} is {run.status}; only queued or running runs can be cancelled")
+    _event(run, RunStatus.CANCELLED, actor_of(user))
     broadcast(run)
     return run
 
@@ -153,6 +172,7 @@ def runs_interrupt_stale(*, stale_after: float | None = None) -> list[str]:
         ):
             ended.append(run.run_id)
             run.refresh_from_db()
+            _event(run, RunStatus.INTERRUPTED, "sweeper", reason)
             broadcast(run)
     return ended
 
@@ -207,7 +227,9 @@ def _begin(run_pk: Any, attempt: int) -> EvaluationRun | None:
     )
     if not updated:
         return None
-    return EvaluationRun.objects.select_related("persona", "topic", "agent").get(pk=run_pk)
+    run = EvaluationRun.objects.select_related("persona", "topic", "agent").get(pk=run_pk)
+    _event(run, RunStatus.RUNNING, f"worker:{run.worker}")
+    return run
 
 
 @contextmanager
@@ -305,6 +327,7 @@ def _end(handle: RunHandle, status: str, fields: dict[str, Any]) -> None:
     if EvaluationRun.objects.filter(pk=run.pk, status=RunStatus.RUNNING, attempt=run.attempt).update(**fields):
         for key, value in fields.items():
             setattr(run, key, value)
+        _event(run, status, f"worker:{run.worker}", str(fields.get("error", "")))
         broadcast(run, handle.listener)
     else:
         run.refresh_from_db()

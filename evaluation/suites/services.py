@@ -82,7 +82,13 @@ class SuiteRunError(PlainMessage, Exception):
 
 
 def suite_run_start(
-    *, suite_id: int, model: str | None = None, judge_model: str | None = None, judge: bool = True, enqueue: bool = True
+    *,
+    suite_id: int,
+    model: str | None = None,
+    judge_model: str | None = None,
+    judge: bool = True,
+    enqueue: bool = True,
+    user: Any = None,
 ) -> EvaluationRun:
     """Create a queued run of one discovered suite (and hand it to a worker)."""
     suite = Suite.objects.filter(pk=suite_id).first()
@@ -96,7 +102,9 @@ def suite_run_start(
                 raise InvalidInput([FieldProblem(name, str(exc))]) from None
     stamp = timezone.now().strftime("%Y%m%d_%H%M%S")
     with runs.capacity_reserved(1):
-        run = runs.run_create(base_id=f"suite_{stamp}_{suite.name}", kind=RunKind.SUITE, stage=RunStage.QUEUED)
+        run = runs.run_create(
+            base_id=f"suite_{stamp}_{suite.name}", kind=RunKind.SUITE, stage=RunStage.QUEUED, user=user
+        )
         SuiteRun.objects.create(
             run=run, suite=suite, suite_path=suite.path, model=model or "", judge_model=judge_model or "", judge=judge
         )

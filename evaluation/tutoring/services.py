@@ -72,6 +72,7 @@ def run_start(
     grade: int | None = None,
     enqueue: bool = True,
     started_by: str = "api",
+    user: Any = None,
 ) -> list[EvaluationRun]:
     """Create simulated runs (one per persona and repeat) and enqueue them; returns the runs."""
     problems = []
@@ -116,6 +117,7 @@ def run_start(
                 run = runs.run_create(
                     base_id=f"run_{stamp}_{p.persona_id}{suffix}",
                     kind=RunKind.TUTOR,
+                    user=user,
                     source=RunSource.SIMULATED,
                     persona=p,
                     topic=topic,
@@ -158,7 +160,9 @@ def _session_messages(session: TutoringSession) -> list[dict[str, Any]]:
     return out
 
 
-def session_evaluation_start(*, session_id: str, provider: str | None = None, enqueue: bool = True) -> EvaluationRun:
+def session_evaluation_start(
+    *, session_id: str, provider: str | None = None, enqueue: bool = True, user: Any = None
+) -> EvaluationRun:
     """Evaluate a stored tutoring session: copy its messages into a run and enqueue the judge."""
     try:
         session = TutoringSession.objects.select_related("topic").filter(pk=uuid.UUID(str(session_id))).first()
@@ -180,6 +184,7 @@ def session_evaluation_start(*, session_id: str, provider: str | None = None, en
         run = runs.run_create(
             base_id=f"run_{stamp}_session",
             kind=RunKind.TUTOR,
+            user=user,
             source=RunSource.EXISTING_SESSION,
             source_session_id=session.pk,
             topic=session.topic,
@@ -195,11 +200,11 @@ def session_evaluation_start(*, session_id: str, provider: str | None = None, en
     return run
 
 
-def run_retry_evaluation_start(*, run: EvaluationRun) -> EvaluationRun:
+def run_retry_evaluation_start(*, run: EvaluationRun, user: Any = None) -> EvaluationRun:
     """Queue a new attempt that re-judges the stored conversation without simulating it again."""
     if not run.messages.exists():
         raise InvalidInput([FieldProblem("run", f"run {run.run_id} has no stored conversation to evaluate")])
-    return runs.run_requeue(run, action="evaluate", detail="Waiting to re-evaluate")
+    return runs.run_requeue(run, action="evaluate", detail="Waiting to re-evaluate", user=user)
 
 
 def run_execute(

@@ -1,10 +1,14 @@
 """Dashboard and report pages (server-rendered, staff only). Thin: read selectors, call services."""
 
 import json
+from collections.abc import Callable
+from functools import wraps
 from pathlib import Path
+from typing import Any
 
 from django.contrib import messages
 from django.contrib.admin.views.decorators import staff_member_required
+from django.core.exceptions import PermissionDenied
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -24,6 +28,21 @@ from evaluation.web.markdown import render_markdown
 DOWNLOADABLE = set(ARTIFACTS) | {"error.txt", "judge_raw.txt"}
 
 
+def permission_needed(perm: str) -> Callable[[Callable[..., HttpResponse]], Callable[..., HttpResponse]]:
+    """Staff who lack the model permission get 403 (after staff_member_required sent anonymous users to log in)."""
+
+    def wrap(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+        @wraps(view)
+        def checked(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+            if not request.user.has_perm(perm):
+                raise PermissionDenied(f"this page needs the permission {perm!r}")
+            return view(request, *args, **kwargs)
+
+        return checked
+
+    return wrap
+
+
 def _live_socket() -> bool:
     from django.conf import settings
 
@@ -31,6 +50,7 @@ def _live_socket() -> bool:
 
 
 @staff_member_required
+@permission_needed("evaluation.view_evaluationrun")
 @require_GET
 def dashboard(request: HttpRequest) -> HttpResponse:
     filters = {key: request.GET.get(key, "") for key in selectors.RUN_FILTERS}
@@ -56,17 +76,21 @@ def dashboard(request: HttpRequest) -> HttpResponse:
 
 
 @staff_member_required
+@permission_needed("evaluation.start_run")
 @require_POST
 def start(request: HttpRequest) -> HttpResponse:
     try:
         if request.POST.get("mode") == "session":
             run = services.session_evaluation_start(
-                session_id=request.POST.get("session_id", ""), provider=request.POST.get("provider") or None
+                user=request.user,
+                session_id=request.POST.get("session_id", ""),
+                provider=request.POST.get("provider") or None,
             )
             messages.success(request, f"Evaluating session: {run.run_id}")
             return redirect(reverse("evaluation-dashboard") + "?source=existing_session")
         personas = request.POST.getlist("personas") or ["all"]
         runs = services.run_start(
+            user=request.user,
             topic_id=request.POST.get("topic_id", ""),
             persona=personas,
             max_turns=int(request.POST.get("max_turns") or 20),
@@ -83,6 +107,7 @@ def start(request: HttpRequest) -> HttpResponse:
 
 
 @staff_member_required
+@permission_needed("evaluation.view_evaluationrun")
 @require_GET
 def runs_status(request: HttpRequest) -> JsonResponse:
     ids = [i for i in request.GET.get("ids", "").split(",") if i]
@@ -109,6 +134,7 @@ def _message_rows(items):
 
 
 @staff_member_required
+@permission_needed("evaluation.view_evaluationrun")
 @require_GET
 def run_report(request: HttpRequest, run_id: str) -> HttpResponse:
     run = _run_or_404(run_id)
@@ -132,6 +158,7 @@ def run_report(request: HttpRequest, run_id: str) -> HttpResponse:
 
 
 @staff_member_required
+@permission_needed("evaluation.view_evaluationrun")
 @require_GET
 def run_live(request: HttpRequest, run_id: str) -> JsonResponse:
     """The run's status and the messages after turn ?after=N, for the growing transcript."""
@@ -142,6 +169,7 @@ def run_live(request: HttpRequest, run_id: str) -> JsonResponse:
 
 
 @staff_member_required
+@permission_needed("evaluation.view_evaluationrun")
 @require_GET
 def run_artifact(request: HttpRequest, run_id: str, name: str) -> FileResponse:
     run = _run_or_404(run_id)
@@ -154,11 +182,12 @@ def run_artifact(request: HttpRequest, run_id: str, name: str) -> FileResponse:
 
 
 @staff_member_required
+@permission_needed("evaluation.retry_run")
 @require_POST
 def run_retry(request: HttpRequest, run_id: str) -> HttpResponse:
     run = _run_or_404(run_id)
     try:
-        services.run_retry_evaluation_start(run=run)
+        services.run_retry_evaluation_start(run=run, user=request.user)
         messages.success(request, f"Re-evaluating {run.run_id}.")
     except (InvalidInput, Conflict) as exc:
         messages.error(request, f"Not re-evaluated: {exc}")
@@ -166,11 +195,12 @@ def run_retry(request: HttpRequest, run_id: str) -> HttpResponse:
 
 
 @staff_member_required
+@permission_needed("evaluation.cancel_run")
 @require_POST
 def run_cancel(request: HttpRequest, run_id: str) -> HttpResponse:
     run = _run_or_404(run_id)
     try:
-        run_services.run_cancel(run)
+        run_services.run_cancel(run, user=request.user)
         messages.success(request, f"Cancelled {run.run_id}.")
     except Conflict as exc:
         messages.error(request, f"Not cancelled: {exc}")
@@ -178,6 +208,7 @@ def run_cancel(request: HttpRequest, run_id: str) -> HttpResponse:
 
 
 @staff_member_required
+@permission_needed("evaluation.start_run")
 @require_POST
 def run_again(request: HttpRequest, run_id: str) -> HttpResponse:
     """Simulate and evaluate again with the same persona, topic, target and settings (a new seed)."""
@@ -185,10 +216,11 @@ def run_again(request: HttpRequest, run_id: str) -> HttpResponse:
     try:
         if run.source == RunSource.EXISTING_SESSION:
             new = services.session_evaluation_start(
-                session_id=str(run.source_session_id), provider=run.config.get("provider") or None
+                user=request.user, session_id=str(run.source_session_id), provider=run.config.get("provider") or None
             )
         else:
             new = services.run_start(
+                user=request.user,
                 topic_id=run.topic.topic_id if run.topic else "",
                 persona=run.persona.persona_id if run.persona else "",
                 max_turns=run.max_turns,
@@ -204,6 +236,7 @@ def run_again(request: HttpRequest, run_id: str) -> HttpResponse:
 
 
 @staff_member_required
+@permission_needed("evaluation.view_evaluationrun")
 @require_GET
 def comparison(request: HttpRequest, group: str) -> HttpResponse:
     ctx = selectors.comparison_context(group)
@@ -218,6 +251,7 @@ def comparison(request: HttpRequest, group: str) -> HttpResponse:
 
 
 @staff_member_required
+@permission_needed("evaluation.view_evaluationrun")
 @require_GET
 def suite_run(request: HttpRequest, run_id: str) -> HttpResponse:
     run = _run_or_404(run_id)
@@ -237,6 +271,7 @@ def suite_run(request: HttpRequest, run_id: str) -> HttpResponse:
 
 
 @staff_member_required
+@permission_needed("evaluation.view_evaluationrun")
 @require_GET
 def drift_agent(request: HttpRequest, agent_id: str) -> HttpResponse:
     ctx = drift_selectors.drift_context(agent_id)
