@@ -71,8 +71,14 @@ def tutor_target(agent: Any, server_url: str | None, meter: Meter) -> Iterator[A
         spec = ProviderSpec("openai", agent.model, agent.base_url, {"api": "chat"})
         yield ChatTarget(get_llm("tutor", override=spec, meter=meter), agent.system_prompt)
         return
-    base = agent.base_url if agent is not None and agent.kind == "protocol" else server_url or setting("SERVER_URL")
-    auth = os.environ.get(agent.auth_header, "") if agent is not None and agent.auth_header else ""
+    if agent is not None and agent.kind == "protocol":
+        base = agent.base_url
+        auth = os.environ.get(agent.auth_header, "") if agent.auth_header else ""
+    else:
+        # Our own reference tutor: the install's protocol key creates the session. It goes to no other
+        # server; an external agent's credential is the one its auth_header names.
+        base = server_url or setting("SERVER_URL")
+        auth = f"Bearer {setting('PROTOCOL_KEY')}"
     # Never start a tutor server here: a worker whose configured tutor is down fails the run with the
     # reason instead of starting daphne servers of its own (the CLI starts one for its whole batch).
     with tutor_server(base, manage=False) as url:
