@@ -136,8 +136,10 @@ def run_report(request: HttpRequest, run_id: str) -> HttpResponse:
 def run_live(request: HttpRequest, run_id: str) -> JsonResponse:
     """The run's status and the messages after turn ?after=N, for the growing transcript."""
     run = _run_or_404(run_id)
-    after = int(request.GET.get("after") or 0)
-    rows = _message_rows(selectors.conversation(run).filter(turn__gt=after))
+    after = request.GET.get("after") or "0"
+    if not after.isdecimal() or len(after) > 9:  # a turn number: digits only, no sign, no exponent
+        return JsonResponse({"error": f"after: {after[:40]!r} is not a turn number (0 or more)"}, status=400)
+    rows = _message_rows(selectors.conversation(run).filter(turn__gt=int(after)))
     return JsonResponse({"status": run_selectors.run_status(run), "messages": rows})
 
 
