@@ -6,6 +6,8 @@ REDIS_URL and provider keys. Production (docs/deployment.md): DJANGO_SECRET_KEY,
 DJANGO_ALLOWED_HOSTS and DJANGO_SECURE=1.
 """
 
+import hashlib
+import hmac
 import os
 import secrets
 from datetime import timedelta
@@ -310,6 +312,18 @@ EVALUATION = {
     "SERVE_STATIC": _env_bool("EVAL_SERVE_STATIC", True),
     # Problems per reference-tutor session: the session completes when they are done.
     "TUTOR_PROBLEMS": int(os.environ.get("EVAL_TUTOR_PROBLEMS", "8")),
+    # Bounds on untrusted input (docs/limits.md): over one, a door answers 413 or 400 naming it.
+    "JSON_MAX_DEPTH": int(os.environ.get("EVAL_JSON_MAX_DEPTH", "64")),
+    "CATALOG_MAX_FILE_BYTES": int(os.environ.get("EVAL_CATALOG_MAX_FILE_BYTES", "1000000")),
+    "CATALOG_MAX_TEXT_CHARS": int(os.environ.get("EVAL_CATALOG_MAX_TEXT_CHARS", "20000")),
+    "CATALOG_MAX_LIST_ITEMS": int(os.environ.get("EVAL_CATALOG_MAX_LIST_ITEMS", "1000")),
+    "SUITE_MAX_FILE_BYTES": int(os.environ.get("EVAL_SUITE_MAX_FILE_BYTES", "1000000")),
+    "SUITE_MAX_CASES": int(os.environ.get("EVAL_SUITE_MAX_CASES", "500")),
+    "INGEST_MAX_RECORDS": int(os.environ.get("EVAL_INGEST_MAX_RECORDS", "5000")),
+    # Creates sessions on the session protocol (docs/session-protocol.md). Unset, it is derived from
+    # SECRET_KEY, so the web tier and the workers of one install agree with nothing to configure.
+    "PROTOCOL_KEY": os.environ.get("EVAL_PROTOCOL_KEY")
+    or hmac.new(SECRET_KEY.encode(), b"evaluation.protocol.key", hashlib.sha256).hexdigest(),
     # USD per million tokens (input, output); thinking tokens are billed as output.
     "PRICES": {
         "gpt-5.2": (1.75, 14.0),

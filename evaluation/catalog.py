@@ -12,8 +12,9 @@ from typing import Any
 import yaml
 from django.db import transaction
 
+from evaluation import limits
 from evaluation.drift.services import PropositionSpec, parse_proposition_yaml, proposition_file_as_dict
-from evaluation.errors import FieldProblem
+from evaluation.errors import FieldProblem, InvalidInput
 from evaluation.models import Agent, Persona, Proposition, PropositionSet, Topic
 from evaluation.tutoring.selectors import persona_as_dict, topic_as_dict
 from evaluation.tutoring.services import TOPIC_KEYS, split_known, validate_persona, validate_topic
@@ -32,13 +33,39 @@ class LoadReport:
         return not self.errors
 
 
-def _read_json(path: Path, label: str) -> tuple[Any, list[FieldProblem]]:
+def _read_text(path: Path, label: str) -> tuple[str | None, list[FieldProblem]]:
+    """The file's text, refused past CATALOG_MAX_FILE_BYTES (from its size, before reading it) or
+    when not UTF-8 (naming the byte offset)."""
     try:
-        return json.loads(path.read_text(encoding="utf-8")), []
-    except UnicodeDecodeError as exc:
-        return None, [FieldProblem("", f"not UTF-8 text ({exc.reason})", label)]
-    except json.JSONDecodeError as exc:
-        return None, [FieldProblem("", f"invalid JSON: {exc.msg}", label, line=exc.lineno)]
+        return limits.decode_utf8(
+            limits.read_bounded(path, "CATALOG_MAX_FILE_BYTES", file=label), field="", file=label
+        ), []
+    except InvalidInput as exc:
+        return None, exc.problems
+
+
+def _read_json(path: Path, label: str) -> tuple[Any, list[FieldProblem]]:
+    text, problems = _read_text(path, label)
+    if text is None:
+        return None, problems
+    try:
+        data = limits.json_loads(text, field="", file=label)
+    except InvalidInput as exc:
+        return None, exc.problems
+    return data, limits.value_problems(data, file=label)
+
+
+def _read_yaml(path: Path, label: str) -> tuple[Any, list[FieldProblem]]:
+    text, problems = _read_text(path, label)
+    if text is None:
+        return None, problems
+    try:
+        data = limits.yaml_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        reason = f"invalid YAML: {getattr(exc, 'problem', None) or exc}"
+        return None, [FieldProblem("", reason, label, line=mark.line + 1 if mark else None)]
+    return data, limits.value_problems(data, file=label)
 
 
 def load_persona_file(path: Path, report: LoadReport, label: str) -> None:
@@ -78,10 +105,9 @@ def load_topic_file(path: Path, report: LoadReport, label: str) -> None:
 
 
 def load_proposition_file(path: Path, report: LoadReport, label: str) -> None:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        report.errors.append(str(FieldProblem("", f"not UTF-8 text ({exc.reason})", label)))
+    text, problems = _read_text(path, label)
+    if text is None:
+        report.errors.extend(str(p) for p in problems)
         return
     parsed, problems = parse_proposition_yaml(text, file=label)
     if parsed is None:
@@ -116,17 +142,9 @@ CAST_KEYS = ("id", "display_name", "persona_spec")
 
 def load_cast_file(path: Path, report: LoadReport, label: str) -> None:
     """A character agent: id, display_name, persona_spec; other keys (nudge, ...) kept in extra."""
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        report.errors.append(
-            str(
-                FieldProblem(
-                    "", f"invalid YAML: {getattr(exc, 'problem', exc)}", label, line=mark.line + 1 if mark else None
-                )
-            )
-        )
+    data, problems = _read_yaml(path, label)
+    if problems:
+        report.errors.extend(str(p) for p in problems)
         return
     if not isinstance(data, dict):
         report.errors.append(

@@ -12,6 +12,7 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from evaluation.errors import Conflict, InvalidInput, NotFound
+from evaluation.limits import TooLarge
 
 log = logging.getLogger(__name__)
 
@@ -58,9 +59,12 @@ def exception_handler(exc, context):
         return Response({"error": str(exc)}, status=status.HTTP_409_CONFLICT)
     if isinstance(exc, InvalidInput):
         body = error_body([(p.field or NON_FIELD, p.reason) for p in exc.problems])
-        return Response({**body, "error": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
+        code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE if isinstance(exc, TooLarge) else status.HTTP_400_BAD_REQUEST
+        return Response({**body, "error": str(exc)}, status=code)
     if isinstance(exc, RequestDataTooBig):  # Django's own bound, which DRF's JSON parser also meets
         exc = PayloadTooLarge()
+    if isinstance(exc, RecursionError):  # DRF's JSON parser on a deeply nested body
+        exc = exceptions.ParseError("body: JSON is nested too deeply")
     response = drf_exception_handler(exc, context)
     if response is None:
         log.exception("unhandled API error", exc_info=exc)

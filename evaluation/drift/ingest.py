@@ -13,31 +13,42 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from evaluation import limits
 from evaluation.errors import FieldProblem, InvalidInput
 from evaluation.models import Agent, AgentMessage
 
 
 def parse_records(body: str | bytes) -> list[tuple[str, Any]]:
-    """[(where, record)] from a JSON object, a JSON list, or JSON lines; raises InvalidInput."""
-    text = body.decode("utf-8", errors="replace") if isinstance(body, bytes) else body
+    """[(where, record)] from a JSON object, a JSON list, or JSON lines; raises InvalidInput, or
+    TooLarge past INGEST_MAX_RECORDS records."""
+    text = limits.decode_utf8(body) if isinstance(body, bytes) else body
     stripped = text.strip()
     if not stripped:
         raise InvalidInput([FieldProblem("body", "is empty")])
-    try:
-        data = json.loads(stripped)
-        if isinstance(data, list):
-            return [(f"[{i}]", r) for i, r in enumerate(data)]
-        return [("body", data)]
-    except json.JSONDecodeError:
-        pass
-    records, problems = [], []
+    most = limits.limit("INGEST_MAX_RECORDS")
+    if stripped[0] in "[{":
+        try:
+            limits.json_depth_check(stripped)
+            data = json.loads(stripped)
+        except json.JSONDecodeError:
+            pass  # JSON lines, read below
+        else:
+            if isinstance(data, list):
+                if len(data) > most:
+                    raise limits.too_large("body", f"{len(data)} records", "INGEST_MAX_RECORDS")
+                return [(f"[{i}]", r) for i, r in enumerate(data)]
+            return [("body", data)]
+    records: list[tuple[str, Any]] = []
+    problems: list[FieldProblem] = []
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
+        if len(records) + len(problems) >= most:
+            raise limits.too_large("body", f"more than {most} records", "INGEST_MAX_RECORDS")
         try:
-            records.append((f"line {number}", json.loads(line)))
-        except json.JSONDecodeError as exc:
-            problems.append(FieldProblem("", f"not JSON ({exc.msg})", line=number))
+            records.append((f"line {number}", limits.json_loads(line, field="")))
+        except InvalidInput as exc:
+            problems.extend(FieldProblem("", p.reason, line=number) for p in exc.problems)
     if problems:
         raise InvalidInput(problems)
     return records

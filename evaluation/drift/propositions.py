@@ -10,6 +10,7 @@ from typing import Any
 
 import yaml
 
+from evaluation import limits
 from evaluation.drift.scorers import DIMENSIONS
 from evaluation.errors import FieldProblem
 
@@ -39,7 +40,7 @@ class PropositionFile:
 def parse_proposition_yaml(text: str, *, file: str = "") -> tuple[PropositionFile | None, list[FieldProblem]]:
     """Parse one file; returns (the file, []) or (None, every problem found)."""
     try:
-        data = yaml.safe_load(text)
+        data = limits.yaml_load(text)  # aliases refused: `*a` repeated is how a small file expands without bound
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None
@@ -52,7 +53,9 @@ def parse_proposition_yaml(text: str, *, file: str = "") -> tuple[PropositionFil
             )
         ]
 
-    problems: list[FieldProblem] = []
+    problems = limits.value_problems(data, file=file)
+    if problems:
+        return None, problems
     dimension = data.get("dimension")
     if dimension not in DIMENSIONS:
         problems.append(FieldProblem("dimension", f"{dimension!r} is not one of {', '.join(DIMENSIONS)}", file))

@@ -1,15 +1,35 @@
 """HTTP half of the session protocol (docs/session-protocol.md): create, read back, health."""
 
-import json
 import uuid
+from typing import Any
 
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
 from django.db import connection
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 
+from evaluation import limits
 from evaluation.errors import InvalidInput
+from evaluation.protocol import auth
 from evaluation.tutoring import selectors, services
+
+USER_MAX_CHARS = 100
+"""The stored user name's column width."""
+
+
+def _refused(message: str) -> JsonResponse:
+    response = JsonResponse({"error": message}, status=401)
+    response["WWW-Authenticate"] = 'Bearer realm="session protocol"'
+    return response
+
+
+def _invalid(exc: InvalidInput, status: int = 400) -> JsonResponse:
+    fields: dict[str, list[str]] = {}
+    for problem in exc.problems:
+        fields.setdefault(problem.field, []).append(problem.reason)
+    return JsonResponse({"error": str(exc), "fields": fields}, status=status)
 
 
 @require_GET
@@ -22,23 +42,40 @@ def health_db(request: HttpRequest) -> JsonResponse:
 @csrf_exempt  # a machine protocol, called without a browser session
 @require_POST
 def create_session(request: HttpRequest) -> JsonResponse:
+    if not auth.may_create(request.headers.get("Authorization", "")):
+        return _refused(auth.CREATE_REFUSED)
     try:
-        body = json.loads(request.body or b"{}")
-    except json.JSONDecodeError as exc:
-        return JsonResponse({"error": f"body: not JSON ({exc.msg})"}, status=400)
+        raw = request.body
+    except RequestDataTooBig:
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        return JsonResponse(
+            {"error": f"body: too large: the limit is {limit} bytes (DATA_UPLOAD_MAX_MEMORY_SIZE)"}, status=413
+        )
+    try:
+        body: Any = limits.json_loads(raw or b"{}")
+    except InvalidInput as exc:
+        return _invalid(exc)
     if not isinstance(body, dict) or not isinstance(body.get("topic_id"), str):
         return JsonResponse(
             {"error": "topic_id: is required (a string)", "fields": {"topic_id": ["is required"]}}, status=400
         )
+    user = body.get("user") or "eval-student"
+    if not isinstance(user, str) or len(user) > USER_MAX_CHARS:
+        reason = f"must be a string of at most {USER_MAX_CHARS} characters"
+        return JsonResponse({"error": f"user: {reason}", "fields": {"user": [reason]}}, status=400)
     try:
-        session = services.session_create(topic_id=body["topic_id"], user=str(body.get("user") or "eval-student"))
+        session = services.session_create(topic_id=body["topic_id"], user=user)
     except InvalidInput as exc:
-        return JsonResponse({"error": str(exc), "fields": {p.field: [p.reason] for p in exc.problems}}, status=404)
-    return JsonResponse(selectors.session_public_state(session), status=201)
+        return _invalid(exc, status=404)
+    state = selectors.session_public_state(session)
+    return JsonResponse({**state, "session_token": auth.session_token(state["session_id"])}, status=201)
 
 
 @require_GET
 def get_session(request: HttpRequest, session_id: uuid.UUID) -> JsonResponse:
+    # The token is checked first: without it, a caller learns nothing, not even whether the id exists.
+    if not auth.session_token_ok(session_id, auth.bearer(request.headers.get("Authorization", ""))):
+        return _refused(auth.READ_REFUSED)
     session = selectors.session_lookup(session_id)
     if session is None:
         return JsonResponse({"error": f"session_id: no session {session_id}"}, status=404)

@@ -7,6 +7,9 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.db import close_old_connections
 
+from evaluation import limits
+from evaluation.errors import InvalidInput
+from evaluation.protocol import auth
 from evaluation.providers import ProviderError
 from evaluation.tutoring import selectors, services
 
@@ -32,9 +35,16 @@ def _state(session_id: str) -> dict[str, Any] | None:
 
 
 class TutorSessionConsumer(AsyncJsonWebsocketConsumer):
+    authorized = False
+
     async def connect(self) -> None:
         self.session_id = str(self.scope["url_route"]["kwargs"]["session_id"])
-        await self.accept()
+        await self.accept()  # accepted first, so the refusal can say why and close with a code of its own
+        if not auth.session_token_ok(self.session_id, auth.socket_credential(self.scope)):
+            await self.send_json({"type": "error", "message": auth.SOCKET_REFUSED})
+            await self.close(code=4401)  # before any tutor turn: an anonymous socket costs no LLM call
+            return
+        self.authorized = True
         state = await _state(self.session_id)
         if state is None:
             await self.send_json({"type": "error", "message": f"session_id: no session {self.session_id}"})
@@ -54,6 +64,8 @@ class TutorSessionConsumer(AsyncJsonWebsocketConsumer):
                 )
 
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
+        if not self.authorized:
+            return  # frames sent before the refusal's close arrived
         if not isinstance(content, dict) or content.get("type") != "student_message":
             await self.send_json({"type": "error", "message": 'type: expected "student_message"'})
             return
@@ -77,6 +89,6 @@ class TutorSessionConsumer(AsyncJsonWebsocketConsumer):
 
     async def decode_json(self, text_data: str) -> Any:
         try:
-            return await super().decode_json(text_data)
-        except ValueError:
-            return None
+            return limits.json_loads(text_data)
+        except InvalidInput:
+            return None  # answered as a frame of the wrong type

@@ -35,6 +35,9 @@ import yaml
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
+from evaluation import limits
+from evaluation.errors import InvalidInput
+
 FRONTMATTER_KEYS = ("skills", "tools", "model", "system", "agent", "module", "metadata")
 LIST_KEYS = ("skills", "tools")
 SECTIONS = ("prompt", "expect")
@@ -97,7 +100,7 @@ def _frontmatter(lines: list[str], file: str) -> tuple[dict[str, Any], int]:
     else:
         raise SuiteError(file, 1, "frontmatter opened with '---' is never closed by a '---' line")
     try:
-        data = yaml.safe_load("\n".join(lines[1:index])) or {}
+        data = limits.yaml_load("\n".join(lines[1:index])) or {}  # aliases refused: they expand without bound
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         raise SuiteError(
@@ -178,6 +181,11 @@ def _closed(fence: Token, lines: list[str]) -> bool:
 
 def parse_suite(text: str, path: str = "EVAL.md") -> EvalSuite:
     """Parse EVAL.md text; raises SuiteError (with file and line) on the first problem found."""
+    size, most = len(text.encode("utf-8", errors="replace")), limits.limit("SUITE_MAX_FILE_BYTES")
+    if size > most:
+        raise SuiteError(
+            path, None, f"the file is {size} bytes: the limit is {most} (EVALUATION['SUITE_MAX_FILE_BYTES'])"
+        )
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")  # markdown-it's line breaks
     frontmatter, start = _frontmatter(lines, path)
     suite = EvalSuite(path=path, frontmatter=frontmatter)
@@ -191,6 +199,12 @@ def parse_suite(text: str, path: str = "EVAL.md") -> EvalSuite:
             if cases:
                 cases[-1][2].setdefault(key, []).extend(lines[heading.end : stop])  # a repeated section appends
         else:
+            if len(cases) == limits.limit("SUITE_MAX_CASES"):
+                raise SuiteError(
+                    path,
+                    heading.first + 1,
+                    f"more than {len(cases)} cases: the limit is {len(cases)} (EVALUATION['SUITE_MAX_CASES'])",
+                )
             cases.append((heading.text, heading.first + 1, {}))
     seen: dict[str, int] = {}
     for name, line_no, sections in cases:
@@ -211,9 +225,9 @@ def parse_suite(text: str, path: str = "EVAL.md") -> EvalSuite:
 def load_file(path: str | Path) -> EvalSuite:
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise SuiteError(str(p), None, f"not UTF-8 text ({exc.reason})") from None
+        text = limits.decode_utf8(limits.read_bounded(p, "SUITE_MAX_FILE_BYTES"), field="")
+    except InvalidInput as exc:  # too large (from its size, before reading it), or not UTF-8
+        raise SuiteError(str(p), None, "; ".join(str(problem) for problem in exc.problems)) from None
     except OSError as exc:
         raise SuiteError(str(p), None, f"cannot read: {exc.strerror}") from None
     return parse_suite(text, str(p))

@@ -102,8 +102,16 @@ class ProtocolTarget:
     """A tutor reached as a real student reaches it: POST /sessions, then the WebSocket."""
 
     def __init__(self, base_url: str, auth_header: str = ""):
+        """auth_header: the Authorization value sent to create a session (the reference tutor's
+        `Bearer <protocol key>`, or an external server's own credential)."""
         self.base_url = base_url.rstrip("/")
         self.headers = {"Authorization": auth_header} if auth_header else {}
+
+    def session_headers(self, created: dict[str, Any]) -> dict[str, str]:
+        """What reads the session and opens its socket: its own token when creation returned one
+        (the reference tutor does), else the same credential as creation (external servers)."""
+        token = created.get("session_token")
+        return {"Authorization": f"Bearer {token}"} if isinstance(token, str) and token else self.headers
 
     @property
     def ws_base(self) -> str:
@@ -145,9 +153,10 @@ class ProtocolTarget:
         log(f"session {result.session_id} created")
         if on_session is not None:
             await on_session(result.session_id)
+        headers = self.session_headers(created)
         url = f"{self.ws_base}/sessions/ws/{result.session_id}"
         try:
-            async with websockets.connect(url, additional_headers=self.headers, open_timeout=turn_timeout) as ws:
+            async with websockets.connect(url, additional_headers=headers, open_timeout=turn_timeout) as ws:
                 log(f"websocket open {url}")
                 reply = await self._await_assistant(ws, turn_timeout, log)
                 await conv.add("tutor", reply["content"])
@@ -167,15 +176,15 @@ class ProtocolTarget:
                     reply = await self._await_assistant(ws, turn_timeout, log)
                     await conv.add("tutor", reply["content"], {"is_complete": bool(reply.get("is_complete"))})
         except websockets.ConnectionClosed as exc:
-            raise TutorUnavailable(
-                f"the tutor closed the WebSocket (code {exc.rcvd.code if exc.rcvd else 'none'})"
-            ) from exc
+            code = exc.rcvd.code if exc.rcvd else None
+            why = ": the session's credential was refused" if code == 4401 else ""
+            raise TutorUnavailable(f"the tutor closed the WebSocket (code {code or 'none'}){why}") from exc
         except (OSError, websockets.InvalidHandshake) as exc:
             raise TutorUnavailable(f"WebSocket {url} failed: {exc}") from exc
         log(f"conversation ended: {result.ended_by}")
         try:
             result.final_state = await asyncio.to_thread(
-                _http_json, "GET", f"{self.base_url}/sessions/{result.session_id}", None, self.headers, 30
+                _http_json, "GET", f"{self.base_url}/sessions/{result.session_id}", None, headers, 30
             )
         except (OSError, ValueError) as exc:
             log(f"final state not fetched: {exc}")

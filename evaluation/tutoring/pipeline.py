@@ -70,10 +70,16 @@ def tutor_target(agent: Any, server_url: str | None, meter: Meter) -> Iterator[A
         spec = ProviderSpec("openai", agent.model, agent.base_url, {"api": "chat"})
         yield ChatTarget(get_llm("tutor", override=spec, meter=meter), agent.system_prompt)
         return
-    base = agent.base_url if agent is not None and agent.kind == "protocol" else server_url or setting("SERVER_URL")
-    auth = ""
-    if agent is not None and agent.auth_header:
-        auth = allowed_env_value(agent.auth_header, destination=f"agent {agent.pk} at {base}")
+    if agent is not None and agent.kind == "protocol":
+        base = agent.base_url
+        auth = ""
+        if agent.auth_header:
+            auth = allowed_env_value(agent.auth_header, destination=f"agent {agent.pk} at {base}")
+    else:
+        # Our own reference tutor: the install's protocol key creates the session. It goes to no other
+        # server; an external agent's credential is the one its auth_header names.
+        base = server_url or setting("SERVER_URL")
+        auth = f"Bearer {setting('PROTOCOL_KEY')}"
     # Never start a tutor server here: a worker whose configured tutor is down fails the run with the
     # reason instead of starting daphne servers of its own (the CLI starts one for its whole batch).
     with tutor_server(base, manage=False) as url:

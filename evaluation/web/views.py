@@ -28,12 +28,12 @@ from evaluation.web.markdown import render_markdown
 DOWNLOADABLE = set(ARTIFACTS) | {"error.txt", "judge_raw.txt"}
 
 
-def permission_needed(perm: str) -> Callable[[Callable[..., HttpResponse]], Callable[..., HttpResponse]]:
+def permission_needed(perm: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Staff who lack the model permission get 403 (after staff_member_required sent anonymous users to log in)."""
 
-    def wrap(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    def wrap(view: Callable[..., Any]) -> Callable[..., Any]:
         @wraps(view)
-        def checked(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        def checked(request: HttpRequest, *args: Any, **kwargs: Any) -> Any:
             if not request.user.has_perm(perm):
                 raise PermissionDenied(f"this page needs the permission {perm!r}")
             return view(request, *args, **kwargs)
@@ -163,8 +163,10 @@ def run_report(request: HttpRequest, run_id: str) -> HttpResponse:
 def run_live(request: HttpRequest, run_id: str) -> JsonResponse:
     """The run's status and the messages after turn ?after=N, for the growing transcript."""
     run = _run_or_404(run_id)
-    after = int(request.GET.get("after") or 0)
-    rows = _message_rows(selectors.conversation(run).filter(turn__gt=after))
+    after = request.GET.get("after") or "0"
+    if not after.isdecimal() or len(after) > 9:  # a turn number: digits only, no sign, no exponent
+        return JsonResponse({"error": f"after: {after[:40]!r} is not a turn number (0 or more)"}, status=400)
+    rows = _message_rows(selectors.conversation(run).filter(turn__gt=int(after)))
     return JsonResponse({"status": run_selectors.run_status(run), "messages": rows})
 
 

@@ -355,9 +355,10 @@ def test_a_failing_tutor_llm_keeps_the_students_message_and_the_session_id(catal
     }
     loopback.script("Hi! Let's start: what is 27 + 15?", *[LoopReply(status=500, error_message="tutor down")] * 5)
     with managed_server(env, log_path=tmp_path / "daphne.log") as url:
-        Agent.objects.create(id="flaky", display_name="Flaky tutor", kind="protocol", base_url=url)
         with pytest.raises(CommandError, match="1 run\\(s\\) failed"):
-            cli(persona="ace", provider="offline", topic_id=TOPIC, max_turns=3, seed=1, target="flaky")
+            cli(
+                persona="ace", provider="offline", topic_id=TOPIC, max_turns=3, seed=1, server_url=url, skip_server=True
+            )
     run = EvaluationRun.objects.get()
     assert run.status == "failed" and "tutor" in run.error
     session = TutoringSession.objects.get(pk=run.config["session_id"])  # recorded before the failure

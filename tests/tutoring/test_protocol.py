@@ -8,16 +8,23 @@ import uuid
 
 import pytest
 import websockets
+from django.conf import settings
+
+from evaluation.protocol.auth import session_token
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def http(method, url, body=None):
+def http(method, url, body=None, token=None):
+    """A request with the credential the protocol asks for: the protocol key to create a session,
+    the session's token (from creation, or derived for an id that does not exist) to read one."""
+    if token is None:
+        token = settings.EVALUATION["PROTOCOL_KEY"] if method == "POST" else session_token(url.rsplit("/", 1)[1])
     request = urllib.request.Request(
         url,
         data=json.dumps(body).encode() if body is not None else None,
         method=method,
-        headers={"content-type": "application/json"},
+        headers={"content-type": "application/json", "authorization": f"Bearer {token}"},
     )
     try:
         with urllib.request.urlopen(request, timeout=10) as response:
@@ -62,7 +69,7 @@ async def frames_until(ws, kind, timeout=10):
 
 def test_websocket_conversation(server):
     _, created = http("POST", f"{server}/sessions", {"topic_id": "two-digit-addition-regrouping"})
-    url = server.replace("http", "ws") + f"/sessions/ws/{created['session_id']}"
+    url = server.replace("http", "ws") + f"/sessions/ws/{created['session_id']}?token={created['session_token']}"
 
     async def talk():
         async with websockets.connect(url) as ws:
@@ -90,7 +97,9 @@ def test_websocket_conversation(server):
 
 def test_websocket_unknown_session_closes_with_4404(server):
     async def talk():
-        async with websockets.connect(server.replace("http", "ws") + f"/sessions/ws/{uuid.uuid4()}") as ws:
+        unknown = uuid.uuid4()
+        url = server.replace("http", "ws") + f"/sessions/ws/{unknown}?token={session_token(unknown)}"
+        async with websockets.connect(url) as ws:
             frame = json.loads(await ws.recv())
             assert frame["type"] == "error" and "no session" in frame["message"]
             with pytest.raises(websockets.ConnectionClosed) as closed:
