@@ -166,3 +166,17 @@ def test_runs_record_who_started_and_changed_them(client, world):
         ("queued", "user:operator"),
         ("cancelled", "user:operator"),
     ]
+
+
+def test_credentials_in_urls_and_server_paths_stay_out_of_the_api(client, world, settings, tmp_path):
+    run = EvaluationRun.objects.get(run_id="run_access")
+    run.config = {"provider": "openai/m@http://alice:s3cret@llm.internal/v1"}
+    run.artifacts_dir = str(tmp_path / "run_access")
+    run.save()
+    (tmp_path / "run_access").mkdir()
+    (tmp_path / "run_access" / "review.md").write_text("# review")
+    token = Token.objects.create(user=world["viewer"])
+    body = client.get("/api/evaluation/runs/run_access", HTTP_AUTHORIZATION=f"Token {token.key}").json()
+    assert body["config"]["provider"] == "openai/m@http://***@llm.internal/v1"
+    assert "s3cret" not in json.dumps(body) and str(tmp_path) not in json.dumps(body)
+    assert body["files"] == ["review.md"]

@@ -1,7 +1,7 @@
 """The layers point down: no import cycle inside evaluation/, and the doors use rooms' services and selectors only.
 
 Layers, bottom up (docs/architecture.md):
-  base     models, conf, errors, roles, jsonschema_errors, limits
+  base     models, conf, errors, roles, jsonschema_errors, limits, redact, limits
   shared   runs (the kernel), providers, text
   rooms    tutoring, drift, suites             (never each other, never a door)
   facade   catalog                             (spans rooms, through their services and selectors)
@@ -14,7 +14,7 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "evaluation"
 
-BASE = {"models", "conf", "errors", "roles", "jsonschema_errors", "limits"}
+BASE = {"models", "conf", "errors", "roles", "jsonschema_errors", "limits", "redact"}
 SHARED = {"runs", "providers", "text"}
 ROOMS = {"tutoring", "drift", "suites"}
 FACADE = {"catalog"}

@@ -184,7 +184,11 @@ class RunDetailOutput(RunSummaryOutput):
     token_usage = serializers.DictField()
     cost_usd = serializers.FloatField()
     error = BlankAsNullField()
-    artifacts_dir = BlankAsNullField(help_text="Where the run's report files are, on the server.")
+    files = serializers.SerializerMethodField(help_text="The run's report files (names; the dashboard serves them).")
+
+    @extend_schema_field(serializers.ListField(child=serializers.CharField()))
+    def get_files(self, run: EvaluationRun) -> Any:
+        return tutoring_selectors.run_files(run)
 
     @extend_schema_field(serializers.DictField())
     def get_config(self, run: EvaluationRun) -> Any:

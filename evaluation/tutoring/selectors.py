@@ -2,6 +2,7 @@
 
 from dataclasses import dataclass, replace
 from datetime import date
+from pathlib import Path
 from typing import Any
 
 from django.core.paginator import Page, Paginator
@@ -10,6 +11,7 @@ from django.utils.dateparse import parse_date
 
 from evaluation.errors import NotFound
 from evaluation.models import Agent, DimensionScore, EvaluationRun, Persona, Problem, RunMessage, Topic, TutoringSession
+from evaluation.redact import redact
 from evaluation.runs.selectors import run_scores, runs_filter, runs_with_results
 from evaluation.tutoring.personas import persona_as_dict
 from evaluation.tutoring.reports import ARTIFACTS, comparison_data
@@ -18,7 +20,11 @@ from evaluation.tutoring.sessions import session_lookup, session_public_state
 from evaluation.tutoring.topics import topic_as_dict
 from evaluation.tutoring.values import PersonaSpec, TopicSpec
 
+DOWNLOADABLE = (*ARTIFACTS, "error.txt", "judge_raw.txt")
+
 __all__ = [
+    "DOWNLOADABLE",
+    "run_files",
     "ARTIFACTS",
     "DIMENSIONS",
     "RUN_FILTERS",
@@ -110,15 +116,18 @@ def run_topic(run: EvaluationRun) -> TopicSpec | None:
 
 
 def run_config(run: EvaluationRun) -> dict[str, Any]:
-    """Everything the run was started with: its columns and its settings, as config.json shows them."""
-    return {
-        "run_id": run.run_id,
-        "topic_id": run.topic.topic_id if run.topic else None,
-        "persona_id": run.persona.persona_id if run.persona else None,
-        "max_turns": run.max_turns,
-        "seed": run.seed,
-        **run.config,
-    }
+    """Everything the run was started with: its columns and its settings, as config.json shows them
+    (credentials inside URLs masked)."""
+    return redact(
+        {
+            "run_id": run.run_id,
+            "topic_id": run.topic.topic_id if run.topic else None,
+            "persona_id": run.persona.persona_id if run.persona else None,
+            "max_turns": run.max_turns,
+            "seed": run.seed,
+            **run.config,
+        }
+    )
 
 
 def run_report_context(run: EvaluationRun) -> dict[str, Any]:
@@ -281,3 +290,11 @@ def persona_get(persona_id: str) -> Persona:
     if persona is None:
         raise NotFound(f"persona: no persona {persona_id!r}")
     return persona
+
+
+def run_files(run: EvaluationRun) -> list[str]:
+    """The names of the run's report files that exist (never the server's path to them)."""
+    folder = Path(run.artifacts_dir) if run.artifacts_dir else None
+    if folder is None or not folder.is_dir():
+        return []
+    return sorted(p.name for p in folder.iterdir() if p.name in DOWNLOADABLE)

@@ -21,11 +21,9 @@ from evaluation.runs import selectors as run_selectors
 from evaluation.runs import services as run_services
 from evaluation.suites import selectors as suite_selectors
 from evaluation.tutoring import selectors, services
-from evaluation.tutoring.selectors import ARTIFACTS
+from evaluation.tutoring.selectors import DOWNLOADABLE
 from evaluation.web.charts import grouped_bars, lines
 from evaluation.web.markdown import render_markdown
-
-DOWNLOADABLE = set(ARTIFACTS) | {"error.txt", "judge_raw.txt"}
 
 
 def permission_needed(perm: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -139,8 +137,7 @@ def _message_rows(items):
 def run_report(request: HttpRequest, run_id: str) -> HttpResponse:
     run = _run_or_404(run_id)
     evaluation = selectors.run_evaluation(run)
-    folder = Path(run.artifacts_dir) if run.artifacts_dir else None
-    files = sorted(p.name for p in folder.iterdir() if p.name in DOWNLOADABLE) if folder and folder.is_dir() else []
+    files = selectors.run_files(run)
     return render(
         request,
         "evaluation/report.html",

@@ -1,0 +1,17 @@
+"""Credentials inside URLs (user:password@host) never leave in what a page, the API or a report shows."""
+
+import re
+from typing import Any
+
+_USERINFO = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<userinfo>[^/@\s]+)@")
+
+
+def redact(value: Any) -> Any:
+    """The value with every URL's user:password part replaced by '***' (strings, lists and dicts, deeply)."""
+    if isinstance(value, str):
+        return _USERINFO.sub(lambda m: f"{m.group('scheme')}***@", value)
+    if isinstance(value, list):
+        return [redact(v) for v in value]
+    if isinstance(value, dict):
+        return {k: redact(v) for k, v in value.items()}
+    return value
