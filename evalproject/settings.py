@@ -242,7 +242,26 @@ CONTENT_SECURITY_POLICY = {
 REDIS_URL = os.environ.get("REDIS_URL", "")
 
 if REDIS_URL:
-    CHANNEL_LAYERS = {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [REDIS_URL]}}}
+    # channels-redis waits for messages with a blocking read of up to 5 s (BZPOPMIN), and redis-py 8
+    # gives every socket read a 5 s timeout by default: the two race, the read times out, and the
+    # consumer dies (a live WebSocket closes with 1011 after a few quiet seconds). The read timeout
+    # must outlast the blocking read; keepalive and a health check find dead connections instead.
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {
+                "hosts": [
+                    {
+                        "address": REDIS_URL,
+                        "socket_timeout": float(os.environ.get("EVAL_REDIS_SOCKET_TIMEOUT", "30")),
+                        "socket_connect_timeout": 5,
+                        "socket_keepalive": True,
+                        "health_check_interval": 30,
+                    }
+                ]
+            },
+        }
+    }
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 
