@@ -35,10 +35,10 @@ class DatabaseBusy(exceptions.APIException):
 
     status_code = status.HTTP_503_SERVICE_UNAVAILABLE
     default_code = "database_busy"
-    retry_after = 2
+    wait = 2  # seconds; DRF's handler sends it as Retry-After
 
     def __init__(self) -> None:
-        super().__init__(f"the database is busy: every connection is in use; retry in {self.retry_after} s")
+        super().__init__(f"the database is busy: every connection is in use; retry in {self.wait} s")
 
 
 def database_busy(exc: BaseException) -> bool:
@@ -89,8 +89,6 @@ def exception_handler(exc, context):
         log.warning("API request refused with 503: %s", exc)
         exc = DatabaseBusy()
     response = drf_exception_handler(exc, context)
-    if isinstance(exc, DatabaseBusy) and response is not None:
-        response["Retry-After"] = str(DatabaseBusy.retry_after)
     if response is None:
         log.exception("unhandled API error", exc_info=exc)
         return Response(
