@@ -224,7 +224,14 @@ def main() -> None:
     parser.add_argument("--web-processes", type=int, default=1, help="daphne processes on one socket")
     args = parser.parse_args()
 
-    os.environ["EVAL_DATA_DIR"] = tempfile.mkdtemp(prefix="eval-bench-")
+    os.environ["EVAL_DATA_DIR"] = tempfile.mkdtemp(prefix="eval-bench-load-")
+    try:
+        run(args)
+    finally:
+        shutil.rmtree(os.environ["EVAL_DATA_DIR"], ignore_errors=True)
+
+
+def run(args: argparse.Namespace) -> None:
     with postgres_cluster() if args.postgres else _nothing(os.environ.get("DATABASE_URL")) as database_url:
         database_url = database_url or f"sqlite:///{os.environ['EVAL_DATA_DIR']}/db.sqlite3"
         os.environ["DATABASE_URL"] = database_url
