@@ -10,6 +10,7 @@ import hashlib
 import hmac
 import os
 import secrets
+import sys
 from datetime import timedelta
 from pathlib import Path
 
@@ -125,25 +126,49 @@ TEMPLATES = [
     },
 ]
 
-DATABASES = {
-    "default": dj_database_url.parse(
-        os.environ.get("DATABASE_URL", f"sqlite:///{DATA_DIR / 'db.sqlite3'}"), conn_max_age=60
-    )
-}
+# No persistent connections (CONN_MAX_AGE=0): under ASGI every request runs in a thread of its own, and a
+# connection kept by a thread that has finished is closed only when the garbage collector finds it, so
+# idle processes held dozens. Each request and each of our helper threads gives its connection back.
+DATABASES = {"default": dj_database_url.parse(os.environ.get("DATABASE_URL", f"sqlite:///{DATA_DIR / 'db.sqlite3'}"))}
+DATABASES["default"]["CONN_MAX_AGE"] = 0
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Workers and the web process share one file: wait for locks instead of failing at once,
     # take the write lock when a transaction begins (no lock-upgrade deadlocks between processes),
     # and let readers work while one writer writes (WAL).
     DATABASES["default"].setdefault("OPTIONS", {}).update(
         {
-            "timeout": 30,
+            "timeout": float(os.environ.get("EVAL_SQLITE_TIMEOUT", "30")),
             "transaction_mode": "IMMEDIATE",
             "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
         }
     )
-    DATABASES["default"]["CONN_MAX_AGE"] = 0
     # A file, not memory, so that the test suite's tutor server and worker processes share it.
     DATABASES["default"]["TEST"] = {"NAME": str(DATA_DIR / "test_db.sqlite3")}
+elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # Django's psycopg pool, one per process: at most EVAL_DB_POOL_MAX connections whatever the load
+    # (docs/scaling.md adds them up against max_connections). A request that finds every connection
+    # busy waits up to EVAL_DB_POOL_TIMEOUT seconds, then gets a 503 with Retry-After.
+    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+        "min_size": int(os.environ.get("EVAL_DB_POOL_MIN", "1")),
+        "max_size": int(os.environ.get("EVAL_DB_POOL_MAX", "8")),
+        "timeout": float(os.environ.get("EVAL_DB_POOL_TIMEOUT", "10")),
+        # Connections above min_size that stay unused this long are closed.
+        "max_idle": float(os.environ.get("EVAL_DB_POOL_MAX_IDLE", "300")),
+    }
+
+    _INHERITED_POOLS: list = []
+
+    def _forget_inherited_pools() -> None:
+        """A forked process (django-q2 forks its workers) must not use its parent's pool: the idle
+        connections in it are the parent's sockets, and the pool's threads did not survive the fork.
+        Django makes a new pool on first use; the old one is kept, never closed or collected, because
+        closing its connections would end the parent's sessions."""
+        base = sys.modules.get("django.db.backends.postgresql.base")
+        if base is not None:
+            _INHERITED_POOLS.extend(base.DatabaseWrapper._connection_pools.values())
+            base.DatabaseWrapper._connection_pools.clear()
+
+    os.register_at_fork(after_in_child=_forget_inherited_pools)
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -219,7 +244,26 @@ CONTENT_SECURITY_POLICY = {
 REDIS_URL = os.environ.get("REDIS_URL", "")
 
 if REDIS_URL:
-    CHANNEL_LAYERS = {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [REDIS_URL]}}}
+    # channels-redis waits for messages with a blocking read of up to 5 s (BZPOPMIN), and redis-py 8
+    # gives every socket read a 5 s timeout by default: the two race, the read times out, and the
+    # consumer dies (a live WebSocket closes with 1011 after a few quiet seconds). The read timeout
+    # must outlast the blocking read; keepalive and a health check find dead connections instead.
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {
+                "hosts": [
+                    {
+                        "address": REDIS_URL,
+                        "socket_timeout": float(os.environ.get("EVAL_REDIS_SOCKET_TIMEOUT", "30")),
+                        "socket_connect_timeout": 5,
+                        "socket_keepalive": True,
+                        "health_check_interval": 30,
+                    }
+                ]
+            },
+        }
+    }
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 

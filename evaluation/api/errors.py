@@ -6,7 +6,9 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
+from django.db import OperationalError
 from django.http import Http404
+from psycopg_pool import PoolTimeout
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
@@ -26,6 +28,28 @@ class PayloadTooLarge(exceptions.APIException):
     def __init__(self) -> None:
         limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
         super().__init__(f"the request body is too large: the limit is {limit} bytes (DATA_UPLOAD_MAX_MEMORY_SIZE)")
+
+
+class DatabaseBusy(exceptions.APIException):
+    """Every database connection is taken (the pool's wait ran out, or the server refused another client):
+    a moment's overload, not a fault, so the client is told to come back instead of getting a 500."""
+
+    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+    default_code = "database_busy"
+    wait = 2  # seconds; DRF's handler sends it as Retry-After
+
+    def __init__(self) -> None:
+        super().__init__(f"the database is busy: every connection is in use; retry in {self.wait} s")
+
+
+def database_busy(exc: BaseException) -> bool:
+    """A pool timeout (psycopg_pool.PoolTimeout, which Django re-raises as OperationalError) or
+    PostgreSQL refusing a connection for lack of slots."""
+    if not isinstance(exc, OperationalError):
+        return False
+    if isinstance(exc.__cause__, PoolTimeout):
+        return True
+    return "too many clients" in str(exc) or "remaining connection slots are reserved" in str(exc)
 
 
 def flat_fields(detail: Any, prefix: str = "") -> Iterator[tuple[str, str]]:
@@ -65,6 +89,9 @@ def exception_handler(exc, context):
         exc = PayloadTooLarge()
     if isinstance(exc, RecursionError):  # DRF's JSON parser on a deeply nested body
         exc = exceptions.ParseError("body: JSON is nested too deeply")
+    if database_busy(exc):
+        log.warning("API request refused with 503: %s", exc)
+        exc = DatabaseBusy()
     response = drf_exception_handler(exc, context)
     if response is None:
         log.exception("unhandled API error", exc_info=exc)

@@ -3,6 +3,8 @@
 import threading
 from collections.abc import Callable
 
+from django.db import connection
+
 from evaluation.conf import setting
 from evaluation.providers.base import CostLimitReached, Usage
 
@@ -18,6 +20,16 @@ def estimate_cost(model: str, usage: Usage) -> float:
         return 0.0
     per_in, per_out = price
     return (usage.input_tokens * per_in + usage.output_tokens * per_out) / 1_000_000
+
+
+def _release_helper_thread_connection() -> None:
+    """on_change saves the totals, often from a helper thread (an async call runs in asyncio.to_thread):
+    give that thread's connection back at once (to the pool, on PostgreSQL), or it stays open, and
+    counted against the pool, until the garbage collector finds it. The main thread and open
+    transactions keep theirs."""
+    if threading.current_thread() is threading.main_thread() or connection.in_atomic_block:
+        return
+    connection.close()
 
 
 class Meter:
@@ -51,7 +63,10 @@ class Meter:
             self.by_role[role] = self.by_role.get(role, Usage()) + usage
             self.cost_usd += cost_usd
         if self.on_change:
-            self.on_change(self)
+            try:
+                self.on_change(self)
+            finally:
+                _release_helper_thread_connection()
 
     def as_dict(self) -> dict:
         return {**self.usage.as_dict(), "by_role": {r: u.as_dict() for r, u in self.by_role.items()}}

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from django.db import close_old_connections, transaction
+from django.db import connection, transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
@@ -116,7 +116,9 @@ def converse(handle: RunHandle, *, server_url: str | None) -> None:
                     turn = message["metadata"]["turn_decision"]["turn"]
                     handle.progress(turn=turn, detail=f"Turn {turn}/{run.max_turns}")
             finally:
-                close_old_connections()
+                # Give the connection back now (to the pool, on PostgreSQL): this thread is one of
+                # asyncio's helpers, and what it keeps open stays open until the garbage collector runs.
+                connection.close()
 
         await asyncio.to_thread(store)
 
@@ -126,7 +128,7 @@ def converse(handle: RunHandle, *, server_url: str | None) -> None:
                 run.config = {**run.config, "session_id": session_id}
                 handle.progress(config=run.config)
             finally:
-                close_old_connections()
+                connection.close()  # this thread ends here: give the connection back
 
         await asyncio.to_thread(store)
 
