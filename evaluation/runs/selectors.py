@@ -41,27 +41,6 @@ def run_scores(run: EvaluationRun) -> dict[str, float]:
     return {s.dimension: s.score for s in run.dimension_scores.all()}
 
 
-def run_summary(run: EvaluationRun) -> dict[str, Any]:
-    """Spec 001's run-list entry."""
-    scores = run_scores(run)
-    return {
-        "run_id": run.run_id,
-        "id": str(run.id),
-        "timestamp": run.created_at.isoformat(),
-        "status": run.status,
-        "stage": run.stage,
-        "topic_id": run.topic.topic_id if run.topic else None,
-        "persona_id": run.persona.persona_id if run.persona else None,
-        "message_count": getattr(run, "message_count", None) if hasattr(run, "message_count") else run.messages.count(),
-        "avg_score": run.overall_score,
-        "scores": scores,
-        "source": run.source,
-        "source_session_id": str(run.source_session_id) if run.source_session_id else None,
-        "group": run.group or None,
-        "repeat_index": run.repeat_index,
-    }
-
-
 def active_runs(kind: str | None = None) -> QuerySet[EvaluationRun]:
     runs = EvaluationRun.objects.filter(status__in=ACTIVE_STATUSES)
     return runs.filter(kind=kind) if kind else runs

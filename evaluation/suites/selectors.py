@@ -8,11 +8,6 @@ from evaluation.errors import NotFound
 from evaluation.models import Case, CaseResult, EvaluationRun, Suite
 
 
-def suite_list() -> list[dict[str, Any]]:
-    suites = Suite.objects.annotate(case_count=Count("cases")).order_by("path")
-    return [{"id": s.pk, "name": s.name, "path": s.path, "cases": s.case_count} for s in suites]
-
-
 def suite_results(run: EvaluationRun) -> list[dict[str, Any]]:
     return [
         {

@@ -24,7 +24,6 @@ __all__ = [
     "PERSONA_KEYS",
     "SessionComplete",
     "TOPIC_KEYS",
-    "group_finalize",
     "resolve_personas",
     "run_execute",
     "run_retry_evaluation_start",
@@ -242,8 +241,3 @@ def runs_execute_here(
         run_execute(run.pk, run.attempt, server_url=url, listener=listener)
 
     return execute_batch(created, one, workers=workers, server_url=server_url, manage_server=manage_server)
-
-
-def group_finalize(group: str) -> Any:
-    """Write (or rewrite) a group's comparison from what is stored; None when it is not ready."""
-    return pipeline.finalize_group(group)
