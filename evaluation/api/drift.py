@@ -20,16 +20,6 @@ UNKNOWN_AGENT = "No agent has this id."
 AGENT_ID = path_parameter("agent_id", "A character agent's id.")
 
 
-class DriftMessageInput(serializers.Serializer):
-    """One message a character agent wrote (the records the ingest body holds)."""
-
-    agent = serializers.CharField(help_text="The agent's id.")
-    channel = serializers.CharField(help_text="The channel, with or without '#'.")
-    text = serializers.CharField()
-    recipient = serializers.CharField(required=False, allow_blank=True)
-    time = serializers.DateTimeField(required=False, help_text="ISO 8601 (default: now).")
-
-
 class IngestOutput(Output):
     created = serializers.SerializerMethodField(help_text="How many messages were stored.")
 
@@ -47,7 +37,7 @@ class IngestView(APIView):
         description="Messages as one JSON object, a JSON list (application/json) or JSON lines "
         "(application/x-ndjson). Every record is checked first; any problem, named by its index or "
         "line and field, stores nothing.",
-        request={"application/json": DriftMessageInput(many=True), "application/x-ndjson": OpenApiTypes.STR},
+        request={"application/json": services.DriftMessageInput(many=True), "application/x-ndjson": OpenApiTypes.STR},
         ok={201: IngestOutput},
         invalid="A record is not valid: `fields` names it (`[2].agent`, `line 5`) and why; nothing was stored.",
         body=True,

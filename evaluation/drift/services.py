@@ -5,14 +5,18 @@ from typing import Any
 
 from evaluation.conf import setting
 from evaluation.drift import harness
+from evaluation.drift.cast import CastMember, parse_cast
 from evaluation.drift.corrections import GateDecision, gate_check, pre_invocation
 from evaluation.drift.execution import agent_lookup, drift_evaluate, drift_run_execute, drift_run_start
-from evaluation.drift.ingest import messages_ingest, parse_records
+from evaluation.drift.ingest import DriftMessageInput, messages_ingest, parse_records
 from evaluation.drift.propositions import PropositionSpec, parse_proposition_yaml, proposition_file_as_dict
 from evaluation.models import AgentMessage, EvaluationRun
 from evaluation.models.runs import RunStatus
 
 __all__ = [
+    "CastMember",
+    "DriftMessageInput",
+    "parse_cast",
     "HARNESS_MODES",
     "PropositionSpec",
     "parse_proposition_yaml",

@@ -169,7 +169,7 @@ def test_ingest_api_bulk_jsonl_all_or_nothing(staff_client, agent):
         good.splitlines()[0].replace('"text": "line 0"', '"text": ""'),
         content_type="application/json",
     )
-    assert response.status_code == 400 and "body.text: is required" in response.json()["error"]
+    assert response.status_code == 400 and "body.text: This field may not be blank." in response.json()["error"]
     response = staff_client.post(
         "/api/drift/messages",
         json.dumps([{"agent": "nobody", "channel": "c", "text": "t"}]),
