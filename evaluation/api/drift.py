@@ -52,7 +52,8 @@ class DriftEvaluateInput(serializers.Serializer):
     dimensions = serializers.ListField(
         child=serializers.CharField(),
         required=False,
-        help_text="adherence, consistency, fluency, convergence (default: all four).",
+        help_text="adherence, consistency, fluency, convergence, or any dimension with propositions loaded "
+        "(default: all of them).",
     )
     sample_size = serializers.IntegerField(default=20, min_value=1, max_value=500)
     judge = serializers.CharField(
@@ -143,6 +144,10 @@ class PreInvocationInput(serializers.Serializer):
 class PreInvocationOutput(Output):
     nudge = serializers.CharField(allow_null=True, help_text="An anti-convergence nudge, or null.")
     avoid_phrases = serializers.ListField(child=serializers.CharField(), help_text="Phrases the agent overuses.")
+    recent_messages = serializers.ListField(
+        child=serializers.CharField(),
+        help_text="The agent's recent messages that repeat themselves (empty unless phrases are listed).",
+    )
 
 
 class PreInvocationView(APIView):
@@ -152,8 +157,8 @@ class PreInvocationView(APIView):
         operation_id="drift_agents_pre_invocation",
         tag="drift",
         summary="What to add to the agent's next prompt",
-        description="A nudge (anti-convergence) and phrases to avoid (repetition suppression); either may be "
-        "empty. Transient: nothing is stored in the agent's messages.",
+        description="A nudge (anti-convergence), and the agent's recent messages with the phrases to avoid "
+        "(repetition suppression); any may be empty. Transient: nothing is stored in the agent's messages.",
         parameters=[AGENT_ID],
         request=PreInvocationInput,
         ok={200: PreInvocationOutput},

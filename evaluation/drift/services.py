@@ -10,6 +10,7 @@ from evaluation.drift.corrections import GateDecision, gate_check, pre_invocatio
 from evaluation.drift.execution import agent_lookup, drift_evaluate, drift_run_execute, drift_run_start
 from evaluation.drift.ingest import DriftMessageInput, messages_ingest, parse_records
 from evaluation.drift.propositions import PropositionSpec, parse_proposition_yaml, proposition_file_as_dict
+from evaluation.errors import Conflict, NotFound
 from evaluation.models import AgentMessage, EvaluationRun
 from evaluation.models.runs import RunStatus
 
@@ -18,10 +19,12 @@ __all__ = [
     "DriftMessageInput",
     "parse_cast",
     "HARNESS_MODES",
+    "HARNESS_RULES",
     "PropositionSpec",
     "parse_proposition_yaml",
     "proposition_file_as_dict",
     "agent_lookup",
+    "baseline_accept",
     "baseline_record",
     "drift_evaluate",
     "drift_run_execute",
@@ -36,6 +39,7 @@ __all__ = [
 
 harness_run = harness.harness_run
 HARNESS_MODES = harness.MODES
+HARNESS_RULES = harness.RULES
 report_markdown = harness.markdown
 report_junit = harness.junit
 
@@ -55,12 +59,31 @@ def pre_invocation_for(*, agent_id: str, channel: str) -> dict[str, Any]:
     return pre_invocation(agent_lookup(agent_id), channel.lstrip("#"))
 
 
-def baseline_record(*, agent_id: str, judge: str | None, folder: Path) -> tuple[EvaluationRun, Path | None]:
-    """Score the shipped cast's messages for one agent and write its baseline file (with the judge calls);
-    the path is None when the run failed (its error says why)."""
+def baseline_record(
+    *, agent_id: str, judge: str | None, folder: Path, repeats: int = 1
+) -> tuple[EvaluationRun, Path | None]:
+    """Score the shipped cast's messages for one agent (repeats times) and write its baseline file, with
+    the judge calls and the judge's provider/model; the path is None when a run failed (its error says why)."""
     agent = agent_lookup(agent_id)
     harness.ensure_cast_messages(Path(setting("CAST_DIR")) / "messages.jsonl")
-    run = drift_evaluate(agent=agent, judge=judge, source="cast", is_baseline=True, record_dir=folder / "recordings")
+    runs = []
+    for _ in range(max(1, repeats)):
+        run = drift_evaluate(
+            agent=agent, judge=judge, source="cast", is_baseline=True, record_dir=folder / "recordings"
+        )
+        if run.status != RunStatus.COMPLETED:
+            return run, None
+        runs.append(run)
+    return runs[-1], harness.baseline_from_runs(folder, runs, judge=harness.run_judge(runs[0]))
+
+
+def baseline_accept(*, run_id: str, folder: Path | None = None) -> Path:
+    """Make a completed drift run its agent's golden baseline (baselines/<agent>.json)."""
+    run = EvaluationRun.objects.filter(run_id=run_id, kind="drift").select_related("drift").first()
+    if run is None:
+        raise NotFound(f"run: no drift run {run_id!r}")
     if run.status != RunStatus.COMPLETED:
-        return run, None
-    return run, harness.write_baseline(folder, run, mode="live")
+        raise Conflict(f"run {run_id} is {run.status}; only a completed run can become a baseline")
+    if run.judge_label.startswith("mock-judge"):
+        raise Conflict(f"run {run_id} was scored in mock-judge mode; record a baseline with a real judge")
+    return harness.baseline_from_runs(folder or Path(setting("BASELINES_DIR")), [run], judge=harness.run_judge(run))
