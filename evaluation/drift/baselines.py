@@ -1,6 +1,7 @@
 """Golden baselines: one JSON file per agent in baselines/, read in both shapes teams bring.
 
-- ours: {"agent", "captured_at", "dimensions", "proposition_scores", "judge": {"provider", "model"},
+- ours: {"agent", "captured_at", "dimensions", "proposition_scores" ({dimension: {id: score}}),
+  "judge": {"provider", "model"},
   "mode", "sample_size", "samples"} (older files carry "judge_model" and "created_at" instead);
 - the drift harness's: {"agentId", "capturedAt", "dimensions", "propositionScores"}, where
   propositionScores is {id: score} or {dimension: {id: score}}.
@@ -26,7 +27,7 @@ class JudgeConfig:
 
     @property
     def label(self) -> str:
-        return f"{self.provider}/{self.model}" if self.model else self.provider
+        return "/".join(part for part in (self.provider, self.model) if part)
 
     @classmethod
     def from_label(cls, label: str) -> "JudgeConfig":
@@ -44,7 +45,7 @@ class Baseline:
     agent_id: str
     dimensions: dict[str, float]
     proposition_scores: dict[str, float] = field(default_factory=dict)
-    """Proposition id -> its effective 0-9 score."""
+    """"dimension/proposition id" (or a bare proposition id, from a flat file) -> its effective 0-9 score."""
     judge: JudgeConfig | None = None
     mode: str = ""
     captured_at: str = ""
@@ -70,8 +71,9 @@ def _scores(raw: Any, label: str, field_name: str) -> dict[str, float]:
         raise InvalidInput([FieldProblem(field_name, "must be an object of scores", label)])
     out: dict[str, float] = {}
     for key, value in raw.items():
-        if isinstance(value, dict) and field_name.startswith("proposition") and _number(value) is None:
-            out.update(_scores(value, label, f"{field_name}.{key}"))  # {dimension: {id: score}}
+        if isinstance(value, dict) and field_name == "propositionScores" and _number(value) is None:
+            nested = _scores(value, label, f"{field_name}.{key}")  # {dimension: {id: score}}
+            out.update({f"{key}/{pid}": score for pid, score in nested.items()})
             continue
         number = _number(value)
         if number is None or not 0 <= number <= 9:
@@ -124,7 +126,7 @@ def write_baseline(
     *,
     agent_id: str,
     dimensions: dict[str, float],
-    proposition_scores: dict[str, float],
+    proposition_scores: dict[str, dict[str, float]],
     judge: JudgeConfig,
     mode: str,
     captured_at: str,

@@ -139,29 +139,42 @@ def run_judge(run: EvaluationRun) -> JudgeConfig:
     return JudgeConfig.from_label(run.judge_label)
 
 
-def proposition_scores(run: EvaluationRun) -> dict[str, float]:
+def proposition_scores(run: EvaluationRun) -> dict[tuple[str, str], float]:
+    """(dimension, proposition id) -> its score in the run (unscored ones left out)."""
     return {
-        p.proposition_id: p.score
+        (p.dimension, p.proposition_id): p.score
         for p in PropositionScore.objects.filter(evaluation_run=run, score__isnull=False)
         if p.score is not None
     }
 
 
+def _proposition_key(key: str, dimensions: list[str], found: set[tuple[str, str]]) -> tuple[str, str]:
+    """A baseline's "dimension/id" key, or a bare id (flat files) placed in the first dimension that has it."""
+    dimension, _, pid = key.partition("/")
+    if pid and dimension in dimensions:
+        return dimension, pid
+    return next(((d, key) for d in dimensions if (d, key) in found), ("?", key))
+
+
 def baseline_from_runs(folder: Path, runs: list[EvaluationRun], *, judge: JudgeConfig) -> Path:
     """Write the agent's baseline from one or more completed runs (their mean; each repeat kept)."""
     per_dimension: dict[str, list[float]] = {}
-    per_proposition: dict[str, list[float]] = {}
+    per_proposition: dict[tuple[str, str], list[float]] = {}
     for run in runs:
         for dimension, score in run_scores(run).items():
             per_dimension.setdefault(dimension, []).append(score)
-        for pid, score in proposition_scores(run).items():
-            per_proposition.setdefault(pid, []).append(score)
+        for key, score in proposition_scores(run).items():
+            per_proposition.setdefault(key, []).append(score)
     first = runs[0]
+    order = {d: i for i, d in enumerate(first.drift.dimensions)}
+    nested: dict[str, dict[str, float]] = {}
+    for (dimension, pid), values in sorted(per_proposition.items(), key=lambda kv: (order.get(kv[0][0], 99), kv[0])):
+        nested.setdefault(dimension, {})[pid] = round(fmean(values), 3)
     return write_baseline(
         folder,
         agent_id=first.agent_id or "",
         dimensions={d: round(fmean(v), 3) for d, v in per_dimension.items()},
-        proposition_scores={p: round(fmean(v), 3) for p, v in per_proposition.items()},
+        proposition_scores=nested,
         judge=judge,
         mode="offline" if judge.provider == "offline" else "live",
         captured_at=timezone.now().isoformat(),
@@ -281,16 +294,19 @@ def harness_run(
             )
         if baseline and baseline.proposition_scores:
             per_run = [proposition_scores(r) for r in runs]
-            found = {p.proposition_id: p.dimension for p in PropositionScore.objects.filter(evaluation_run=runs[0])}
-            for pid, expected in baseline.proposition_scores.items():
+            found = set(
+                PropositionScore.objects.filter(evaluation_run=runs[0]).values_list("dimension", "proposition_id")
+            )
+            for key, expected in baseline.proposition_scores.items():
+                where = _proposition_key(key, dimensions, found)
                 report.rows.append(
                     Row(
                         agent.pk,
-                        found.get(pid, "?"),
+                        where[0],
                         expected,
-                        [s[pid] for s in per_run if pid in s],
-                        proposition=pid,
-                        judged_by=judged_by.get(found.get(pid, ""), ""),
+                        [s[where] for s in per_run if where in s],
+                        proposition=where[1],
+                        judged_by=judged_by.get(where[0], ""),
                         rule=rule,
                         threshold=threshold,
                     )

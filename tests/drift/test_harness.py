@@ -53,7 +53,11 @@ def test_mock_judge_runs_the_cast_with_no_http_and_matches_the_baselines(catalog
     assert "| marigold | adherence | replay/offline-rules-v1 |" in table and "No regressions." in table
     assert "Judge: mock-judge: recorded calls of offline/offline-rules-v1 replayed" in table
     suite = ET.parse(tmp_path / "j.xml").getroot()
-    propositions = sum(len(json.loads((baselines / f"{a}.json").read_text())["proposition_scores"]) for a in CAST)
+    propositions = sum(
+        len(scores)
+        for a in CAST
+        for scores in json.loads((baselines / f"{a}.json").read_text())["proposition_scores"].values()
+    )
     assert suite.get("tests") == str(20 + propositions) and suite.get("failures") == "0"
     judge = suite.find("properties/property[@name='judge']").get("value")
     assert judge.startswith("mock-judge: recorded calls of offline/offline-rules-v1")
@@ -127,7 +131,7 @@ def test_baseline_command_records_what_mock_judge_replays(catalog, tmp_path):
     doc = json.loads((folder / "rex.json").read_text())
     # The judge that ran, not "live": main wrote mode "live" and no provider for the offline judge.
     assert doc["judge"] == {"provider": "offline", "model": "offline-rules-v1"} and doc["mode"] == "offline"
-    assert doc["proposition_scores"]["rex-blunt"] == pytest.approx(7.2)
+    assert doc["proposition_scores"]["adherence"]["rex-blunt"] == pytest.approx(7.2)
     call_command(
         "drift_run", "--mode", "mock-judge", "--baselines", str(folder), "--agents", "rex,ivy", stdout=StringIO()
     )
