@@ -106,7 +106,8 @@ def read_baseline(folder: Path, agent_id: str) -> Baseline | None:
         config = JudgeConfig.from_label(judge)
     elif doc.get("judge_model"):
         config = JudgeConfig("", str(doc["judge_model"]))
-    samples = doc.get("samples") if isinstance(doc.get("samples"), dict) else {}
+    raw_samples = doc.get("samples")
+    samples: dict[str, Any] = raw_samples if isinstance(raw_samples, dict) else {}
     return Baseline(
         agent_id=agent_id,
         dimensions=_scores(doc.get("dimensions"), label, "dimensions"),

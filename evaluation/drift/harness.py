@@ -10,6 +10,7 @@ A regression is a drop of more than the threshold (1.0). With k repeats (k >= 2)
 scores must lie wholly below the baseline. The "fixed" rule is the drop alone.
 """
 
+import uuid
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -204,7 +205,7 @@ def judge_check(baselines: dict[str, Baseline | None], judge: JudgeConfig, force
     return [f"{line} (compared anyway: --force)" for line in lines]
 
 
-def _link_corrections(agent: Agent, run: EvaluationRun, before: set[object]) -> None:
+def _link_corrections(agent: Agent, run: EvaluationRun, before: set[uuid.UUID]) -> None:
     """Correction logs written while this agent's messages were generated belong to the run that scores them."""
     CorrectionLog.objects.filter(agent=agent, run__isnull=True).exclude(pk__in=before).update(run=run)
 
@@ -253,7 +254,7 @@ def harness_run(
     report.judge += "".join(f"\n{n}" for n in notes)
 
     source: str | None = None
-    unlinked: dict[str, set[object]] = {}
+    unlinked: dict[str, set[uuid.UUID]] = {}
     if mode == "mock-judge":
         ensure_cast_messages(cast_file)
         source = "cast"

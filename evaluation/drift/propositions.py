@@ -132,3 +132,20 @@ def proposition_file_as_dict(
     doc.update(extra)
     doc["propositions"] = items
     return doc
+
+
+@dataclass(frozen=True)
+class SetReplacement:
+    """What loading a proposition file would replace in the database (for the loading report)."""
+
+    dimension: str
+    agent_id: str
+    previous_file: str
+    """The file the stored set came from ("" when it was made in the admin)."""
+    dropped: tuple[str, ...]
+    """Stored proposition ids the new file no longer has (they are deleted when it loads)."""
+
+    def __str__(self) -> str:
+        where = f" from {self.previous_file}" if self.previous_file else ""
+        gone = f"; drops {', '.join(self.dropped)}" if self.dropped else ""
+        return f"replaces {self.dimension}/{self.agent_id}{where}{gone}"

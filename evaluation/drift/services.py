@@ -9,9 +9,15 @@ from evaluation.drift.cast import CastMember, parse_cast
 from evaluation.drift.corrections import GateDecision, gate_check, pre_invocation
 from evaluation.drift.execution import agent_lookup, drift_evaluate, drift_run_execute, drift_run_start
 from evaluation.drift.ingest import DriftMessageInput, messages_ingest, parse_records
-from evaluation.drift.propositions import PropositionSpec, parse_proposition_yaml, proposition_file_as_dict
+from evaluation.drift.propositions import (
+    PropositionFile,
+    PropositionSpec,
+    SetReplacement,
+    parse_proposition_yaml,
+    proposition_file_as_dict,
+)
 from evaluation.errors import Conflict, NotFound
-from evaluation.models import AgentMessage, EvaluationRun
+from evaluation.models import AgentMessage, EvaluationRun, PropositionSet
 from evaluation.models.runs import RunStatus
 
 __all__ = [
@@ -20,7 +26,10 @@ __all__ = [
     "parse_cast",
     "HARNESS_MODES",
     "HARNESS_RULES",
+    "PropositionFile",
     "PropositionSpec",
+    "SetReplacement",
+    "proposition_set_replacement",
     "parse_proposition_yaml",
     "proposition_file_as_dict",
     "agent_lookup",
@@ -42,6 +51,19 @@ HARNESS_MODES = harness.MODES
 HARNESS_RULES = harness.RULES
 report_markdown = harness.markdown
 report_junit = harness.junit
+
+
+def proposition_set_replacement(parsed: PropositionFile, *, file: str) -> SetReplacement | None:
+    """What loading this file replaces: None when no set for its dimension and agent is stored yet, or
+    when the stored one came from this same file and keeps every proposition."""
+    stored = PropositionSet.objects.filter(dimension=parsed.dimension, agent_key=parsed.agent_id).first()
+    if stored is None:
+        return None
+    kept = {p.id for p in parsed.propositions}
+    dropped = tuple(sorted(set(stored.propositions.values_list("proposition_id", flat=True)) - kept))
+    if stored.source_file == file and not dropped:
+        return None
+    return SetReplacement(parsed.dimension, parsed.agent_id, stored.source_file, dropped)
 
 
 def messages_ingest_body(body: str | bytes) -> list[AgentMessage]:

@@ -154,3 +154,17 @@ def test_ingest_records_are_checked_by_one_serializer_with_an_error_per_record(c
         json.dumps([{"agent": "rex", "channel": "#general", "text": "Fine.", "time": "2026-11-01T10:00:00"}])
     )
     assert stored[0].channel == "general" and stored[0].created_at.isoformat() == "2026-11-01T10:00:00+00:00"
+
+
+def test_loading_a_team_default_file_says_what_it_replaces(catalog):
+    parsed, problems = services.parse_proposition_yaml(
+        "propositions:\n  - id: team-claim\n    claim: '{{agent_name}} is kind'\n", file="team/adherence/_default.yaml"
+    )
+    assert not problems and (parsed.dimension, parsed.agent_id) == ("adherence", "_default")
+    replaced = services.proposition_set_replacement(parsed, file="team/adherence/_default.yaml")
+    assert replaced is not None and replaced.previous_file == "propositions/adherence/_default.yaml"
+    assert replaced.dropped == ("default-channel-appropriate", "default-in-character", "default-no-assistant-voice")
+    assert str(replaced).startswith("replaces adherence/_default from propositions/adherence/_default.yaml; drops ")
+    shipped = (ROOT / "propositions" / "adherence" / "_default.yaml").read_text()
+    same, _ = services.parse_proposition_yaml(shipped, file="propositions/adherence/_default.yaml")
+    assert services.proposition_set_replacement(same, file="propositions/adherence/_default.yaml") is None

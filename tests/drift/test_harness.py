@@ -164,3 +164,10 @@ def test_unknown_agent_and_missing_baseline_are_clear_errors(catalog, tmp_path):
         call_command(
             "drift_run", "--agents", "rex", "--mode", "mock-judge", "--baselines", str(tmp_path), stdout=StringIO()
         )
+
+
+def test_live_mode_with_no_judge_configured_says_the_offline_judge_scored(catalog, tmp_path):
+    err, out = StringIO(), StringIO()
+    call_command("drift_run", "--agents", "rex", "--baselines", str(tmp_path), stdout=out, stderr=err)
+    assert "no judge is configured for proposition_judge" in err.getvalue()
+    assert "Judge: offline/offline-rules-v1 (the offline rule-based judge: no LLM)" in out.getvalue()

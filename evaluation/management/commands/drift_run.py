@@ -70,6 +70,11 @@ class Command(BaseCommand):
             )
         except (ValueError, RuntimeError, ProviderError, InvalidInput) as exc:
             raise CommandError(str(exc)) from None
+        if report.judge.startswith("offline/") and opts["mode"] != "mock-judge" and not opts["judge"]:
+            self.stderr.write(
+                "warning: no judge is configured for proposition_judge (admin LLM configs, EVAL_PROPOSITION_JUDGE_PROVIDER "
+                "or --judge): the offline rule-based judge scored this run"
+            )
         table = services.report_markdown(report)
         self.stdout.write(table)
         if opts["markdown"]:
