@@ -1,7 +1,7 @@
 """Golden baselines: one JSON file per agent in baselines/, read in both shapes teams bring.
 
 - ours: {"agent", "captured_at", "dimensions", "proposition_scores" ({dimension: {id: score}}),
-  "judge": {"provider", "model"},
+  "judge": {"provider", "model", "prompt"},
   "mode", "sample_size", "samples"} (older files carry "judge_model" and "created_at" instead);
 - the drift harness's: {"agentId", "capturedAt", "dimensions", "propositionScores"}, where
   propositionScores is {id: score} or {dimension: {id: score}}.
@@ -20,24 +20,32 @@ from evaluation.errors import FieldProblem, InvalidInput
 
 @dataclass(frozen=True)
 class JudgeConfig:
-    """The judge configuration behind a score: provider and model (model "" when unknown)."""
+    """The judge configuration behind a score: provider, model and the judge prompt's version ("" when unknown)."""
 
     provider: str
     model: str = ""
+    prompt: str = ""
+
+    @property
+    def name(self) -> str:
+        """provider/model."""
+        return "/".join(part for part in (self.provider, self.model) if part)
 
     @property
     def label(self) -> str:
-        return "/".join(part for part in (self.provider, self.model) if part)
+        """provider/model (prompt <version>)."""
+        return f"{self.name} (prompt {self.prompt})" if self.prompt else self.name
 
     @classmethod
-    def from_label(cls, label: str) -> "JudgeConfig":
+    def from_label(cls, label: str, prompt: str = "") -> "JudgeConfig":
         provider, _, model = label.partition("/")
-        return cls(provider, model)
+        return cls(provider, model, prompt)
 
     def same_as(self, other: "JudgeConfig") -> bool:
-        """Same provider (when both are known) and same model."""
+        """Same model, and same provider and prompt where both sides know them."""
         providers = {self.provider, other.provider} - {""}
-        return len(providers) <= 1 and self.model == other.model
+        prompts = {self.prompt, other.prompt} - {""}
+        return len(providers) <= 1 and len(prompts) <= 1 and self.model == other.model
 
 
 @dataclass(frozen=True)
@@ -101,7 +109,7 @@ def read_baseline(folder: Path, agent_id: str) -> Baseline | None:
     judge = doc.get("judge")
     config = None
     if isinstance(judge, dict):
-        config = JudgeConfig(str(judge.get("provider", "")), str(judge.get("model", "")))
+        config = JudgeConfig(str(judge.get("provider", "")), str(judge.get("model", "")), str(judge.get("prompt", "")))
     elif isinstance(judge, str) and judge:
         config = JudgeConfig.from_label(judge)
     elif doc.get("judge_model"):
@@ -139,7 +147,7 @@ def write_baseline(
     doc: dict[str, Any] = {
         "agent": agent_id,
         "captured_at": captured_at,
-        "judge": {"provider": judge.provider, "model": judge.model},
+        "judge": {"provider": judge.provider, "model": judge.model, "prompt": judge.prompt},
         "mode": mode,
         "sample_size": sample_size,
         "dimensions": dimensions,

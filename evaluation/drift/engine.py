@@ -3,6 +3,7 @@
 that leaves a check out or scores it outside 0-9 is asked again once for those checks; a check
 still without a valid score is marked unscored with the reason, and everything else goes on."""
 
+import hashlib
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -42,6 +43,8 @@ context and score how true the claim is on a 0-9 scale: 0 = completely false, 9 
 true. Judge only what the context shows. Reply with JSON:
 {"scores": [{"id": "<check id>", "score": <0-9>, "reasoning": "<one sentence>"}, ...]}
 with exactly one entry per check id."""
+PROMPT_VERSION = hashlib.sha256(SYSTEM.encode()).hexdigest()[:12]
+"""Part of the judge configuration a baseline records: a changed judge prompt is another judge."""
 
 
 class Judge(Protocol):

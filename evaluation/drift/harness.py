@@ -23,6 +23,7 @@ from scipy import stats
 
 from evaluation.drift.baselines import Baseline, JudgeConfig, read_baseline, write_baseline
 from evaluation.drift.characters import synthesize_conversation
+from evaluation.drift.engine import PROMPT_VERSION
 from evaluation.drift.execution import drift_evaluate
 from evaluation.drift.ingest import messages_ingest, parse_records
 from evaluation.drift.scorers import DIMENSIONS
@@ -132,12 +133,12 @@ def ensure_cast_messages(cast_file: Path) -> int:
 
 
 def judge_words(config: JudgeConfig) -> str:
-    return f"{config.label} ({OFFLINE_NOTE})" if config.provider == "offline" else config.label
+    return f"{config.name} ({OFFLINE_NOTE})" if config.provider == "offline" else config.name
 
 
 def run_judge(run: EvaluationRun) -> JudgeConfig:
-    """The judge configuration a run was scored by (for a replay, the recorded judge's model)."""
-    return JudgeConfig.from_label(run.judge_label)
+    """The judge configuration a run was scored by (the judge prompt is this code's)."""
+    return JudgeConfig.from_label(run.judge_label, PROMPT_VERSION)
 
 
 def proposition_scores(run: EvaluationRun) -> dict[tuple[str, str], float]:
@@ -242,13 +243,13 @@ def harness_run(
             raise ValueError(
                 f"mock-judge: no baseline for {', '.join(missing)} in {baselines_dir} (record one with drift_baseline)"
             )
-        judges = sorted({(b.judge.label if b and b.judge else "offline-rules-v1") for b in baselines.values()})
+        judges = sorted({(b.judge.name if b and b.judge else "offline-rules-v1") for b in baselines.values()})
         report.judge = (
             f"mock-judge: recorded calls of {', '.join(judges)} replayed; "
             f"offline/offline-rules-v1 ({OFFLINE_NOTE}) where no recording matches"
         )
     else:
-        config = JudgeConfig.from_label(get_llm("proposition_judge", override=judge).label)
+        config = JudgeConfig.from_label(get_llm("proposition_judge", override=judge).label, PROMPT_VERSION)
         notes = judge_check(baselines, config, force)
         report.judge = judge_words(config)
     report.judge += "".join(f"\n{n}" for n in notes)

@@ -208,16 +208,17 @@ def score_fluency(
 
 
 def anonymise(text: str, names: dict[str, str], labels: dict[str, str]) -> str:
-    """Replace each cast member's full and first name (and id) in text with their speaker label, or
-    "another member" for someone who does not speak in this channel."""
+    """Replace each cast member's full name, and first name, in text with their speaker label, or
+    "another member" for someone who does not speak in this channel. Case-sensitive, as names are
+    written: "Ivy said" is a name, "the ivy" a plant."""
     pairs: list[tuple[str, str]] = []
     for agent_id, name in names.items():
         label = labels.get(agent_id, "another member")
-        for form in {name, name.split()[0] if name.split() else name, agent_id}:
+        for form in {name.strip(), name.split()[0] if name.split() else ""}:
             if len(form) >= 2:
                 pairs.append((form, label))
     for form, label in sorted(pairs, key=lambda p: -len(p[0])):
-        text = re.sub(rf"(?<!\w){re.escape(form)}(?!\w)", label, text, flags=re.IGNORECASE)
+        text = re.sub(rf"(?<!\w){re.escape(form)}(?!\w)", label, text)
     return text
 
 

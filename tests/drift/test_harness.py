@@ -10,6 +10,7 @@ from xml.etree import ElementTree as ET
 import pytest
 from django.core.management import CommandError, call_command
 
+from evaluation.drift.engine import PROMPT_VERSION
 from evaluation.models import AgentMessage, EvaluationRun
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -130,7 +131,10 @@ def test_baseline_command_records_what_mock_judge_replays(catalog, tmp_path):
     assert any((folder / "recordings" / "proposition_judge").iterdir())
     doc = json.loads((folder / "rex.json").read_text())
     # The judge that ran, not "live": main wrote mode "live" and no provider for the offline judge.
-    assert doc["judge"] == {"provider": "offline", "model": "offline-rules-v1"} and doc["mode"] == "offline"
+    assert (
+        doc["judge"] == {"provider": "offline", "model": "offline-rules-v1", "prompt": PROMPT_VERSION}
+        and doc["mode"] == "offline"
+    )
     assert doc["proposition_scores"]["adherence"]["rex-blunt"] == pytest.approx(7.2)
     call_command(
         "drift_run", "--mode", "mock-judge", "--baselines", str(folder), "--agents", "rex,ivy", stdout=StringIO()

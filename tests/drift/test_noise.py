@@ -12,6 +12,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from scipy import stats
 
+from evaluation.drift.engine import PROMPT_VERSION
 from evaluation.drift.harness import Report, Row, bootstrap_ci
 from evaluation.drift.services import messages_ingest_body
 from evaluation.models import EvaluationRun
@@ -99,3 +100,20 @@ def test_an_older_baseline_naming_only_its_judge_model_is_checked_too(catalog, b
         call_command(
             "drift_run", "--agents", "rex", "--judge", "offline", "--baselines", str(baselines), stdout=StringIO()
         )
+
+
+@pytest.mark.django_db
+def test_a_baseline_from_another_judge_prompt_is_another_judge(catalog, baselines):
+    path = baselines / "rex.json"
+    doc = json.loads(path.read_text())
+    assert doc["judge"]["prompt"] == PROMPT_VERSION
+    doc["judge"]["prompt"] = "0ld0ld0ld0ld"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(CommandError, match=r"scored by offline/offline-rules-v1 \(prompt 0ld0ld0ld0ld\)"):
+        call_command(
+            "drift_run", "--agents", "rex", "--judge", "offline", "--baselines", str(baselines), stdout=StringIO()
+        )
+    # mock-judge replays the baseline's own judge: no refusal
+    call_command(
+        "drift_run", "--mode", "mock-judge", "--agents", "rex", "--baselines", str(baselines), stdout=StringIO()
+    )

@@ -14,6 +14,7 @@ import yaml
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
+from evaluation.drift.engine import PROMPT_VERSION
 from evaluation.drift.services import drift_evaluate
 from evaluation.models import Agent, AgentMessage, EvaluationRun, PropositionSet
 from evaluation.providers.loopback import Reply
@@ -36,7 +37,7 @@ def pair(db):
     texts = [
         (ana, "Bo, I think the roses need water."),
         (bo, "Ana Lopes is right, as ever. Cyrus would disagree."),
-        (ana, "Thanks, Bo Chen. Let's ask cyrus."),
+        (ana, "Thanks, Bo Chen. Let's ask Cyrus about the ivy."),
     ]
     for i, (agent, text) in enumerate(texts):
         AgentMessage.objects.create(
@@ -53,8 +54,9 @@ def test_convergence_replaces_cast_names_inside_the_text(pair, loopback):
     assert run.status == "completed", run.error
     prompt = loopback.requests[0].body["messages"][-1]["content"]
     context = prompt.split("Context:")[1]
-    for name in ("Ana", "Lopes", "Bo", "Chen", "Cyrus", "cyrus"):
+    for name in ("Ana", "Lopes", "Bo", "Chen", "Cyrus"):
         assert not re.search(rf"\b{name}\b", context), (name, context)
+    assert "ask another member about the ivy." in context  # a plant, not a name
     assert "Speaker B: Speaker A is right, as ever. another member would disagree." in context
     assert "Claim: The voices differ in #garden" in prompt
 
@@ -82,7 +84,7 @@ def test_the_admin_accepts_a_drift_run_as_the_golden_baseline(catalog, staff_cli
     assert response.status_code == 200
     assert "baseline written to rex.json" in response.content.decode()
     doc = json.loads((tmp_path / "golden" / "rex.json").read_text())
-    assert doc["judge"] == {"provider": "offline", "model": "offline-rules-v1"}
+    assert doc["judge"] == {"provider": "offline", "model": "offline-rules-v1", "prompt": PROMPT_VERSION}
     assert doc["dimensions"] == {s.dimension: s.score for s in run.dimension_scores.all()}
     # and the harness reads what the admin accepted
     call_command("drift_run", "--agents", "rex", "--judge", "offline", stdout=StringIO())
