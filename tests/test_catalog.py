@@ -134,18 +134,18 @@ propositions:
         ("dimension: adherence\nagent_id: [unclosed\n", "propositions/adherence/broken.yaml:3: invalid YAML"),
         (
             VALID_PROPOSITIONS.replace("weight: 0.5", "weight: 3"),
-            "proposition 'p1'.weight: 3 must be a number from 0 to 1",
+            "propositions.0.weight: 3 is out of range (at most 1)",
         ),
         (
-            VALID_PROPOSITIONS.replace("dimension: adherence", "dimension: charisma"),
-            "dimension: 'charisma' is not one of",
+            VALID_PROPOSITIONS.replace("dimension: adherence", "dimension: Charisma Points"),
+            "dimension: 'Charisma Points' does not match",
         ),
         (
             VALID_PROPOSITIONS.replace('    claim: "{{agent_name}} is terse"\n', ""),
-            "proposition 'p1'.claim: is required",
+            "propositions.0.claim: is required",
         ),
     ],
-    ids=["bad-yaml", "weight-3", "unknown-dimension", "missing-claim"],
+    ids=["bad-yaml", "weight-3", "bad-dimension-name", "missing-claim"],
 )
 def test_malformed_proposition_file_is_reported_and_the_others_still_load(tmp_path, text, needle):
     report = load(tmp_path, propositions=proposition_dir(tmp_path, text))
