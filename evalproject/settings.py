@@ -77,7 +77,7 @@ DEFAULT_EXCEPTION_REPORTER_FILTER = "evalproject.error_reports.CredentialHidingF
 
 INSTALLED_APPS = [
     "daphne",
-    "django.contrib.admin",
+    "evaluation.adminsite.EvaluationAdminConfig",  # django.contrib.admin, its index grouped by task
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",

@@ -13,7 +13,7 @@ from evaluation.errors import NotFound
 from evaluation.models import Agent, DimensionScore, EvaluationRun, Persona, Problem, RunMessage, Topic, TutoringSession
 from evaluation.redact import redact
 from evaluation.runs.selectors import run_scores, runs_filter, runs_with_results
-from evaluation.tutoring.personas import persona_as_dict
+from evaluation.tutoring.personas import persona_as_dict, persona_schema
 from evaluation.tutoring.reports import ARTIFACTS, comparison_data
 from evaluation.tutoring.rubric import DIMENSIONS
 from evaluation.tutoring.sessions import session_lookup, session_public_state
@@ -33,6 +33,7 @@ __all__ = [
     "conversation",
     "group_runs",
     "persona_as_dict",
+    "persona_schema",
     "persona_get",
     "persona_list",
     "run_evaluation",
