@@ -103,6 +103,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "evaluation.web.middleware.DatabaseBusyMiddleware",  # pages: 503 + Retry-After when the pool is exhausted
     # Last, as django-axes asks: it turns a locked-out login into the lockout response.
     "axes.middleware.AxesMiddleware",
 ]

@@ -7,11 +7,12 @@ import pytest
 from django.core.management import call_command
 
 from evaluation.management.progress import RunProgress
+from evaluation.models import EvaluationRun
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def test_demo_off_a_terminal_prints_one_line_per_persona_and_what_to_do_next(server, settings):
+def test_demo_off_a_terminal_prints_one_line_per_persona_and_what_to_do_next(server, settings, staff_client):
     out = StringIO()
     call_command("demo", max_turns=3, workers=2, stdout=out)
     text = out.getvalue()
@@ -27,6 +28,11 @@ def test_demo_off_a_terminal_prints_one_line_per_persona_and_what_to_do_next(ser
     assert any(line.endswith("manage.py createsuperuser") for line in next_steps)
     assert any(line.endswith("manage.py runserver") for line in next_steps)
     assert any(line.endswith("http://127.0.0.1:8000/admin/evaluation/") for line in next_steps)
+    # every call went to the offline provider, and the report says so instead of counting "LLM calls"
+    run = EvaluationRun.objects.get(run_id=Path(report).parent.name)
+    assert set(run.token_usage["by_provider"]) == {"offline"} and run.token_usage["calls"] > 0
+    page = staff_client.get(f"/admin/evaluation/runs/{run.run_id}/").content.decode()
+    assert "Offline: no LLM was called" in page and "LLM calls" not in page
 
 
 class Terminal(StringIO):
