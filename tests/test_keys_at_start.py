@@ -114,4 +114,3 @@ def test_the_dashboard_start_form_refuses_a_missing_key_naming_the_variable(staf
     text = " ".join(str(m) for m in response.context["messages"])
     assert "Not started" in text and "OPENAI_API_KEY is not set" in text
     assert EvaluationRun.objects.count() == 0
-

@@ -22,9 +22,10 @@ class RunProgress:
 
     def __init__(self, stream: IO[str] | OutputWrapper, labels: dict[str, str]):
         # Django's OutputWrapper ends every write with a newline, which would break the bars' cursor moves.
-        while isinstance(stream, OutputWrapper):
-            stream = stream._out
-        self.console = Console(file=stream, highlight=False)
+        out: Any = stream
+        while isinstance(out, OutputWrapper):
+            out = out._out
+        self.console = Console(file=out, highlight=False)
         self.live = self.console.is_terminal
         self.labels = labels
         self.lock = threading.Lock()
