@@ -169,3 +169,18 @@ def test_persona_form_names_the_behaviour_field_out_of_range(staff_client, catal
     assert "doodling_probability" in str(errors["other_behaviors"])
     persona.refresh_from_db()
     assert persona.persona_specific_behaviors.get("pushback_probability") != 1.4
+
+
+def test_a_persona_saved_in_the_admin_is_kept_by_the_next_catalogue_load(staff_client, catalog):
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    persona = Persona.objects.get(persona_id="struggler")
+    url = reverse("admin:evaluation_persona_change", args=[persona.pk])
+    response = staff_client.post(url, persona_post(description="Rewritten by staff in the admin."))
+    assert response.status_code == 302, response.context["adminform"].form.errors
+    err = StringIO()
+    call_command("load_catalog", stdout=StringIO(), stderr=err)
+    assert "personas/struggler.json: persona struggler edited in the admin" in err.getvalue()
+    assert Persona.objects.get(persona_id="struggler").description == "Rewritten by staff in the admin."

@@ -82,6 +82,7 @@ def _persona_form_fields() -> dict[str, forms.Field]:
         ),
         "style_other": forms.JSONField(
             label="Other style keys",
+            widget=forms.Textarea(attrs={"rows": 3, "cols": 60}),
             required=False,
             help_text="Keys of response_style this form has no field for, as JSON; kept as they are.",
         ),
@@ -97,6 +98,7 @@ def _persona_form_fields() -> dict[str, forms.Field]:
         )
     fields["other_behaviors"] = forms.JSONField(
         label="Other behaviours",
+        widget=forms.Textarea(attrs={"rows": 3, "cols": 60}),
         required=False,
         help_text=_doc(schema, "persona_specific_behaviors") + " Behaviours without a field above, as JSON.",
     )
