@@ -1,14 +1,11 @@
 """Persona drift (spec 002): ingest messages, start evaluations, and the runtime checks for external agents."""
 
-from typing import Any
-
 from drf_spectacular.types import OpenApiTypes
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from evaluation.api.keys import provider_keys_check
 from evaluation.api.schema import operation, path_parameter
 from evaluation.api.serializers import Output, RunAcceptedOutput
 from evaluation.drift import services
@@ -59,10 +56,6 @@ class DriftEvaluateInput(serializers.Serializer):
     judge = serializers.CharField(
         required=False, allow_blank=True, default="", help_text="The proposition judge's provider."
     )
-
-    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        provider_keys_check(["proposition_judge"], attrs["judge"], field="judge")
-        return attrs
 
 
 class DriftEvaluateView(APIView):

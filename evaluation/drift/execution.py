@@ -19,7 +19,7 @@ from evaluation.models import (
     PropositionSet,
 )
 from evaluation.models.runs import RunKind, RunStage
-from evaluation.providers import LLM, Meter, ProviderSpec, get_llm
+from evaluation.providers import LLM, Meter, ProviderSpec, get_llm, keys_check
 from evaluation.runs import services as runs
 
 SAMPLE_SIZE_RANGE = (1, 500)
@@ -115,6 +115,7 @@ def drift_run_start(
     user: Any = None,
 ) -> EvaluationRun:
     """Start a background drift evaluation of one agent's newest messages."""
+    keys_check(["proposition_judge"], judge, field="judge")
     agent = agent_lookup(agent_id)
     with transaction.atomic():
         run = drift_run_create(

@@ -42,6 +42,9 @@ class PropositionSet(models.Model):
     agent_key = models.CharField(max_length=64, help_text="An agent id, or '_default' for every agent.")
     extra = models.JSONField(default=dict, blank=True)
     source_file = models.CharField(max_length=255, blank=True)
+    loaded_fingerprint = models.CharField(
+        max_length=64, blank=True, editable=False, help_text="Hash of the record as its catalogue file left it."
+    )
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

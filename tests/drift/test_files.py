@@ -29,6 +29,11 @@ def load_propositions(tmp_path, name, text):
     return catalog_load(personas_dir=None, topics_dir=None, propositions_dir=tmp_path / "propositions")
 
 
+def relative(lines, tmp_path):
+    """Files outside the project are named by their absolute path: compare from the folder down."""
+    return [line.removeprefix(f"{tmp_path}/") for line in lines]
+
+
 GOOD = """\
 # yaml-language-server: $schema=../schema.json
 dimension: adherence
@@ -75,9 +80,9 @@ propositions:
     ids=["range", "type", "boolean", "required", "empty", "document", "duplicate-id"],
 )
 def test_a_bad_proposition_file_names_file_path_and_reason(tmp_path, text, expected):
-    report = catalog_load(personas_dir=None, topics_dir=None, propositions_dir=None)
     report = load_propositions(tmp_path, "rex.yaml", text)
-    assert report.errors == [expected]
+    # Files outside the project are named by their absolute path.
+    assert relative(report.errors, tmp_path) == [expected]
     assert not PropositionSet.objects.exists()
 
 
@@ -87,7 +92,7 @@ def test_unknown_keys_and_template_variables_are_kept_with_a_warning(tmp_path):
     )
     report = load_propositions(tmp_path, "rex.yaml", "owner: team-a\n" + text)
     assert report.ok, report.errors
-    assert report.warnings == [
+    assert relative(report.warnings, tmp_path) == [
         "propositions/adherence/rex.yaml: propositions.0: unknown key 'notes' kept",
         "propositions/adherence/rex.yaml: propositions.0.claim: unknown template variable(s) channel "
         "(known: agent_name, channel_name, recipient_name); the judge would see them as written",
