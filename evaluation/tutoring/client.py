@@ -139,7 +139,8 @@ class ProtocolTarget:
                 _http_json,
                 "POST",
                 f"{self.base_url}/sessions",
-                {"topic_id": topic_id, "user": "eval-student"},
+                # The run's seed: a tutor that honours it (the reference tutor does) replays the same session.
+                {"topic_id": topic_id, "user": "eval-student", "seed": simulator.seed},
                 self.headers,
                 30,
             )
@@ -235,7 +236,7 @@ class ChatTarget:
             Message("user", "(The student has joined. Greet them and begin.)"),
         ]
         for turn in range(max_turns + 1):
-            reply = (await self.llm.acall(history)).text.strip()
+            reply = (await self.llm.acall(history, seed=simulator.seed * 1000 + turn)).text.strip()
             history.append(Message("assistant", reply))
             await conv.add("tutor", reply)
             if turn == max_turns:

@@ -112,13 +112,20 @@ def quote_in_transcript(quote: str, messages: list[dict[str, Any]]) -> bool:
 
 
 def judge_conversation(
-    messages: list[dict[str, Any]], persona: PersonaSpec | None, topic: TopicSpec | None, llm: LLM
+    messages: list[dict[str, Any]],
+    persona: PersonaSpec | None,
+    topic: TopicSpec | None,
+    llm: LLM,
+    *,
+    seed: int | None = None,
 ) -> Judgement:
-    """Ask the judge; every finding gets quote_found. Raises InvalidJSONError if it never answers validly."""
+    """Ask the judge (seeded with the run's seed, where the vendor takes one); every finding gets
+    quote_found. Raises InvalidJSONError if it never answers validly."""
     result = llm.call(
         [Message("system", system_prompt()), Message("user", build_user_message(messages, persona, topic))],
         schema=judge_schema(),
         offline=JudgeRule(messages=tuple(messages), persona=persona),
+        seed=seed,
     )
     data = result.data
     summary = data["summary"]

@@ -20,8 +20,9 @@ from django.utils.dateparse import parse_datetime
 from evaluation.conf import setting
 from evaluation.models import DimensionScore, EvaluationRun, Problem, RunMessage
 from evaluation.models.runs import RunSource, RunStage, RunStatus
-from evaluation.providers import Meter, ProviderSpec, allowed_env_value, get_llm
+from evaluation.providers import LLM, Meter, ProviderSpec, allowed_env_value, get_llm
 from evaluation.providers.base import InvalidJSONError
+from evaluation.providers.registry import settings_for
 from evaluation.runs.services import RunHandle
 from evaluation.tutoring import judge, reports
 from evaluation.tutoring.client import ChatTarget, ProtocolTarget, RunLog
@@ -46,6 +47,27 @@ def _meter(run: EvaluationRun) -> Meter:
 
 def _override(run: EvaluationRun) -> str | None:
     return run.config.get("provider") or None
+
+
+def llm_record(llm: LLM, seed: int | None) -> dict[str, Any]:
+    """Which model played a role and how: resolved provider and model, where that choice came from,
+    the temperature, and the run seed its calls are seeded from (`seed_sent`: whether the vendor takes one)."""
+    settings = settings_for(llm.role, llm.spec)
+    return {
+        "provider": llm.provider.name,
+        "model": llm.provider.model,
+        "source": llm.spec.source,
+        "temperature": settings.temperature,
+        "seed": seed,
+        "seed_sent": llm.provider.takes_seed,
+    }
+
+
+def record_llm(handle: RunHandle, role: str, record: dict[str, Any]) -> None:
+    """Store one role's record in the run's config (config["llm"][role])."""
+    run = handle.run
+    run.config = {**run.config, "llm": {**(run.config.get("llm") or {}), role: record}}
+    handle.progress(config=run.config)
 
 
 def on_failure(handle: RunHandle, exc: BaseException, message: str, text: str) -> None:
@@ -98,6 +120,7 @@ def converse(handle: RunHandle, *, server_url: str | None) -> None:
     simulator = StudentSimulator(
         persona, topic, get_llm("simulator", override=_override(run), meter=meter), seed=run.seed or 0
     )
+    record_llm(handle, "simulator", llm_record(simulator.llm, simulator.seed))
     turn_timeout = float(run.config.get("turn_timeout", 90))
 
     async def on_message(message: dict[str, Any]) -> None:
@@ -165,7 +188,8 @@ def evaluate(handle: RunHandle) -> None:
     if not messages:
         raise ValueError("nothing to evaluate: the run has no messages")
     llm = get_llm("judge", override=_override(run), meter=_meter(run))
-    verdict = judge.judge_conversation(messages, run_persona(run), run_topic(run), llm)
+    record_llm(handle, "judge", llm_record(llm, run.seed))
+    verdict = judge.judge_conversation(messages, run_persona(run), run_topic(run), llm, seed=run.seed)
     with transaction.atomic():
         DimensionScore.objects.filter(run=run).delete()
         Problem.objects.filter(run=run).delete()
