@@ -172,6 +172,10 @@ class EvaluationOutput(Output):
     summary = serializers.CharField()
     judge = serializers.CharField(help_text="Who judged: provider/model.")
     offline = serializers.BooleanField(help_text="True when the offline rule-based judge gave the scores.")
+    models = serializers.DictField(
+        child=serializers.DictField(),
+        help_text="Per role (simulator, tutor, judge): provider, model, source, temperature, seed, seed_sent.",
+    )
 
 
 class RunDetailOutput(RunSummaryOutput):

@@ -49,6 +49,35 @@ def persona_header(persona: dict[str, Any] | None) -> list[str]:
     ]
 
 
+ENDINGS = {
+    "max_turns": "max turns reached",
+    "is_complete": "the tutor marked the session complete",
+    "tutor_stopped": "the tutor stopped answering",
+}
+
+
+def ending_lines(session: dict[str, Any] | None) -> list[str]:
+    """How the conversation ended (simulated runs), e.g. the tutor stopped answering, and why."""
+    ended_by = (session or {}).get("ended_by")
+    if not ended_by:
+        return []
+    reason = (session or {}).get("end_reason")
+    return [f"**Ended:** {ENDINGS.get(ended_by, ended_by)}" + (f" ({reason})" if reason else ""), ""]
+
+
+def models_lines(models: dict[str, Any] | None) -> list[str]:
+    """Which model played each role: provider/model, temperature and seed."""
+    if not models:
+        return []
+    cells = []
+    for role, m in models.items():
+        extra = [f"temperature {m['temperature']:g}"] if m.get("temperature") is not None else []
+        if m.get("seed") is not None:
+            extra.append(f"seed {m['seed']}" + ("" if m.get("seed_sent") else " (not sent: the vendor takes none)"))
+        cells.append(f"{role} `{m.get('provider')}/{m.get('model')}`" + (f" ({', '.join(extra)})" if extra else ""))
+    return ["**Models:** " + "; ".join(cells), ""]
+
+
 def write_run_reports(folder: Path, ctx: dict[str, Any]) -> list[Path]:
     """Write config, conversation (json + md), evaluation, review and problems; run.log is the runner's."""
     run, persona, messages, evaluation = ctx["run"], ctx.get("persona"), ctx["messages"], ctx.get("evaluation")
@@ -62,6 +91,7 @@ def write_run_reports(folder: Path, ctx: dict[str, Any]) -> list[Path]:
     md = [f"# Conversation {run['run_id']}", "", *persona_header(persona)]
     if ctx.get("topic"):
         md += [f"**Topic:** {ctx['topic']['name']} (grade {ctx['topic']['grade']})", ""]
+    md += models_lines(ctx["config"].get("llm")) + ending_lines(ctx.get("session"))
     for m in messages:
         md.append(f"**[Turn {m['turn']}] {m['role'].upper()}:** {m['content']}")
         decision = (m.get("metadata") or {}).get("turn_decision")
@@ -93,6 +123,8 @@ def review_markdown(ctx: dict[str, Any]) -> str:
             else ""
         ),
         "",
+        *models_lines(evaluation.get("models")),
+        *ending_lines(ctx.get("session")),
     ]
     lines += ["## Scores", "", "| dimension | score | |", "|---|---|---|"]
     for name, score in evaluation["scores"].items():

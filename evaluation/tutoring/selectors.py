@@ -38,6 +38,7 @@ __all__ = [
     "run_evaluation",
     "run_list_page",
     "run_messages",
+    "run_models",
     "run_config",
     "run_persona",
     "run_report_context",
@@ -95,7 +96,14 @@ def run_evaluation(run: EvaluationRun) -> dict[str, Any] | None:
         "summary": run.summary,
         "judge": run.judge_label,
         "offline": run.judge_label.startswith("offline/"),
+        "models": run_models(run),
     }
+
+
+def run_models(run: EvaluationRun) -> dict[str, dict[str, Any]]:
+    """Per role (simulator, tutor, judge): the resolved provider and model, temperature and seed the run used."""
+    stored = run.config.get("llm") or {}
+    return {role: dict(stored[role]) for role in ("simulator", "tutor", "judge") if isinstance(stored.get(role), dict)}
 
 
 def run_persona(run: EvaluationRun) -> PersonaSpec | None:
@@ -125,7 +133,8 @@ def run_config(run: EvaluationRun) -> dict[str, Any]:
             "persona_id": run.persona.persona_id if run.persona else None,
             "max_turns": run.max_turns,
             "seed": run.seed,
-            **run.config,
+            # The final session state goes to conversation.json's session block, not the configuration.
+            **{k: v for k, v in run.config.items() if k != "session_state"},
         }
     )
 
@@ -139,7 +148,10 @@ def run_report_context(run: EvaluationRun) -> dict[str, Any]:
         "persona": persona.as_dict() if persona else None,
         "topic": topic.as_dict() if topic else None,
         "session": {
-            "session_id": str(run.source_session_id) if run.source_session_id else run.config.get("session_id")
+            "session_id": str(run.source_session_id) if run.source_session_id else run.config.get("session_id"),
+            "ended_by": run.config.get("ended_by") or None,
+            "end_reason": run.config.get("end_reason") or None,
+            "final_state": redact(run.config.get("session_state")) if run.config.get("session_state") else None,
         },
         "messages": run_messages(run),
         "evaluation": run_evaluation(run),

@@ -86,4 +86,5 @@ def session_public_state(session: TutoringSession) -> dict[str, Any]:
         "problem_count": len(problems),
         "turn": state.get("turn", 0),
         "message_count": len(session.full_conversation_log),
+        "tutor": state.get("tutor"),
     }

@@ -6,8 +6,9 @@ problem and its answer and replies with JSON saying what it wrote and whether to
 
 from typing import Any
 
-from evaluation.providers import LLM, Message
+from evaluation.providers import LLM, LLMResult, Message
 from evaluation.tutoring.exercises import exercises_for
+from evaluation.tutoring.llm_records import add_usage, llm_record
 from evaluation.tutoring.offline import TutorRule
 
 TUTOR_SCHEMA = {
@@ -61,6 +62,12 @@ def system_prompt(state: dict[str, Any]) -> str:
     )
 
 
+def _account(state: dict[str, Any], llm: LLM, result: LLMResult) -> None:
+    """Keep, in the session state, which model tutors and the tokens it has used (runs report both)."""
+    record = {**llm_record(llm, state.get("seed")), "usage": (state.get("tutor") or {}).get("usage") or {}}
+    state["tutor"] = add_usage(record, result.usage)
+
+
 def tutor_turn(
     state: dict[str, Any], history: list[dict[str, Any]], student_text: str | None, llm: LLM
 ) -> tuple[str, bool]:
@@ -71,6 +78,7 @@ def tutor_turn(
         first = problems[0]["question"]
         messages = [Message("system", system_prompt(state)), Message("user", f"(Greet the student and ask: {first})")]
         result = llm.call(messages, offline=TutorRule(state=state, opening=True), seed=turn_seed(state))
+        _account(state, llm, result)
         return result.text.strip(), False
     current = problems[state["index"]]
     upcoming = problems[state["index"] + 1]["question"] if state["index"] + 1 < len(problems) else None
@@ -92,6 +100,7 @@ def tutor_turn(
         offline=TutorRule(state=state, student_text=student_text),
         seed=turn_seed(state),
     )
+    _account(state, llm, result)
     data = result.data
     state["attempts"] += 1
     if data["move_on"] or state["attempts"] >= MAX_ATTEMPTS + 1:
