@@ -39,6 +39,14 @@ class StartInput(serializers.Serializer):
         "'openai/llama3@http://host:11434/v1' (default: each role's configured provider).",
     )
     cost_limit_usd = serializers.FloatField(required=False, allow_null=True, default=None, min_value=0)
+    grade = serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        default=None,
+        min_value=1,
+        max_value=12,
+        help_text="The simulated student's grade (default: each persona's own).",
+    )
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         provider_keys_check(["simulator", "judge"], attrs["provider"], field="provider")
@@ -96,6 +104,7 @@ class StartView(APIView):
             agent_id=data["target"] or None,
             provider=data["provider"] or None,
             cost_limit_usd=data["cost_limit_usd"],
+            grade=data["grade"],
         )
         return Response(StartOutput(runs).data, status=status.HTTP_202_ACCEPTED)
 

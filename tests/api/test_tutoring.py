@@ -142,3 +142,12 @@ def test_every_start_is_409_at_capacity(api, catalog, settings, url, body):
     response = api.post(url, body, format="json")
     assert response.status_code == 409 and "EVAL_MAX_ACTIVE_RUNS" in response.json()["error"], response.content
     assert EvaluationRun.objects.count() == 2
+
+
+def test_start_with_a_grade_makes_it_the_students_grade(api, catalog):
+    response = start(api, persona_file="ace", grade=7, provider="offline")
+    assert response.status_code == 202, response.content
+    run = EvaluationRun.objects.get(run_id=response.json()["run_id"])
+    assert run.config["grade"] == 7 and run.persona.grade == 5
+    refused = start(api, persona_file="ace", grade=13)
+    assert refused.status_code == 400 and "grade" in refused.json()["fields"]

@@ -336,7 +336,7 @@ def test_grade_flag_is_the_students_grade_in_the_run_and_its_reports(server, set
     run = EvaluationRun.objects.get()
     folder = Path(settings.EVALUATION["RUNS_DIR"]) / run.run_id
     assert run.config["grade"] == 7 and run.persona.grade != 7
-    assert "grade 7" in (folder / "review.md").read_text()
+    assert "grade 7" in (folder / "review.md").read_text() and "grade 7" in (folder / "conversation.md").read_text()
     assert json.loads((folder / "conversation.json").read_text())["config"]["grade"] == 7
     with pytest.raises(CommandError, match="grade: 13 is out of range"):
         cli(persona="ace", provider="offline", topic_id=TOPIC, max_turns=2, grade=13)
