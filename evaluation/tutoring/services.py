@@ -6,7 +6,7 @@ from typing import Any
 
 from django.utils import timezone
 
-from evaluation.errors import FieldProblem, InvalidInput, NotFound
+from evaluation.errors import FieldProblem, InvalidInput, NotFound, PlainMessage
 from evaluation.models import Agent, EvaluationRun, Persona, RunMessage, Topic, TutoringSession
 from evaluation.models.runs import RunKind, RunSource
 from evaluation.providers import ProviderSpec
@@ -39,6 +39,10 @@ __all__ = [
 ]
 
 MAX_TURNS_RANGE = (1, 100)
+
+
+class BatchNotStarted(PlainMessage, Exception):
+    """A batch's shared set-up (its tutor server) failed before any of its runs began."""
 
 
 def resolve_personas(persona: str) -> list[Persona]:
@@ -240,4 +244,21 @@ def runs_execute_here(
     def one(run: EvaluationRun, url: str | None) -> None:
         run_execute(run.pk, run.attempt, server_url=url, listener=listener)
 
-    return execute_batch(created, one, workers=workers, server_url=server_url, manage_server=manage_server)
+    def not_started(run: EvaluationRun, exc: Exception) -> None:
+        """The batch could not start: the run ends failed through the lifecycle (error.txt included)."""
+
+        def work(handle: runs.RunHandle) -> dict[str, Any]:
+            raise BatchNotStarted(f"the batch could not start: {exc}") from None
+
+        runs.run_execute(
+            run.pk, run.attempt, work, on_failure=pipeline.on_failure, after=pipeline.after_run, listener=listener
+        )
+
+    return execute_batch(
+        created,
+        one,
+        workers=workers,
+        server_url=server_url,
+        manage_server=manage_server,
+        not_started=not_started,
+    )

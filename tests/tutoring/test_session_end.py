@@ -100,3 +100,23 @@ def test_a_chat_endpoint_tutor_is_named_and_counted_by_the_run(server, loopback,
         True,
     )
     assert run.token_usage["by_role"]["tutor"]["calls"] == 3
+
+
+def test_a_batch_whose_tutor_server_is_down_fails_every_run_with_its_error_file(catalog, settings, staff_client):
+    from evaluation.tutoring.server import free_port
+
+    down = f"http://127.0.0.1:{free_port()}"
+    with pytest.raises(CommandError, match="8 run\\(s\\) failed") as raised:
+        cli(persona="all", max_turns=3, seed=2, skip_server=True, server_url=down)
+    assert "tutor unreachable" in str(raised.value)
+    runs = list(EvaluationRun.objects.all())
+    assert len(runs) == 8 and {(r.status, r.stage) for r in runs} == {("failed", "failed")}
+    for run in runs:
+        assert (
+            run.error == f"the batch could not start: tutor unreachable: {down}/health/db did not answer ok "
+            "(and server management is off)"
+        )
+        error_file = (folder_of(run, settings) / "error.txt").read_text()
+        assert run.error in error_file
+    status = staff_client.get("/api/evaluation/status").json()
+    assert status["active_runs"] == 0 and status["run_status"] == "failed"
