@@ -246,12 +246,20 @@ def write_comparison(folder: Path, group: str, runs: list[dict[str, Any]]) -> di
         )
         lines.append(f"| {persona_id} | " + " | ".join(cells) + f" | {avg} |")
     if repeats > 1:
-        lines += ["", "## Runs", "", "| persona | run | status | average |", "|---|---|---|---|"]
+        lines += ["", "## Runs", ""]
         for persona_id, p in data["personas"].items():
+            lines += [
+                f"### {persona_id}",
+                "",
+                "| run | status | " + " | ".join(d.replace("_", " ") for d in dims) + " | average |",
+                "|---" * (len(dims) + 3) + "|",
+            ]
             for r in p["runs"]:
-                lines.append(
-                    f"| {persona_id} | {r['run_id']} | {r['status']} | {r.get('avg_score') if r.get('avg_score') is not None else '-'} |"
-                )
+                scores = r.get("scores") or {}
+                cells = [f"{scores[d]:g}" if d in scores else "-" for d in dims]
+                avg = f"{r['avg_score']:g}" if r.get("avg_score") is not None else "-"
+                lines.append(f"| {r['run_id']} | {r['status']} | " + " | ".join(cells) + f" | {avg} |")
+            lines.append("")
     lines += ["", "## Root causes", "", "| root cause | count |", "|---|---|"]
     lines += [f"| {c} | {n} |" for c, n in data["root_causes"].items()] or ["| (none) | 0 |"]
     _write(folder / "comparison.md", "\n".join(lines) + "\n")

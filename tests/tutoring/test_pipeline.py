@@ -62,6 +62,17 @@ def test_runs_per_persona_averages_with_spread(server, settings):
     assert [r.repeat_index for r in runs] == [1, 2, 3] and all(r.run_id.endswith(f"_r{r.repeat_index}") for r in runs)
     text = (Path(settings.EVALUATION["RUNS_DIR"]) / runs[0].group / "comparison.md").read_text()
     assert "±" in text and "## Runs" in text
+    # one table per persona, one row per run, with the five dimensions
+    assert (
+        "### quiet_one\n\n| run | status | responsiveness | explanation quality | emotional attunement | pacing" in text
+    )
+    for run in runs:
+        scores = {s.dimension: s.score for s in run.dimension_scores.all()}
+        row = f"| {run.run_id} | completed | " + " | ".join(
+            f"{scores[d]:g}"
+            for d in ("responsiveness", "explanation_quality", "emotional_attunement", "pacing", "authenticity")
+        )
+        assert row + f" | {run.overall_score:g} |" in text, row
 
 
 @pytest.fixture
