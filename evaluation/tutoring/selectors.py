@@ -116,11 +116,11 @@ def run_persona(run: EvaluationRun) -> PersonaSpec | None:
 
 
 def run_topic(run: EvaluationRun) -> TopicSpec | None:
-    """The run's topic, else the topic an evaluated session carried in its state."""
-    if run.topic:
-        return TopicSpec.from_record(run.topic)
+    """The topic an evaluated session carried in its state (its own context wins), else the run's topic."""
     stored = run.config.get("topic")
-    return TopicSpec.from_dict(stored) if isinstance(stored, dict) else None
+    if isinstance(stored, dict) and stored:
+        return TopicSpec.from_dict(stored)
+    return TopicSpec.from_record(run.topic) if run.topic else None
 
 
 def run_config(run: EvaluationRun) -> dict[str, Any]:

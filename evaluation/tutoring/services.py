@@ -181,7 +181,10 @@ def session_evaluation_start(
             ProviderSpec.parse(provider)
         except ValueError as exc:
             raise InvalidInput([FieldProblem("provider", str(exc))]) from None
-    topic_ctx = (session.state or {}).get("topic") or topic_as_dict(session.topic)
+    # Spec 001: the topic context comes from the session's own state when it carries one.
+    state_topic = (session.state or {}).get("topic")
+    topic_ctx = state_topic if isinstance(state_topic, dict) and state_topic else topic_as_dict(session.topic)
+    topic = Topic.objects.filter(topic_id=str(topic_ctx.get("topic_id") or "")).first() or session.topic
     stamp = timezone.now().strftime("%Y%m%d_%H%M%S")
     with runs.capacity_reserved(1):
         run = runs.run_create(
@@ -190,7 +193,7 @@ def session_evaluation_start(
             user=user,
             source=RunSource.EXISTING_SESSION,
             source_session_id=session.pk,
-            topic=session.topic,
+            topic=topic,
             max_turns=len(messages),
             config={"session_id": str(session.pk), "topic": topic_ctx, "provider": provider or "", "started_by": "api"},
         )

@@ -120,3 +120,40 @@ def test_a_batch_whose_tutor_server_is_down_fails_every_run_with_its_error_file(
         assert run.error in error_file
     status = staff_client.get("/api/evaluation/status").json()
     assert status["active_runs"] == 0 and status["run_status"] == "failed"
+
+
+def test_a_session_evaluation_uses_the_topic_its_state_carries(catalog, loopback, settings):
+    """The session row points at one topic; its state carries the topic it actually taught."""
+    from evaluation.models import Topic, TutoringSession
+    from evaluation.tutoring import services
+    from tests.tutoring.test_pipeline import JUDGE, scripted
+
+    loopback.responder = scripted(JUDGE)
+    taught = {
+        "topic_id": "area-and-perimeter",
+        "name": "Area of rectangles, as taught",
+        "grade": 4,
+        "learning_objectives": ["count unit squares before multiplying"],
+        "common_misconceptions": ["adds the sides for the area"],
+    }
+    session = TutoringSession.objects.create(
+        topic=Topic.objects.get(topic_id="comparing-decimals"),
+        state={"topic": taught},
+        full_conversation_log=[
+            {"role": "tutor", "content": "What is the area of a 3 by 4 rectangle?"},
+            {"role": "student", "content": "14?"},
+            {"role": "tutor", "content": "Count the squares: 3 rows of 4."},
+        ],
+    )
+    run = services.session_evaluation_start(
+        session_id=str(session.pk), provider=f"openai/j@{loopback.openai_url}", enqueue=False
+    )
+    services.run_execute(run.pk, run.attempt, action="evaluate")
+    run.refresh_from_db()
+    assert run.status == "completed", run.error
+    assert run.topic.topic_id == "area-and-perimeter"
+    judge_prompt = next(r.body for r in loopback.requests if r.body.get("response_format"))["messages"][-1]["content"]
+    assert "Name: Area of rectangles, as taught (grade 4)" in judge_prompt
+    assert "count unit squares before multiplying" in judge_prompt and "adds the sides" in judge_prompt
+    conversation = (folder_of(run, settings) / "conversation.md").read_text()
+    assert "**Topic:** Area of rectangles, as taught (grade 4)" in conversation
