@@ -98,6 +98,12 @@ class CurrentStatusInput(serializers.Serializer):
     run_id = serializers.CharField(
         required=False, allow_blank=True, help_text="One run's status instead of the newest."
     )
+    kind = serializers.ChoiceField(
+        RunKind.choices,
+        required=False,
+        allow_blank=True,
+        help_text="Only runs of this kind (e.g. `tutor`); blank: every kind.",
+    )
 
 
 class CurrentStatusOutput(Output):
