@@ -81,7 +81,14 @@ def build_user_message(messages: list[dict[str, Any]], persona: PersonaSpec | No
             f"Description: {persona.description}",
             "Personality traits: " + ", ".join(persona.personality_traits),
             f"Correct answer probability: {persona.correct_answer_probability}",
-            "Behavioural tendencies: " + (", ".join(f"{k}={v:g}" for k, v in persona.behaviors) or "none"),
+            "Behavioural tendencies: "
+            + (
+                ", ".join(
+                    f"{b.key}={b.probability:g}" + (f" ({b.trigger})" if b.trigger != "always" else "")
+                    for b in persona.behaviors
+                )
+                or "none"
+            ),
             f"Persona-specific criteria: {PERSONA_CRITERIA.get(persona.persona_id, GENERIC_CRITERIA)}",
             "",
         ]
