@@ -182,6 +182,11 @@ class EvaluationOutput(Output):
         child=serializers.DictField(),
         help_text="Per role (simulator, tutor, judge): provider, model, source, temperature, seed, seed_sent.",
     )
+    simulator_fidelity = serializers.DictField(
+        allow_null=True,
+        help_text="Simulated runs: realised vs target correct rate (Wilson 95% CI), answers contradicting their "
+        "turn decision, requested behaviours shown, and whether the student strayed (null for real sessions).",
+    )
 
 
 class RunDetailOutput(RunSummaryOutput):

@@ -126,6 +126,13 @@ def review_markdown(ctx: dict[str, Any]) -> str:
         *models_lines(evaluation.get("models")),
         *ending_lines(ctx.get("session")),
     ]
+    fidelity = evaluation.get("simulator_fidelity")
+    if fidelity and fidelity["strayed"]:
+        lines += [
+            "> **Warning: the simulated student strayed from its persona**, so low scores may be the student's "
+            "doing, not the tutor's: " + "; ".join(fidelity["reasons"]) + ".",
+            "",
+        ]
     lines += ["## Scores", "", "| dimension | score | |", "|---|---|---|"]
     for name, score in evaluation["scores"].items():
         lines.append(f"| {name.replace('_', ' ')} | {score:g}/10 | `{bar(score)}` |")
@@ -133,6 +140,7 @@ def review_markdown(ctx: dict[str, Any]) -> str:
     lines += ["## Summary", "", evaluation["summary"], "", "## Analysis", ""]
     for name, text in evaluation["dimension_analysis"].items():
         lines += [f"### {name.replace('_', ' ').title()} ({evaluation['scores'].get(name, 0):g}/10)", "", text, ""]
+    lines += fidelity_lines(fidelity)
     if evaluation["problems"]:
         lines += ["## Problems", ""]
         for p in evaluation["problems"]:
@@ -143,6 +151,37 @@ def review_markdown(ctx: dict[str, Any]) -> str:
                 "",
             ]
     return "\n".join(lines)
+
+
+def _pct(rate: dict[str, Any]) -> str:
+    if rate["rate"] is None:
+        return "no checked turns"
+    return f"{rate['rate']:.0%} ({rate['k']}/{rate['n']}; 95% CI {rate['low']:.0%}-{rate['high']:.0%})"
+
+
+def fidelity_lines(fidelity: dict[str, Any] | None) -> list[str]:
+    """The simulator's fidelity section of review.md."""
+    if not fidelity:
+        return []
+    lines = [
+        "## Simulator fidelity",
+        "",
+        f"- verdict: {'**strayed**' if fidelity['strayed'] else 'followed its decisions'}",
+        f"- target correct rate: {fidelity['target']:.0%}",
+        f"- decided correct (the seeded rolls): {_pct(fidelity['decided'])}",
+        f"- realised correct (answers checked against the tutor's question): {_pct(fidelity['realised'])}"
+        + (f"; {fidelity['unchecked_answers']} answer(s) not checkable" if fidelity["unchecked_answers"] else ""),
+        f"- answers contradicting their turn decision: {len(fidelity['contradictions'])}",
+    ]
+    for c in fidelity["contradictions"]:
+        told = "correctly" if c["decided_correct"] else "incorrectly"
+        lines.append(f'  - turn {c["turn"]}: told to answer {told}, wrote "{c["answer"]}" (answer: {c["expected"]})')
+    for b in fidelity["behaviours"]:
+        seen = (
+            f"shown {b['shown']} of {b['requested']}" if b["checked"] else f"requested {b['requested']}, not checkable"
+        )
+        lines.append(f"- behaviour {b['name'].replace('_', ' ')}: {seen}")
+    return [*lines, ""]
 
 
 def problems_markdown(ctx: dict[str, Any]) -> str:

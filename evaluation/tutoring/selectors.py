@@ -13,6 +13,7 @@ from evaluation.errors import NotFound
 from evaluation.models import Agent, DimensionScore, EvaluationRun, Persona, Problem, RunMessage, Topic, TutoringSession
 from evaluation.redact import redact
 from evaluation.runs.selectors import run_scores, runs_filter, runs_with_results
+from evaluation.tutoring.fidelity import simulator_fidelity
 from evaluation.tutoring.personas import persona_as_dict
 from evaluation.tutoring.reports import ARTIFACTS, comparison_data
 from evaluation.tutoring.rubric import DIMENSIONS
@@ -38,6 +39,7 @@ __all__ = [
     "run_evaluation",
     "run_list_page",
     "run_messages",
+    "run_fidelity",
     "run_models",
     "run_config",
     "run_persona",
@@ -97,7 +99,17 @@ def run_evaluation(run: EvaluationRun) -> dict[str, Any] | None:
         "judge": run.judge_label,
         "offline": run.judge_label.startswith("offline/"),
         "models": run_models(run),
+        "simulator_fidelity": run_fidelity(run),
     }
+
+
+def run_fidelity(run: EvaluationRun) -> dict[str, Any] | None:
+    """How faithfully the simulated student followed its turn decisions (None for a real session)."""
+    persona = run_persona(run)
+    if persona is None:
+        return None
+    found = simulator_fidelity(run_messages(run), persona.correct_answer_probability)
+    return found.as_dict() if found else None
 
 
 def run_models(run: EvaluationRun) -> dict[str, dict[str, Any]]:
