@@ -26,7 +26,14 @@ from evaluation.runs.services import RunHandle
 from evaluation.tutoring import judge, reports
 from evaluation.tutoring.client import ChatTarget, ProtocolTarget, RunLog, SessionResult, TutorUnavailable
 from evaluation.tutoring.llm_records import RECORD_KEYS, llm_record, usage_of
-from evaluation.tutoring.selectors import group_runs, run_messages, run_persona, run_report_context, run_topic
+from evaluation.tutoring.selectors import (
+    group_baseline,
+    group_runs,
+    run_messages,
+    run_persona,
+    run_report_context,
+    run_topic,
+)
 from evaluation.tutoring.server import tutor_server
 from evaluation.tutoring.simulator import StudentSimulator
 
@@ -278,5 +285,5 @@ def finalize_group(group: str) -> Path | None:
     if len(runs) < 2:
         return None
     folder = Path(setting("RUNS_DIR")) / group
-    reports.write_comparison(folder, group, runs)
+    reports.write_comparison(folder, group, runs, baseline=group_baseline(group))
     return folder

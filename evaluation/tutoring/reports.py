@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from evaluation.tutoring.judge import format_transcript
+from evaluation.tutoring.regression import compare, mean_ci
 from evaluation.tutoring.rubric import SUGGESTED_FIXES
 
 ARTIFACTS = (
@@ -247,15 +248,31 @@ def comparison_data(runs: list[dict[str, Any]]) -> dict[str, Any]:
             "runs": items,
             "mean_scores": means,
             "spread": spread,
+            "ci": {d: mean_ci([r["scores"][d] for r in scored if d in r["scores"]]) for d in dims},
             "avg_score": round(statistics.fmean(avgs), 2) if avgs else None,
             "avg_spread": round(statistics.pstdev(avgs), 2) if avgs else None,
+            "avg_ci": mean_ci(avgs),
         }
     causes = Counter(c for r in runs for c in r.get("root_causes", []))
     return {"personas": personas, "root_causes": dict(causes.most_common()), "run_count": len(runs)}
 
 
-def write_comparison(folder: Path, group: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
+def _mean_cell(mean: float, ci: tuple[float | None, float | None] | list[Any]) -> str:
+    low, high = ci
+    return f"{mean:g}" + (f" [{low:g}, {high:g}]" if low is not None else "")
+
+
+def write_comparison(
+    folder: Path, group: str, runs: list[dict[str, Any]], baseline: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """comparison.json and comparison.md. baseline: {"id", "judge", "rule", "threshold", "means"} to check
+    every persona's scores against (regression.compare)."""
     data = {"group": group, **comparison_data(runs)}
+    if baseline:
+        verdicts = compare(runs, baseline["means"], threshold=baseline["threshold"], rule=baseline["rule"])
+        data["baseline"] = {k: baseline[k] for k in ("id", "judge", "rule", "threshold")}
+        data["verdicts"] = [v.as_dict() for v in verdicts]
+        data["regressions"] = [v.as_dict() for v in verdicts if v.regression]
     _write(folder / "comparison.json", _json(data))
     dims: list[str] = []
     for p in data["personas"].values():
@@ -264,7 +281,12 @@ def write_comparison(folder: Path, group: str, runs: list[dict[str, Any]]) -> di
     lines = [
         f"# Comparison {group}",
         "",
-        f"{data['run_count']} runs" + (f", up to {repeats} per persona (mean ± spread)" if repeats > 1 else ""),
+        f"{data['run_count']} runs"
+        + (
+            f", up to {repeats} per persona: mean [95% confidence interval] (spreads in comparison.json)"
+            if repeats > 1
+            else ""
+        ),
         "",
     ]
     lines += [
@@ -272,17 +294,8 @@ def write_comparison(folder: Path, group: str, runs: list[dict[str, Any]]) -> di
         "|---" * (len(dims) + 2) + "|",
     ]
     for persona_id, p in data["personas"].items():
-        cells = [
-            (f"{p['mean_scores'][d]:g}" + (f" ± {p['spread'][d]:g}" if repeats > 1 else ""))
-            if d in p["mean_scores"]
-            else "-"
-            for d in dims
-        ]
-        avg = (
-            "failed"
-            if p["avg_score"] is None
-            else f"{p['avg_score']:g}" + (f" ± {p['avg_spread']:g}" if repeats > 1 else "")
-        )
+        cells = [_mean_cell(p["mean_scores"][d], p["ci"][d]) if d in p["mean_scores"] else "-" for d in dims]
+        avg = "failed" if p["avg_score"] is None else _mean_cell(p["avg_score"], p["avg_ci"])
         lines.append(f"| {persona_id} | " + " | ".join(cells) + f" | {avg} |")
     if repeats > 1:
         lines += ["", "## Runs", ""]
@@ -299,10 +312,37 @@ def write_comparison(folder: Path, group: str, runs: list[dict[str, Any]]) -> di
                 avg = f"{r['avg_score']:g}" if r.get("avg_score") is not None else "-"
                 lines.append(f"| {r['run_id']} | {r['status']} | " + " | ".join(cells) + f" | {avg} |")
             lines.append("")
+    if baseline:
+        lines += regression_lines(data)
     lines += ["", "## Root causes", "", "| root cause | count |", "|---|---|"]
     lines += [f"| {c} | {n} |" for c, n in data["root_causes"].items()] or ["| (none) | 0 |"]
     _write(folder / "comparison.md", "\n".join(lines) + "\n")
     return data
+
+
+def regression_lines(data: dict[str, Any]) -> list[str]:
+    b = data["baseline"]
+    found = data["regressions"]
+    lines = [
+        "",
+        f"## Against baseline {b['id']}",
+        "",
+        f"Judge {b['judge']}; rule: {b['rule']} (a drop beyond {b['threshold']:g}"
+        + (" whose 95% CI excludes the baseline mean" if b["rule"] == "noise-aware" else "")
+        + " is a regression).",
+        "",
+        f"**{len(found)} regression(s).**" if found else "**No regression.**",
+        "",
+        "| persona | dimension | baseline | mean [95% CI] | n | drop | verdict |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for v in data["verdicts"]:
+        mark = "**regression**" if v["regression"] else "ok"
+        lines.append(
+            f"| {v['persona_id']} | {v['dimension'].replace('_', ' ')} | {v['baseline']:g} | "
+            f"{_mean_cell(v['mean'], (v['low'], v['high']))} | {v['n']} | {v['drop']:g} | {mark}: {v['why']} |"
+        )
+    return lines
 
 
 __all__ = ["ARTIFACTS", "format_transcript", "write_comparison", "write_error", "write_run_reports"]

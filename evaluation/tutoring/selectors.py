@@ -15,6 +15,7 @@ from evaluation.redact import redact
 from evaluation.runs.selectors import run_scores, runs_filter, runs_with_results
 from evaluation.tutoring.fidelity import simulator_fidelity
 from evaluation.tutoring.personas import persona_as_dict
+from evaluation.tutoring.regression import Verdict, compare
 from evaluation.tutoring.reports import ARTIFACTS, comparison_data
 from evaluation.tutoring.rubric import DIMENSIONS
 from evaluation.tutoring.sessions import session_lookup, session_public_state
@@ -32,7 +33,10 @@ __all__ = [
     "RunCard",
     "comparison_context",
     "conversation",
+    "baseline_runs",
+    "group_baseline",
     "group_runs",
+    "group_verdicts",
     "persona_as_dict",
     "persona_get",
     "persona_list",
@@ -170,28 +174,53 @@ def run_report_context(run: EvaluationRun) -> dict[str, Any]:
     }
 
 
+def _group_entry(run: EvaluationRun) -> dict[str, Any]:
+    return {
+        "run_id": run.run_id,
+        "persona_id": run.persona.persona_id if run.persona else None,
+        "status": run.status,
+        "repeat_index": run.repeat_index,
+        "scores": run_scores(run),
+        "avg_score": run.overall_score,
+        "root_causes": [p.root_cause for p in run.problems.all()],
+        "judge": run.judge_label,
+    }
+
+
 def group_runs(group: str) -> list[dict[str, Any]]:
     """Comparison input: every run of a multi-persona group with its scores and root causes."""
+    if not group:
+        return []
     runs = (
         runs_with_results()
         .filter(group=group)
         .prefetch_related("problems")
         .order_by("persona__persona_id", "repeat_index")
     )
-    out = []
-    for run in runs:
-        out.append(
-            {
-                "run_id": run.run_id,
-                "persona_id": run.persona.persona_id if run.persona else None,
-                "status": run.status,
-                "repeat_index": run.repeat_index,
-                "scores": run_scores(run),
-                "avg_score": run.overall_score,
-                "root_causes": [p.root_cause for p in run.problems.all()],
-            }
-        )
-    return out
+    return [_group_entry(run) for run in runs]
+
+
+def baseline_runs(ref: str) -> list[dict[str, Any]]:
+    """A baseline for a comparison: the scored runs of a comparison group, or one tutor run, by id."""
+    runs = group_runs(ref)
+    if not runs:
+        single = runs_with_results().prefetch_related("problems").filter(run_id=ref, kind="tutor").first()
+        runs = [_group_entry(single)] if single else []
+    return [r for r in runs if r["scores"]]
+
+
+def group_verdicts(group: str) -> list[Verdict] | None:
+    """A group's scores checked against the baseline it was started with (None when it has none)."""
+    baseline = group_baseline(group)
+    if baseline is None:
+        return None
+    return compare(group_runs(group), baseline["means"], threshold=baseline["threshold"], rule=baseline["rule"])
+
+
+def group_baseline(group: str) -> dict[str, Any] | None:
+    """The baseline a group was started against (its runs' config), if any."""
+    configs = EvaluationRun.objects.filter(group=group).values_list("config", flat=True)
+    return next((c["baseline"] for c in configs if isinstance(c, dict) and c.get("baseline")), None)
 
 
 @dataclass

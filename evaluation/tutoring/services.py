@@ -9,13 +9,14 @@ from django.utils import timezone
 from evaluation.errors import FieldProblem, InvalidInput, NotFound, PlainMessage
 from evaluation.models import Agent, EvaluationRun, Persona, RunMessage, Topic, TutoringSession
 from evaluation.models.runs import RunKind, RunSource
-from evaluation.providers import ProviderSpec
+from evaluation.providers import ProviderSpec, get_llm
 from evaluation.runs import services as runs
 from evaluation.runs.broadcast import Listener
-from evaluation.tutoring import pipeline
+from evaluation.tutoring import pipeline, selectors
 from evaluation.tutoring.batch import execute_batch
 from evaluation.tutoring.personas import KNOWN_KEYS as PERSONA_KEYS
 from evaluation.tutoring.personas import split_known, validate_persona
+from evaluation.tutoring.regression import DEFAULT_THRESHOLD, RULES, baseline_means
 from evaluation.tutoring.sessions import SessionComplete, session_advance, session_create, session_open
 from evaluation.tutoring.topics import KNOWN_KEYS as TOPIC_KEYS
 from evaluation.tutoring.topics import topic_as_dict, validate_topic
@@ -73,11 +74,18 @@ def run_start(
     turn_timeout: float = 90.0,
     cost_limit_usd: float | None = None,
     grade: int | None = None,
+    baseline: str | None = None,
+    regression_threshold: float = DEFAULT_THRESHOLD,
+    regression_rule: str = "noise-aware",
+    force_baseline: bool = False,
     enqueue: bool = True,
     started_by: str = "api",
     user: Any = None,
 ) -> list[EvaluationRun]:
-    """Create simulated runs (one per persona and repeat) and enqueue them; returns the runs."""
+    """Create simulated runs (one per persona and repeat) and enqueue them; returns the runs.
+
+    baseline: a comparison group (or one run) whose scores this batch's comparison checks for
+    regressions (regression.compare); a baseline judged by another judge is refused unless forced."""
     problems = []
     if not MAX_TURNS_RANGE[0] <= max_turns <= MAX_TURNS_RANGE[1]:
         problems.append(
@@ -92,8 +100,17 @@ def run_start(
             ProviderSpec.parse(provider)
         except ValueError as exc:
             problems.append(FieldProblem("provider", str(exc)))
+    if regression_rule not in RULES:
+        problems.append(FieldProblem("regression_rule", f"{regression_rule!r} is not one of {', '.join(RULES)}"))
+    if regression_threshold < 0:
+        problems.append(FieldProblem("regression_threshold", f"{regression_threshold} must be 0 or more"))
     if problems:
         raise InvalidInput(problems)
+    against = (
+        _baseline(baseline, provider, threshold=regression_threshold, rule=regression_rule, force=force_baseline)
+        if baseline
+        else None
+    )
     topic = Topic.objects.filter(topic_id=topic_id).first()
     if topic is None:
         raise NotFound(f"topic_id: no topic {topic_id!r}")
@@ -136,6 +153,7 @@ def run_start(
                         "target": agent.pk if agent else "reference",
                         "provider": provider or "",
                         **({"grade": grade} if grade is not None else {}),
+                        **({"baseline": against} if against else {}),
                         "started_by": started_by,
                         "timestamp": timezone.now().isoformat(),
                     },
@@ -144,6 +162,34 @@ def run_start(
                 if enqueue:
                     runs.run_enqueue(run)
     return created
+
+
+def _baseline(ref: str, provider: str | None, *, threshold: float, rule: str, force: bool) -> dict[str, Any]:
+    """What a batch's comparison checks against: the baseline's means per persona, its judge, the rule."""
+    runs = selectors.baseline_runs(ref)
+    if not runs:
+        raise NotFound(f"baseline: no scored tutor runs in a group or run named {ref!r}")
+    judges = sorted({r["judge"] for r in runs})
+    ours = get_llm("judge", override=provider).label
+    same = all(judge == ours or judge.startswith(ours + "-") for judge in judges)
+    if not same and not force:
+        raise InvalidInput(
+            [
+                FieldProblem(
+                    "baseline",
+                    f"{ref} was judged by {', '.join(judges)} and this batch's judge is {ours}: scores from "
+                    "different judges do not compare (force the baseline to compare anyway)",
+                )
+            ]
+        )
+    return {
+        "id": ref,
+        "judge": ", ".join(judges),
+        "forced": not same,
+        "rule": rule,
+        "threshold": threshold,
+        "means": baseline_means(runs),
+    }
 
 
 def _session_messages(session: TutoringSession) -> list[dict[str, Any]]:

@@ -61,7 +61,7 @@ def test_runs_per_persona_averages_with_spread(server, settings):
     runs = EvaluationRun.objects.order_by("repeat_index")
     assert [r.repeat_index for r in runs] == [1, 2, 3] and all(r.run_id.endswith(f"_r{r.repeat_index}") for r in runs)
     text = (Path(settings.EVALUATION["RUNS_DIR"]) / runs[0].group / "comparison.md").read_text()
-    assert "±" in text and "## Runs" in text
+    assert "up to 3 per persona: mean [95% confidence interval]" in text and "## Runs" in text
     # one table per persona, one row per run, with the five dimensions
     assert (
         "### quiet_one\n\n| run | status | responsiveness | explanation quality | emotional attunement | pacing" in text
