@@ -54,7 +54,11 @@ class RunSource(models.TextChoices):
     SUITE = "suite", "EVAL.md suite"
 
 
-DEFAULT_SOURCE = {RunKind.TUTOR: RunSource.SIMULATED, RunKind.DRIFT: RunSource.DRIFT, RunKind.SUITE: RunSource.SUITE}
+DEFAULT_SOURCE: dict[str, str] = {
+    RunKind.TUTOR: RunSource.SIMULATED,
+    RunKind.DRIFT: RunSource.DRIFT,
+    RunKind.SUITE: RunSource.SUITE,
+}
 """A run's source when its creator names none: drift and suite runs never read as simulated tutoring."""
 
 

@@ -25,7 +25,8 @@ def llm_record(llm: LLM, seed: int | None) -> dict[str, Any]:
 
 def usage_of(record: dict[str, Any]) -> Usage:
     """The token usage a record carries (a session's tutor record does), zero when none."""
-    stored = record.get("usage") if isinstance(record.get("usage"), dict) else {}
+    usage = record.get("usage")
+    stored: dict[str, Any] = usage if isinstance(usage, dict) else {}
     return Usage(**{k: int(stored.get(k) or 0) for k in ("input_tokens", "output_tokens", "thinking_tokens", "calls")})
 
 
