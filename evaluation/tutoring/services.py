@@ -21,8 +21,11 @@ from evaluation.tutoring.sessions import SessionComplete, session_advance, sessi
 from evaluation.tutoring.topics import KNOWN_KEYS as TOPIC_KEYS
 from evaluation.tutoring.topics import topic_as_dict, validate_topic
 
+REGRESSION_RULES = RULES
+
 __all__ = [
     "PERSONA_KEYS",
+    "REGRESSION_RULES",
     "SessionComplete",
     "TOPIC_KEYS",
     "resolve_personas",
