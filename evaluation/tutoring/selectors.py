@@ -270,18 +270,20 @@ def comparison_context(group: str) -> dict[str, Any] | None:
     if not runs:
         return None
     data = comparison_data(runs)
+    baseline = group_baseline(group)
     dimensions: list[str] = []
     for p in data["personas"].values():
         dimensions += [d for d in p["mean_scores"] if d not in dimensions]
     rows = []
     for persona_id, p in data["personas"].items():
-        cells = [(p["mean_scores"].get(d), p["spread"].get(d)) for d in dimensions]
+        cells = [(p["mean_scores"].get(d), p["spread"].get(d), *p["ci"].get(d, (None, None))) for d in dimensions]
         rows.append(
             {
                 "persona_id": persona_id,
                 "cells": cells,
                 "avg": p["avg_score"],
                 "avg_spread": p["avg_spread"],
+                "avg_ci": p["avg_ci"],
                 "runs": p["runs"],
             }
         )
@@ -293,6 +295,13 @@ def comparison_context(group: str) -> dict[str, Any] | None:
         "root_causes": data["root_causes"],
         "repeats": repeats,
         "series": {pid: p["mean_scores"] for pid, p in data["personas"].items()},
+        "baseline": {k: v for k, v in baseline.items() if k != "means"} if baseline else None,
+        "verdicts": [
+            v.as_dict()
+            for v in compare(runs, baseline["means"], threshold=baseline["threshold"], rule=baseline["rule"])
+        ]
+        if baseline
+        else [],
     }
 
 

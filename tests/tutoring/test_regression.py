@@ -47,7 +47,7 @@ def comparison(settings, group):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_batch_checked_against_its_baseline(server, loopback, settings):
+def test_a_batch_checked_against_its_baseline(server, loopback, settings, staff_client):
     from tests.tutoring.test_pipeline import JUDGE, scripted
 
     cli(provider="offline", seed=3, runs_per_persona=3)
@@ -76,3 +76,8 @@ def test_a_batch_checked_against_its_baseline(server, loopback, settings):
     average = next(v for v in data["verdicts"] if v["dimension"] == "average")
     assert average["regression"] is True and (average["low"], average["high"]) == (5.0, 5.0)
     assert "| quiet_one | average |" in text and "**regression**" in text
+    page = staff_client.get(f"/admin/evaluation/comparisons/{forced}/").content.decode()
+    assert (
+        f"Against baseline {baseline}" in page and '<tr class="regression"><td>quiet_one</td><td>average</td>' in page
+    )
+    assert "(another judge than this batch's: compared because forced)" in page and '<small class="ci">[5, 5]' in page
