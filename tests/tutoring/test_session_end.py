@@ -14,7 +14,8 @@ TOPIC = "two-digit-addition-regrouping"
 
 
 def cli(**options):
-    call_command("run_evaluation", stdout=StringIO(), provider="offline", topic_id=TOPIC, **options)
+    options.setdefault("provider", "offline")
+    call_command("run_evaluation", stdout=StringIO(), topic_id=TOPIC, **options)
 
 
 def folder_of(run, settings):
@@ -157,3 +158,33 @@ def test_a_session_evaluation_uses_the_topic_its_state_carries(catalog, loopback
     assert "count unit squares before multiplying" in judge_prompt and "adds the sides" in judge_prompt
     conversation = (folder_of(run, settings) / "conversation.md").read_text()
     assert "**Topic:** Area of rectangles, as taught (grade 4)" in conversation
+
+
+def test_a_chat_endpoint_tutor_that_stops_answering_ends_the_session(server, loopback, settings, monkeypatch):
+    """The chat tutor answers its opening and two turns, then its endpoint fails for good."""
+    from evaluation.providers.loopback import Reply
+    from tests.tutoring.test_pipeline import JUDGE
+
+    settings.EVALUATION = {**settings.EVALUATION, "LLM_MAX_ATTEMPTS": 2}
+    tutor_calls = []
+
+    def respond(endpoint, body, n):
+        if body.get("response_format"):
+            return Reply(json=JUDGE)
+        if body["model"] == "tutor-1":
+            tutor_calls.append(n)
+            if len(tutor_calls) > 3:
+                return Reply(status=503, error_message="tutor overloaded")
+            return Reply(text=f"Good. What is {len(tutor_calls)} + 4?")
+        return Reply(text="I think it is 12.")
+
+    loopback.responder = respond
+    Agent.objects.create(
+        id="chatty", display_name="Chat tutor", kind="openai_chat", base_url=loopback.openai_url, model="tutor-1"
+    )
+    cli(persona="ace", max_turns=6, seed=4, target="chatty", provider=f"openai/sim@{loopback.openai_url}")
+    run = EvaluationRun.objects.get()
+    assert run.status == "completed", run.error
+    assert list(run.messages.values_list("role", flat=True)) == ["tutor", "student"] * 3
+    assert run.config["ended_by"] == "tutor_stopped" and "tutor overloaded" in run.config["end_reason"]
+    assert run.overall_score == 5.0
