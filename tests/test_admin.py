@@ -58,7 +58,11 @@ def persona_post(**changes):
     form["style_other"] = json.dumps(style)
     schema = json.loads((ROOT / "personas" / "schema.json").read_text())
     for key in schema["properties"]["persona_specific_behaviors"]["properties"]:
-        form[f"behaviour_{key}"] = behaviours.pop(key, "")
+        value = behaviours.pop(key, "")
+        if isinstance(value, dict):  # {"probability": p, "trigger": t}
+            form[f"trigger_{key}"] = value["trigger"]
+            value = value["probability"]
+        form[f"behaviour_{key}"] = value
     form["other_behaviors"] = json.dumps(behaviours)
     form.setdefault("extra", "{}")
     return form
@@ -157,6 +161,20 @@ def test_persona_form_saves_structured_fields_and_keeps_unknown_keys_as_json(sta
         "tone": "shy",
     }
     assert persona.persona_specific_behaviors == {"pushback_probability": 0.2, "doodling_probability": 0.15}
+
+
+def test_persona_form_edits_a_behaviours_trigger_and_keeps_the_plain_form_for_always(staff_client, catalog):
+    persona = Persona.objects.get(persona_id="struggler")
+    url = reverse("admin:evaluation_persona_change", args=[persona.pk])
+    behaviours = {"pushback_probability": {"probability": 0.4, "trigger": "after_incorrect"}, "boredom_probability": 0.1}
+    response = staff_client.post(url, persona_post(persona_specific_behaviors=behaviours))
+    assert response.status_code == 302, response.context["adminform"].form.errors
+    persona.refresh_from_db()
+    assert persona.persona_specific_behaviors == behaviours
+    form = staff_client.get(url).context["adminform"].form
+    assert form["behaviour_pushback_probability"].value() == 0.4
+    assert form["trigger_pushback_probability"].value() == "after_incorrect"
+    assert form["trigger_boredom_probability"].value() == "always"
 
 
 def test_persona_form_names_the_behaviour_field_out_of_range(staff_client, catalog):

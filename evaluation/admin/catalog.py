@@ -59,6 +59,11 @@ def _doc(schema: dict, *path: str) -> str:
     return node.get("description", "")
 
 
+def _default_trigger() -> str:
+    """When a behaviour's chance is rolled unless its file says otherwise (the schema's default)."""
+    return str(persona_schema()["$defs"]["behaviour"]["properties"]["trigger"]["default"])
+
+
 STYLE_FIELDS = {"style_max_words": "max_words", "style_language": "language", "style_examples": "examples"}
 """Form field -> response_style key; other response_style keys stay in style_other (JSON)."""
 
@@ -88,13 +93,22 @@ def _persona_form_fields() -> dict[str, forms.Field]:
         ),
     }
     behaviours = schema["properties"]["persona_specific_behaviors"].get("properties", {})
+    triggers = schema["$defs"]["behaviour"]["properties"]["trigger"]
     for key in behaviours:
+        label = key.removesuffix("_probability").replace("_", " ").capitalize()
         fields[f"behaviour_{key}"] = forms.FloatField(
-            label=key.removesuffix("_probability").replace("_", " ").capitalize(),
+            label=label,
             required=False,
             min_value=0,
             max_value=1,
-            help_text=_doc(schema, "persona_specific_behaviors", key) + " Chance per turn, 0 to 1; empty: never.",
+            help_text=_doc(schema, "persona_specific_behaviors", key) + " Chance, 0 to 1; empty: never.",
+        )
+        fields[f"trigger_{key}"] = forms.ChoiceField(
+            label=f"{label}: when",
+            choices=[(t, t.replace("_", " ")) for t in triggers["enum"]],
+            initial=triggers["default"],
+            required=False,
+            help_text="The turns on which the chance is rolled.",
         )
     fields["other_behaviors"] = forms.JSONField(
         label="Other behaviours",
@@ -143,7 +157,12 @@ class PersonaForm(SchemaValidatedForm):
         behaviours = dict(self.instance.persona_specific_behaviors or {})
         for name in self.fields:
             if name.startswith("behaviour_"):
-                self.initial.setdefault(name, behaviours.pop(name.removeprefix("behaviour_"), None))
+                key = name.removeprefix("behaviour_")
+                value = behaviours.pop(key, None)
+                if isinstance(value, dict):  # {"probability": p, "trigger": t}
+                    self.initial.setdefault(f"trigger_{key}", value.get("trigger") or _default_trigger())
+                    value = value.get("probability")
+                self.initial.setdefault(name, value)
         self.initial.setdefault("other_behaviors", behaviours)
 
     def clean(self):
@@ -163,7 +182,11 @@ class PersonaForm(SchemaValidatedForm):
         behaviours = dict(other)
         for name in self.fields:
             if name.startswith("behaviour_") and data.get(name) is not None:
-                behaviours[name.removeprefix("behaviour_")] = data[name]
+                key = name.removeprefix("behaviour_")
+                trigger = data.get(f"trigger_{key}") or _default_trigger()
+                behaviours[key] = (
+                    data[name] if trigger == _default_trigger() else {"probability": data[name], "trigger": trigger}
+                )
         data["response_style"] = style
         data["persona_specific_behaviors"] = behaviours
         self.instance.response_style = style

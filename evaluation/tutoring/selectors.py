@@ -13,7 +13,9 @@ from evaluation.errors import NotFound
 from evaluation.models import Agent, DimensionScore, EvaluationRun, Persona, Problem, RunMessage, Topic, TutoringSession
 from evaluation.redact import redact
 from evaluation.runs.selectors import run_scores, runs_filter, runs_with_results
+from evaluation.tutoring.fidelity import simulator_fidelity
 from evaluation.tutoring.personas import persona_as_dict, persona_schema
+from evaluation.tutoring.regression import Verdict, compare
 from evaluation.tutoring.reports import ARTIFACTS, comparison_data
 from evaluation.tutoring.rubric import DIMENSIONS
 from evaluation.tutoring.sessions import session_lookup, session_public_state
@@ -31,7 +33,10 @@ __all__ = [
     "RunCard",
     "comparison_context",
     "conversation",
+    "baseline_runs",
+    "group_baseline",
     "group_runs",
+    "group_verdicts",
     "persona_as_dict",
     "persona_schema",
     "persona_get",
@@ -39,6 +44,8 @@ __all__ = [
     "run_evaluation",
     "run_list_page",
     "run_messages",
+    "run_fidelity",
+    "run_models",
     "run_config",
     "run_persona",
     "run_report_context",
@@ -99,7 +106,24 @@ def run_evaluation(run: EvaluationRun) -> dict[str, Any] | None:
         "summary": run.summary,
         "judge": run.judge_label,
         "offline": run.judge_label.startswith("offline/"),
+        "models": run_models(run),
+        "simulator_fidelity": run_fidelity(run),
     }
+
+
+def run_fidelity(run: EvaluationRun) -> dict[str, Any] | None:
+    """How faithfully the simulated student followed its turn decisions (None for a real session)."""
+    persona = run_persona(run)
+    if persona is None:
+        return None
+    found = simulator_fidelity(run_messages(run), persona.correct_answer_probability)
+    return found.as_dict() if found else None
+
+
+def run_models(run: EvaluationRun) -> dict[str, dict[str, Any]]:
+    """Per role (simulator, tutor, judge): the resolved provider and model, temperature and seed the run used."""
+    stored = run.config.get("llm") or {}
+    return {role: dict(stored[role]) for role in ("simulator", "tutor", "judge") if isinstance(stored.get(role), dict)}
 
 
 def run_persona(run: EvaluationRun) -> PersonaSpec | None:
@@ -112,11 +136,11 @@ def run_persona(run: EvaluationRun) -> PersonaSpec | None:
 
 
 def run_topic(run: EvaluationRun) -> TopicSpec | None:
-    """The run's topic, else the topic an evaluated session carried in its state."""
-    if run.topic:
-        return TopicSpec.from_record(run.topic)
+    """The topic an evaluated session carried in its state (its own context wins), else the run's topic."""
     stored = run.config.get("topic")
-    return TopicSpec.from_dict(stored) if isinstance(stored, dict) else None
+    if isinstance(stored, dict) and stored:
+        return TopicSpec.from_dict(stored)
+    return TopicSpec.from_record(run.topic) if run.topic else None
 
 
 def run_config(run: EvaluationRun) -> dict[str, Any]:
@@ -129,7 +153,8 @@ def run_config(run: EvaluationRun) -> dict[str, Any]:
             "persona_id": run.persona.persona_id if run.persona else None,
             "max_turns": run.max_turns,
             "seed": run.seed,
-            **run.config,
+            # The final session state goes to conversation.json's session block, not the configuration.
+            **{k: v for k, v in run.config.items() if k != "session_state"},
         }
     )
 
@@ -143,35 +168,63 @@ def run_report_context(run: EvaluationRun) -> dict[str, Any]:
         "persona": persona.as_dict() if persona else None,
         "topic": topic.as_dict() if topic else None,
         "session": {
-            "session_id": str(run.source_session_id) if run.source_session_id else run.config.get("session_id")
+            "session_id": str(run.source_session_id) if run.source_session_id else run.config.get("session_id"),
+            "ended_by": run.config.get("ended_by") or None,
+            "end_reason": run.config.get("end_reason") or None,
+            "final_state": redact(run.config.get("session_state")) if run.config.get("session_state") else None,
         },
         "messages": run_messages(run),
         "evaluation": run_evaluation(run),
     }
 
 
+def _group_entry(run: EvaluationRun) -> dict[str, Any]:
+    return {
+        "run_id": run.run_id,
+        "persona_id": run.persona.persona_id if run.persona else None,
+        "status": run.status,
+        "repeat_index": run.repeat_index,
+        "scores": run_scores(run),
+        "avg_score": run.overall_score,
+        "root_causes": [p.root_cause for p in run.problems.all()],
+        "judge": run.judge_label,
+    }
+
+
 def group_runs(group: str) -> list[dict[str, Any]]:
     """Comparison input: every run of a multi-persona group with its scores and root causes."""
+    if not group:
+        return []
     runs = (
         runs_with_results()
         .filter(group=group)
         .prefetch_related("problems")
         .order_by("persona__persona_id", "repeat_index")
     )
-    out = []
-    for run in runs:
-        out.append(
-            {
-                "run_id": run.run_id,
-                "persona_id": run.persona.persona_id if run.persona else None,
-                "status": run.status,
-                "repeat_index": run.repeat_index,
-                "scores": run_scores(run),
-                "avg_score": run.overall_score,
-                "root_causes": [p.root_cause for p in run.problems.all()],
-            }
-        )
-    return out
+    return [_group_entry(run) for run in runs]
+
+
+def baseline_runs(ref: str) -> list[dict[str, Any]]:
+    """A baseline for a comparison: the scored runs of a comparison group, or one tutor run, by id."""
+    runs = group_runs(ref)
+    if not runs:
+        single = runs_with_results().prefetch_related("problems").filter(run_id=ref, kind="tutor").first()
+        runs = [_group_entry(single)] if single else []
+    return [r for r in runs if r["scores"]]
+
+
+def group_verdicts(group: str) -> list[Verdict] | None:
+    """A group's scores checked against the baseline it was started with (None when it has none)."""
+    baseline = group_baseline(group)
+    if baseline is None:
+        return None
+    return compare(group_runs(group), baseline["means"], threshold=baseline["threshold"], rule=baseline["rule"])
+
+
+def group_baseline(group: str) -> dict[str, Any] | None:
+    """The baseline a group was started against (its runs' config), if any."""
+    configs = EvaluationRun.objects.filter(group=group).values_list("config", flat=True)
+    return next((c["baseline"] for c in configs if isinstance(c, dict) and c.get("baseline")), None)
 
 
 @dataclass
@@ -227,18 +280,20 @@ def comparison_context(group: str) -> dict[str, Any] | None:
     if not runs:
         return None
     data = comparison_data(runs)
+    baseline = group_baseline(group)
     dimensions: list[str] = []
     for p in data["personas"].values():
         dimensions += [d for d in p["mean_scores"] if d not in dimensions]
     rows = []
     for persona_id, p in data["personas"].items():
-        cells = [(p["mean_scores"].get(d), p["spread"].get(d)) for d in dimensions]
+        cells = [(p["mean_scores"].get(d), p["spread"].get(d), *p["ci"].get(d, (None, None))) for d in dimensions]
         rows.append(
             {
                 "persona_id": persona_id,
                 "cells": cells,
                 "avg": p["avg_score"],
                 "avg_spread": p["avg_spread"],
+                "avg_ci": p["avg_ci"],
                 "runs": p["runs"],
             }
         )
@@ -250,6 +305,13 @@ def comparison_context(group: str) -> dict[str, Any] | None:
         "root_causes": data["root_causes"],
         "repeats": repeats,
         "series": {pid: p["mean_scores"] for pid, p in data["personas"].items()},
+        "baseline": {k: v for k, v in baseline.items() if k != "means"} if baseline else None,
+        "verdicts": [
+            v.as_dict()
+            for v in compare(runs, baseline["means"], threshold=baseline["threshold"], rule=baseline["rule"])
+        ]
+        if baseline
+        else [],
     }
 
 
