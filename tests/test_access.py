@@ -47,6 +47,7 @@ DOORS = [
     ("api-redoc", "get", {}, None, PUBLIC),
     ("schema", "get", {}, None, PUBLIC),
     ("evaluation-dashboard", "get", {}, None, "view_evaluationrun"),
+    ("evaluation-charts", "get", {}, None, "view_evaluationrun"),
     ("evaluation-start", "post", {}, {"topic_id": "comparing-decimals", "personas": "ace"}, "start_run"),
     ("evaluation-runs-status", "get", {}, None, "view_evaluationrun"),
     ("evaluation-run-report", "get", RUN, None, "view_evaluationrun"),
