@@ -18,6 +18,7 @@ from evaluation.suites.drafting import draft_skill
 from evaluation.suites.parser import SuiteError, discover, load_file
 from evaluation.suites.runner import CaseResult as CaseOutcome
 from evaluation.suites.runner import RunOptions, run_case, run_suite
+from evaluation.suites.scope import SuiteScope
 from evaluation.suites.subjects import resolve_subject
 
 __all__ = [
@@ -29,6 +30,7 @@ __all__ = [
     "draft_skill",
     "suite_file_run",
     "suite_files",
+    "suite_path_check",
     "suite_run_execute",
     "suite_run_start",
     "suites_discover",
@@ -115,6 +117,12 @@ def suite_run_start(
 
 def _suite_file(path: str) -> Path:
     return Path(settings.BASE_DIR) / path if not Path(path).is_absolute() else Path(path)
+
+
+def suite_path_check(path: str) -> None:
+    """Raise SuiteError unless the suite path (relative to the project, or absolute) lies inside
+    the suite folders, symlinks resolved."""
+    SuiteScope.from_settings().check_file(_suite_file(path), file=path, key="path")
 
 
 def _run_cases(handle: runs.RunHandle) -> dict[str, Any]:

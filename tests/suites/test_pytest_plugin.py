@@ -18,6 +18,7 @@ def run_pytest(folder, *args):
         "DJANGO_SETTINGS_MODULE": "evalproject.settings",
         "PYTHONPATH": str(ROOT),
         "EVAL_DATA_DIR": str(folder / "data"),
+        "EVAL_SUITE_DIRS": str(folder),
     }
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rA", str(folder), *args],
