@@ -15,8 +15,8 @@ Rules (each has its own test):
 - A heading of any level whose text is `Prompt` or `Expect` (any case) is a section marker, not a
   case; other headings inside a section stay in its content.
 - Text before the first case, and in a case before its first section, is ignored.
-- A repeated section appends its lines to the first, joined by one newline (as SkillKit does);
-  sections are trimmed.
+- Sections are trimmed; a repeated section appends its trimmed text to the first, joined by one
+  newline (as SkillKit does), however many blank lines stood between them.
 - A case with an empty or missing Prompt or Expect is an error naming the case and the section
   (Prompt is checked first). No cases at all is an empty suite, not an error.
 - Lines inside fenced code blocks are content, never headings; a fence closes only on a line of
@@ -202,7 +202,8 @@ def parse_suite(text: str, path: str = "EVAL.md") -> EvalSuite:
         key = heading.text.lower()
         if key in SECTIONS:
             if cases:
-                cases[-1][2].setdefault(key, []).extend(lines[heading.end : stop])  # a repeated section appends
+                # A repeated section appends its own text, trimmed, on the next line (as SkillKit does).
+                cases[-1][2].setdefault(key, []).append("\n".join(lines[heading.end : stop]).strip())
         else:
             if len(cases) == limits.limit("SUITE_MAX_CASES"):
                 raise SuiteError(
@@ -218,7 +219,7 @@ def parse_suite(text: str, path: str = "EVAL.md") -> EvalSuite:
         if name in seen:
             raise SuiteError(path, line_no, f"case {name!r} is already defined at line {seen[name]}")
         seen[name] = line_no
-        texts = {key: "\n".join(sections.get(key, [])).strip() for key in SECTIONS}
+        texts = {key: "\n".join(filter(None, sections.get(key, []))) for key in SECTIONS}
         for key in SECTIONS:
             if not texts[key]:
                 state = "is empty" if key in sections else "is missing"

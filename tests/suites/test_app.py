@@ -118,3 +118,30 @@ def test_run_suite_command_exit_status(tmp_path, loopback):
     assert "PASS greeter: greets the user by name" in out.getvalue() and "1 passed, 1 failed" in out.getvalue()
     with pytest.raises(CommandError, match="no EVAL.md"):
         call_command("run_suite", str(tmp_path), stdout=StringIO())
+
+
+def test_run_suite_reports_a_suite_whose_tools_cannot_be_imported_and_runs_the_others(tmp_path, loopback):
+    shutil.copytree(ROOT / "skills", tmp_path / "skills")
+    broken = tmp_path / "skills" / "broken"
+    broken.mkdir()
+    # A tool module that needs configuration it does not find: a KeyError while importing.
+    (broken / "tools.py").write_text(
+        "import os\nTOKEN = os.environ['BROKEN_TOOL_TOKEN']\n\ndef f(x: int) -> int:\n    return x\n"
+    )
+    (broken / "EVAL.md").write_text("---\ntools: tools.py:f\n---\n## uses f\n### Prompt\nf of 2\n### Expect\n2\n")
+    (tmp_path / "skills" / "zeta").mkdir()
+    (tmp_path / "skills" / "zeta" / "EVAL.md").write_text("## says hello\n### Prompt\nHi\n### Expect\nGreets.\n")
+    loopback.responder = responder()
+    model = f"openai/m@{loopback.openai_url}"
+    out, err = StringIO(), StringIO()
+    with pytest.raises(CommandError, match="suite error") as failure:
+        call_command(
+            "run_suite", str(tmp_path / "skills"), "--model", model, "--judge-model", model, stdout=out, stderr=err
+        )
+    expected = f"{broken / 'EVAL.md'}: tools: cannot import tools.py (KeyError: 'BROKEN_TOOL_TOKEN')"
+    assert f"ERROR {expected}" in err.getvalue() and expected in str(failure.value)
+    # the suites before and after the broken one all ran
+    ran = [line.split("  [")[0] for line in out.getvalue().splitlines() if line.startswith(("PASS", "FAIL"))]
+    assert "PASS fractions: adds fractions with the tool" in ran and "PASS greeter: greets the user by name" in ran
+    assert "PASS zeta: says hello" in ran
+    assert "6 passed, 0 failed, 1 error" in out.getvalue()
