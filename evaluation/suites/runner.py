@@ -10,6 +10,7 @@ from evaluation.suites.agent import Transcript, run_agent
 from evaluation.suites.cache import PassCache, fingerprint
 from evaluation.suites.judge import judge_transcript
 from evaluation.suites.parser import EvalCase, EvalSuite
+from evaluation.suites.repeats import CaseSummary, summarize
 from evaluation.suites.subjects import Subject, resolve_subject
 
 
@@ -23,6 +24,9 @@ class RunOptions:
     timeout: float = 120.0
     use_db: bool = True
     """Read role configuration from the database (off inside pytest items, which have none)."""
+    repeats: int = 1
+    """Times each case runs; above 1 a case passes only when all repeats do (pass^k), and the cache
+    is neither read nor written (a cached pass would stand in for every repeat)."""
 
 
 @dataclass
@@ -47,6 +51,8 @@ class CaseResult:
     """The agent's provider/model as it ran (or as named, when it could not be built)."""
     judge_model: str = ""
     """The judge's provider/model; empty when the judge was off."""
+    repeat: int = 1
+    """Which repeat of the case this is (1 to RunOptions.repeats)."""
 
     @property
     def judged_by(self) -> str:
@@ -58,8 +64,10 @@ class CaseResult:
         return bool(self.checks) and all(c.passed for c in self.checks)
 
     def failure_message(self) -> str:
-        lines = [f"{self.suite}: {self.case}"]
+        repeat = f" (repeat {self.repeat})" if self.repeat > 1 else ""
+        lines = [f"{self.suite}: {self.case}{repeat}"]
         lines += [f"  FAILED {c.name}: {c.detail}" for c in self.checks if not c.passed]
+        lines.append(f"  agent: {self.agent_model}; judge: {self.judged_by}")
         t = self.transcript
         if t:
             lines += ["  --- transcript ---", f"  prompt: {t.get('prompt', '')}"]
@@ -95,7 +103,12 @@ def _build(role: str, choice: str | None, options: RunOptions, meter: Meter) -> 
 
 
 def run_case(
-    suite: EvalSuite, case: EvalCase, options: RunOptions | None = None, *, subject: Subject | None = None
+    suite: EvalSuite,
+    case: EvalCase,
+    options: RunOptions | None = None,
+    *,
+    subject: Subject | None = None,
+    repeat: int = 1,
 ) -> CaseResult:
     """One case: a fresh agent (the run's model, else the suite's, else the agent's own, else the
     role's), the completion check, then the judge. A model that cannot be built fails this case's
@@ -116,10 +129,16 @@ def run_case(
     )
     key = fingerprint(suite, case, subject, agent_model=agent_label, judge_model=judge_label, judge=options.judge)
     result = CaseResult(
-        suite=suite.label, case=case.name, fingerprint=key, agent_model=agent_label, judge_model=judge_label
+        suite=suite.label,
+        case=case.name,
+        fingerprint=key,
+        agent_model=agent_label,
+        judge_model=judge_label,
+        repeat=repeat,
     )
+    cache = options.cache if options.repeats == 1 else None
     buildable = agent_llm is not None and not judge_problem
-    if buildable and options.cache is not None and options.cache.is_pass(key):
+    if buildable and cache is not None and cache.is_pass(key):
         result.cached = True
         result.checks = (
             [Check("completion", True, "cached pass"), Check("judge", True, "cached pass")]
@@ -169,11 +188,25 @@ def run_case(
                 result.checks.append(Check("judge", False, f"the judge did not answer: {exc}"))
     result.usage = meter.as_dict()
     result.duration_ms = (time.perf_counter() - started) * 1000
-    if result.passed and options.cache is not None:
-        options.cache.record_pass(key, case=case.name, suite=suite.path)
+    if result.passed and cache is not None:
+        cache.record_pass(key, case=case.name, suite=suite.path)
     return result
 
 
 def run_suite(suite: EvalSuite, options: RunOptions | None = None) -> list[CaseResult]:
+    """Every case, options.repeats times each (case by case: all repeats of one, then the next)."""
+    options = options or RunOptions()
     subject = resolve_subject(suite)
-    return [run_case(suite, case, options, subject=subject) for case in suite.cases]
+    return [
+        run_case(suite, case, options, subject=subject, repeat=n)
+        for case in suite.cases
+        for n in range(1, options.repeats + 1)
+    ]
+
+
+def summaries(results: list[CaseResult]) -> list[CaseSummary]:
+    """pass^k and the pass rate with its interval, per case, in the order the cases ran."""
+    grouped: dict[tuple[str, str], list[CaseResult]] = {}
+    for result in results:
+        grouped.setdefault((result.suite, result.case), []).append(result)
+    return [summarize(suite, case, group) for (suite, case), group in grouped.items()]

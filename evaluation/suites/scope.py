@@ -9,6 +9,7 @@ is data that staff can point the app at; importing is running code, so both are 
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from django.conf import settings
 
@@ -29,10 +30,11 @@ class SuiteScope:
         """From EVALUATION (SUITE_DIRS, SUITE_TOOL_PACKAGES) and BASE_DIR; outside a Django project
         (the pytest plugin in another project), from EVAL_SUITE_DIRS and EVAL_SUITE_TOOL_PACKAGES
         relative to the working folder."""
-        if settings.configured and "SUITE_DIRS" in getattr(settings, "EVALUATION", {}):
+        configured: dict[str, Any] = getattr(settings, "EVALUATION", {}) if settings.configured else {}
+        if "SUITE_DIRS" in configured:
             root = Path(settings.BASE_DIR)
-            folders = [Path(p) for p in settings.EVALUATION["SUITE_DIRS"]]
-            packages = list(settings.EVALUATION.get("SUITE_TOOL_PACKAGES", []))
+            folders = [Path(p) for p in configured["SUITE_DIRS"]]
+            packages = [str(p) for p in configured.get("SUITE_TOOL_PACKAGES", [])]
         else:
             root = Path.cwd()
             folders = [root / p.strip() for p in os.environ.get("EVAL_SUITE_DIRS", ".").split(",") if p.strip()]
