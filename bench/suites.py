@@ -17,6 +17,7 @@ from evaluation.providers.loopback import LoopbackLLMServer, Reply  # noqa: E402
 from evaluation.suites.cache import FileCache, fingerprint  # noqa: E402
 from evaluation.suites.parser import parse_suite  # noqa: E402
 from evaluation.suites.runner import RunOptions, run_case  # noqa: E402
+from evaluation.suites.scope import SuiteScope  # noqa: E402
 from evaluation.suites.subjects import resolve_subject  # noqa: E402
 
 
@@ -39,7 +40,8 @@ def main() -> None:
     started = time.perf_counter()
     suite = parse_suite(text, str(folder / "EVAL.md"))
     parsed = time.perf_counter() - started
-    subject = resolve_subject(suite)
+    # The bench's temporary folder is its one suite folder.
+    subject = resolve_subject(suite, SuiteScope(folders=(folder.resolve(),), packages=(), root=folder.resolve()))
     started = time.perf_counter()
     keys = [
         fingerprint(suite, c, subject, agent_model="openai/gpt-5.2", judge_model="openai/gpt-5.2", judge=True)

@@ -102,6 +102,14 @@ def _build(role: str, choice: str | None, options: RunOptions, meter: Meter) -> 
     return llm, ""
 
 
+def model_check(role: str, choice: str, options: RunOptions) -> None:
+    """Raise (ValueError or ProviderError, naming the key) when a model named for a whole run cannot
+    be built: that is the run's mistake, for every case alike, so the run fails before it starts."""
+    _, problem = _build(role, choice, options, Meter())
+    if problem:
+        raise ProviderError(f"{role}: {problem}")
+
+
 def run_case(
     suite: EvalSuite,
     case: EvalCase,

@@ -17,7 +17,7 @@ from evaluation.suites.cache import FileCache
 from evaluation.suites.drafting import Round, best_round, draft_skill, draft_write
 from evaluation.suites.parser import SuiteError, discover, load_file
 from evaluation.suites.runner import CaseResult as CaseOutcome
-from evaluation.suites.runner import RunOptions, run_case, run_suite
+from evaluation.suites.runner import RunOptions, model_check, run_case, run_suite
 from evaluation.suites.runner import summaries as case_summaries
 from evaluation.suites.scope import SuiteScope
 from evaluation.suites.subjects import resolve_subject
@@ -163,6 +163,10 @@ def _run_cases(handle: runs.RunHandle) -> dict[str, Any]:
         cache=DBCache(),
         repeats=detail.repeats,
     )
+    # A model the run itself names is checked first: unusable, it fails the run, not each case.
+    for role, choice in (("suite_agent", detail.model), ("suite_judge", detail.judge_model if detail.judge else "")):
+        if choice:
+            model_check(role, choice, options)
     cases = {c.name: c for c in detail.suite.cases.all()}
     k = detail.repeats
     total = len(parsed.cases) * k
