@@ -397,7 +397,16 @@ def _load_agent(folder: Path, subject: Subject, *, suite: EvalSuite, scope: Suit
         sub_meta = _load_agent(sub, child, suite=suite, scope=scope)
         first = next((line.strip("# ").strip() for line in child.identity.splitlines() if line.strip()), "")
         description = str(sub_meta.get("description") or first or f"the {sub.name} agent")
-        subject.subagents.append(SubAgent(str(sub_meta.get("name") or sub.name), description, child, sub))
+        agent = SubAgent(str(sub_meta.get("name") or sub.name), description, child, sub)
+        clash = next((a for a in subject.subagents if a.tool_name == agent.tool_name), None)
+        if clash is not None:
+            raise SuiteError(
+                suite.path,
+                None,
+                f"agent: the sub-agents in {clash.folder} and {sub} are both offered as {agent.tool_name}; "
+                "give one another name: in its AGENT.md frontmatter",
+            )
+        subject.subagents.append(agent)
         subject.sources.update(child.sources)
     return meta
 

@@ -159,3 +159,12 @@ def test_a_path_found_nowhere_names_both_places(tmp_path):
         f"{suite_file}: module: no file nowhere/tools.py beside the suite ({suite_file.parent}) "
         f"or in the project root ({ROOT})"
     )
+
+
+def test_two_sub_agents_offered_under_one_tool_name_are_an_error(lead):
+    write(lead / "team" / "researcher" / "AGENT.md", "Another researcher.\n")
+    with pytest.raises(Exception, match=r"EVAL.md: agent: the sub-agents in .*agents/researcher and .*team/researcher"):
+        resolve_subject(load_file(lead / "EVAL.md"))
+    (lead / "team" / "researcher" / "AGENT.md").write_text("---\nname: second researcher\n---\nAnother researcher.\n")
+    subject = resolve_subject(load_file(lead / "EVAL.md"))
+    assert [a.tool_name for a in subject.subagents] == ["delegate_to_researcher", "delegate_to_second_researcher"]
