@@ -313,6 +313,16 @@ def _invalid_arguments(tool: str, error: ValidationError) -> str:
     return f"Invalid arguments for {tool}: " + "; ".join(problems) + ". Call the tool again with corrected arguments."
 
 
+def _label(path: Path, suite: EvalSuite) -> str:
+    """A file's name in the fingerprint: relative to the suite's folder, so two checkouts in other
+    places (or one named by a relative and an absolute path) share cached passes."""
+    folder = suite.folder.absolute()
+    absolute = path.absolute()
+    if absolute.is_relative_to(folder):
+        return absolute.relative_to(folder).as_posix()
+    return os.path.relpath(absolute, folder).replace(os.sep, "/")
+
+
 def _read(path: Path, *, suite: EvalSuite, scope: SuiteScope, key: str) -> str:
     """A file the suite brings in, once it is known to lie inside a suite folder."""
     resolved = scope.check_file(path, file=suite.path, key=key)
@@ -384,14 +394,14 @@ def _load_agent(folder: Path, subject: Subject, *, suite: EvalSuite, scope: Suit
     meta, body = split_frontmatter(text, str(path), strings=("model", "name", "description"))
     subject.identity = body.strip() + "\n"
     subject.model = meta.get("model") or None
-    subject.sources[f"agent:{path}"] = _digest(text.encode())
+    subject.sources[f"agent:{_label(path, suite)}"] = _digest(text.encode())
     subs = _subagent_folders(folder)
     for skill in sorted(folder.rglob("SKILL.md")):
         if any(skill.is_relative_to(sub) for sub in subs):
             continue  # a sub-agent's skill is the sub-agent's, not this agent's
         skill_text = _read(skill, suite=suite, scope=scope, key="agent")
         subject.skills.append((skill.parent.name, skill_text))
-        subject.sources[f"skill:{skill}"] = _digest(skill_text.encode())
+        subject.sources[f"skill:{_label(skill, suite)}"] = _digest(skill_text.encode())
     for sub in subs:
         child = Subject()
         sub_meta = _load_agent(sub, child, suite=suite, scope=scope)
@@ -440,7 +450,7 @@ def resolve_subject(suite: EvalSuite, scope: SuiteScope | None = None) -> Subjec
     elif agent is None and (base / "SKILL.md").is_file() and is_suite_file(Path(suite.path)):
         text = _read(base / "SKILL.md", suite=suite, scope=scope, key="SKILL.md")
         subject.skills.append((base.name, text))
-        subject.sources[f"skill:{base / 'SKILL.md'}"] = _digest(text.encode())
+        subject.sources[f"skill:{_label(base / 'SKILL.md', suite)}"] = _digest(text.encode())
     for ref in suite.frontmatter.get("tools") or []:
         _add_provider(subject, ref, as_tool=True, suite=suite, scope=scope)
     module_ref = anchor_module(suite)

@@ -168,3 +168,20 @@ def test_two_sub_agents_offered_under_one_tool_name_are_an_error(lead):
     (lead / "team" / "researcher" / "AGENT.md").write_text("---\nname: second researcher\n---\nAnother researcher.\n")
     subject = resolve_subject(load_file(lead / "EVAL.md"))
     assert [a.tool_name for a in subject.subagents] == ["delegate_to_researcher", "delegate_to_second_researcher"]
+
+
+def test_fingerprints_do_not_depend_on_where_the_checkout_is(tmp_path, monkeypatch):
+    """A cache committed from one checkout (or CI's) is hit from another place, and whether the
+    suite was named by a relative or an absolute path does not matter."""
+    import shutil
+
+    keys = []
+    for where in ("one", "two"):
+        shutil.copytree(ROOT / "agents", tmp_path / where / "agents")
+        shutil.copytree(ROOT / "skills", tmp_path / where / "skills")
+    monkeypatch.chdir(tmp_path / "two")
+    for path in (tmp_path / "one" / "agents" / "homework-buddy" / "EVAL.md", Path("agents/homework-buddy/EVAL.md")):
+        suite = load_file(path)
+        subject = resolve_subject(suite)
+        keys.append(fingerprint(suite, suite.cases[0], subject, agent_model="a", judge_model="j", judge=True))
+    assert keys[0] == keys[1]
