@@ -81,11 +81,14 @@ class CaseAdmin(admin.ModelAdmin):
 
 @admin.register(CaseResult)
 class CaseResultAdmin(admin.ModelAdmin):
-    list_display = ("case", "run", "passed", "cached", "duration_ms", "created_at")
+    list_display = ("case", "run", "repeat", "passed", "cached", "judge_model", "duration_ms", "created_at")
     list_filter = ("passed", "cached")
     readonly_fields = (
         "run",
         "case",
+        "repeat",
+        "agent_model",
+        "judge_model",
         "passed",
         "cached",
         "checks",
@@ -107,6 +110,6 @@ class CacheEntryAdmin(admin.ModelAdmin):
 
 @admin.register(SuiteRun)
 class SuiteRunAdmin(ReadOnlyResultAdmin):
-    list_display = ("run", "suite", "model", "judge_model", "judge")
+    list_display = ("run", "suite", "model", "judge_model", "judge", "repeats")
     list_select_related = ["run", "suite"]
     search_fields = ("run__run_id", "suite_path")

@@ -299,3 +299,20 @@ def test_the_suite_run_page_says_when_the_offline_judge_ran(
     page = staff_client.get(f"/admin/evaluation/suites/runs/{run.run_id}/").content.decode()
     assert '<span class="judge">offline rule-based judge (no judge model set' in page
     assert staff_client.get(f"/api/suites/runs/{run.run_id}").json()["judged_by"].startswith("offline rule-based judge")
+
+
+def test_the_admin_shows_each_results_repeat_and_models(admin_client):
+    call_command("discover_suites", str(ROOT / "skills" / "greeter"), stdout=StringIO())
+    suite = Suite.objects.get(name="greeter")
+    run = EvaluationRun.objects.create(run_id="suite_x", kind="suite", status="completed")
+    from evaluation.models import SuiteRun
+
+    SuiteRun.objects.create(run=run, suite=suite, suite_path=suite.path, repeats=2)
+    result = CaseResult.objects.create(
+        run=run, case=suite.cases.first(), passed=True, repeat=2, agent_model="openai/a", judge_model="openai/j"
+    )
+    listing = admin_client.get("/admin/evaluation/caseresult/").content.decode()
+    assert "openai/j" in listing
+    change = admin_client.get(f"/admin/evaluation/caseresult/{result.pk}/change/").content.decode()
+    assert "openai/a" in change and "openai/j" in change
+    assert ">2</td>" in admin_client.get("/admin/evaluation/suiterun/").content.decode()  # the repeats column
