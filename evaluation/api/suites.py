@@ -8,7 +8,6 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from evaluation.api.keys import provider_keys_check
 from evaluation.api.pagination import Pagination, paginated
 from evaluation.api.schema import operation, path_parameter, run_id_parameter
 from evaluation.api.serializers import Output, RunAcceptedOutput, RunStatusOutput
@@ -94,12 +93,6 @@ class SuiteRunInput(serializers.Serializer):
         max_value=services.MAX_REPEATS,
         help_text="Times each case runs; a case passes only when all of them do (pass^k).",
     )
-
-    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        provider_keys_check(["suite_agent"], attrs["model"], field="model")
-        if attrs["judge"]:
-            provider_keys_check(["suite_judge"], attrs["judge_model"], field="judge_model")
-        return attrs
 
 
 class SuiteRunStartView(APIView):

@@ -10,7 +10,7 @@ from django.utils import timezone
 from evaluation.errors import FieldProblem, InvalidInput, NotFound, PlainMessage
 from evaluation.models import CacheEntry, Case, CaseResult, EvaluationRun, Suite, SuiteRun
 from evaluation.models.runs import RunKind, RunStage
-from evaluation.providers import ProviderSpec
+from evaluation.providers import ProviderSpec, keys_check
 from evaluation.runs import services as runs
 from evaluation.suites.cache import DEFAULT_PATH as FILE_CACHE_PATH
 from evaluation.suites.cache import FileCache
@@ -115,6 +115,9 @@ def suite_run_start(
                 raise InvalidInput([FieldProblem(name, str(exc))]) from None
     if not 1 <= repeats <= MAX_REPEATS:
         raise InvalidInput([FieldProblem("repeats", f"must be from 1 to {MAX_REPEATS}")])
+    keys_check(["suite_agent"], model, field="model")
+    if judge:
+        keys_check(["suite_judge"], judge_model, field="judge_model")
     stamp = timezone.now().strftime("%Y%m%d_%H%M%S")
     with runs.capacity_reserved(1):
         run = runs.run_create(
