@@ -17,6 +17,7 @@ from evaluation.providers.loopback import LoopbackLLMServer, Reply  # noqa: E402
 from evaluation.suites.cache import FileCache, fingerprint  # noqa: E402
 from evaluation.suites.parser import parse_suite  # noqa: E402
 from evaluation.suites.runner import RunOptions, run_case  # noqa: E402
+from evaluation.suites.scope import SuiteScope  # noqa: E402
 from evaluation.suites.subjects import resolve_subject  # noqa: E402
 
 
@@ -33,13 +34,18 @@ def main() -> None:
     parser.add_argument("--cases", type=int, default=10_000)
     parser.add_argument("--cached", type=int, default=1_000)
     args = parser.parse_args()
+    from django.conf import settings
+
+    # The bench measures the parser past the default bounds (docs/limits.md), so it lifts them.
+    settings.EVALUATION = {**settings.EVALUATION, "SUITE_MAX_CASES": args.cases, "SUITE_MAX_FILE_BYTES": 100_000_000}
     folder = Path(tempfile.mkdtemp(prefix="eval-bench-"))
     (folder / "SKILL.md").write_text("Answer arithmetic questions and explain in one sentence.\n")
     text = suite_text(args.cases)
     started = time.perf_counter()
     suite = parse_suite(text, str(folder / "EVAL.md"))
     parsed = time.perf_counter() - started
-    subject = resolve_subject(suite)
+    # The bench's temporary folder is its one suite folder.
+    subject = resolve_subject(suite, SuiteScope(folders=(folder.resolve(),), packages=(), root=folder.resolve()))
     started = time.perf_counter()
     keys = [
         fingerprint(suite, c, subject, agent_model="openai/gpt-5.2", judge_model="openai/gpt-5.2", judge=True)

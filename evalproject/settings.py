@@ -335,7 +335,14 @@ EVALUATION = {
     "BASELINES_DIR": BASE_DIR / "baselines",
     "DRIFT_BATCH_SIZE": int(os.environ.get("EVAL_DRIFT_BATCH_SIZE", "20")),
     "GATE_TIMEOUT_SECONDS": float(os.environ.get("EVAL_GATE_TIMEOUT", "5")),
-    "SUITE_DIRS": [BASE_DIR / "skills", BASE_DIR / "agents"],
+    # Folders a suite file, and every skill, agent and tool file it names, must lie in (symlinks
+    # resolved); comma-separated, relative to the project. docs/limits.md.
+    "SUITE_DIRS": [
+        BASE_DIR / p.strip() for p in os.environ.get("EVAL_SUITE_DIRS", "skills,agents").split(",") if p.strip()
+    ],
+    # Packages whose modules a suite's `tools:`, `skills:` and `module:` keys may import by dotted
+    # name (a .py file inside a suite folder needs none); comma-separated, none by default.
+    "SUITE_TOOL_PACKAGES": [p.strip() for p in os.environ.get("EVAL_SUITE_TOOL_PACKAGES", "").split(",") if p.strip()],
     "RECORDINGS_DIR": Path(os.environ.get("EVAL_RECORDINGS_DIR", DATA_DIR / "recordings")),
     "MAX_ACTIVE_RUNS": int(os.environ.get("EVAL_MAX_ACTIVE_RUNS", "32")),
     # Rows one export (CSV or JSON) may hold; a bigger export is refused with the limit in the message.

@@ -12,6 +12,12 @@ from evaluation.models import Agent, DimensionScore, EvaluationRun, Problem
 from evaluation.models.runs import ACTIVE_STATUSES
 
 
+def run_url_id(run: EvaluationRun) -> str:
+    """What a URL names the run by: its readable id, or its UUID for an old id with a '/' in it
+    (ids are slugs now, but such a run must still open; run_lookup takes either)."""
+    return run.run_id if "/" not in run.run_id else str(run.pk)
+
+
 def run_lookup(run_id: str, *, kind: str | None = None) -> EvaluationRun:
     """A run by readable id or UUID (of the given kind, if named); NotFound names what was asked for."""
     query = Q(run_id=run_id)

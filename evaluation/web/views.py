@@ -270,6 +270,7 @@ def suite_run(request: HttpRequest, run_id: str) -> HttpResponse:
     if run.kind != "suite":
         raise Http404(f"{run_id!r} is not a suite run")
     results = suite_selectors.suite_results(run)
+    cases = suite_selectors.suite_case_summaries(results)
     return _page(
         request,
         "evaluation/suite_run.html",
@@ -277,7 +278,10 @@ def suite_run(request: HttpRequest, run_id: str) -> HttpResponse:
             "title": f"Suite run {run.run_id}",
             "run": run,
             "results": results,
-            "passed": sum(r["passed"] for r in results),
+            "cases": cases,
+            "passed": sum(c["pass_k"] for c in cases),
+            "judged_by": next((r["judged_by"] for r in results if r["judged_by"]), ""),
+            "agent_model": next((r["agent_model"] for r in results if r["agent_model"]), ""),
         },
     )
 
