@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("evaluation", "0009_catalog_fingerprint"),
+        ("evaluation", "0010_tutoring_run_sources"),
     ]
 
     operations = [
