@@ -364,6 +364,8 @@ EVALUATION = {
     "SUITE_MAX_FILE_BYTES": int(os.environ.get("EVAL_SUITE_MAX_FILE_BYTES", "1000000")),
     "SUITE_MAX_CASES": int(os.environ.get("EVAL_SUITE_MAX_CASES", "500")),
     "INGEST_MAX_RECORDS": int(os.environ.get("EVAL_INGEST_MAX_RECORDS", "5000")),
+    "IMPORT_MAX_FILE_BYTES": int(os.environ.get("EVAL_IMPORT_MAX_FILE_BYTES", "20000000")),
+    "IMPORT_MAX_RECORDS": int(os.environ.get("EVAL_IMPORT_MAX_RECORDS", "10000")),
     # Creates sessions on the session protocol (docs/session-protocol.md). Unset, it is derived from
     # SECRET_KEY, so the web tier and the workers of one install agree with nothing to configure.
     "PROTOCOL_KEY": os.environ.get("EVAL_PROTOCOL_KEY")
