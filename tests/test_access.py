@@ -43,6 +43,7 @@ DOORS = [
     ("api-persona", "get", {"persona_id": "ace"}, None, "view_persona"),
     ("api-agents", "get", {}, None, "view_agent"),
     ("api-agent", "get", {"agent_id": "rex"}, None, "view_agent"),
+    ("api-judging-import", "post", {}, [], "add_transcript"),
     ("api-docs", "get", {}, None, PUBLIC),
     ("api-redoc", "get", {}, None, PUBLIC),
     ("schema", "get", {}, None, PUBLIC),
@@ -60,8 +61,8 @@ DOORS = [
     ("evaluation-drift-agent", "get", {"agent_id": "rex"}, None, "view_evaluationrun"),
 ]
 ROLES = ["anonymous", "signed_in", "staff_no_perms", "viewer", "operator", "superuser"]
-VIEWER = {"view_evaluationrun", "view_suite", "view_topic", "view_persona", "view_agent"}
-OPERATOR = VIEWER | {"start_run", "retry_run", "cancel_run", "use_corrections", "add_agentmessage"}
+VIEWER = {"view_evaluationrun", "view_suite", "view_topic", "view_persona", "view_agent", "view_judgescore"}
+OPERATOR = VIEWER | {"start_run", "retry_run", "cancel_run", "use_corrections", "add_agentmessage", "add_transcript"}
 
 
 def expected(role: str, perm: str, api: bool) -> str:

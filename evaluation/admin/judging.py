@@ -71,6 +71,14 @@ class RubricAdmin(admin.ModelAdmin):
         return obj.n_dimensions
 
 
+@admin.register(RubricDimension)
+class RubricDimensionAdmin(admin.ModelAdmin):
+    form = RubricDimensionForm
+    list_display = ("name", "rubric", "position", "scale_kind", "scale_min", "scale_max", "categories")
+    list_filter = ("rubric", "scale_kind")
+    search_fields = ("name",)
+
+
 class ImportForm(forms.Form):
     file = forms.FileField(help_text="JSON, JSONL, plain text with speaker prefixes, or a candidate-response set.")
     format = forms.ChoiceField(choices=[(f, f) for f in ("auto", "json", "jsonl", "text", "candidates")])
@@ -243,6 +251,10 @@ class ItemAdmin(admin.ModelAdmin):
 
     def get_queryset(self, request):
         return super().get_queryset(request).select_related("transcript").annotate(n_labels=Count("annotations"))
+
+    def has_change_permission(self, request, obj=None):
+        # Changing an item here means labelling it: the permission to add annotations is the one that counts.
+        return request.user.has_perm("evaluation.add_annotation")
 
     def get_fields(self, request, obj=None):
         labels = list(label_form(obj, request.user).base_fields) if obj is not None else []
