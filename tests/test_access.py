@@ -44,6 +44,7 @@ DOORS = [
     ("api-agents", "get", {}, None, "view_agent"),
     ("api-agent", "get", {"agent_id": "rex"}, None, "view_agent"),
     ("api-judging-import", "post", {}, [], "add_transcript"),
+    ("api-judging-agreement", "get", {}, None, "view_judgescore"),
     ("api-docs", "get", {}, None, PUBLIC),
     ("api-redoc", "get", {}, None, PUBLIC),
     ("schema", "get", {}, None, PUBLIC),
@@ -59,9 +60,20 @@ DOORS = [
     ("evaluation-comparison", "get", {"group": "comparison_x"}, None, "view_evaluationrun"),
     ("evaluation-suite-run", "get", RUN, None, "view_evaluationrun"),
     ("evaluation-drift-agent", "get", {"agent_id": "rex"}, None, "view_evaluationrun"),
+    ("evaluation-judging", "get", {}, None, "view_judgescore"),
+    ("evaluation-judge-card", "get", {"configuration_id": 1}, None, "view_judgescore"),
+    ("evaluation-transcript", "get", {"transcript_id": 1}, None, "view_transcript"),
 ]
 ROLES = ["anonymous", "signed_in", "staff_no_perms", "viewer", "operator", "superuser"]
-VIEWER = {"view_evaluationrun", "view_suite", "view_topic", "view_persona", "view_agent", "view_judgescore"}
+VIEWER = {
+    "view_evaluationrun",
+    "view_suite",
+    "view_topic",
+    "view_persona",
+    "view_agent",
+    "view_judgescore",
+    "view_transcript",
+}
 OPERATOR = VIEWER | {"start_run", "retry_run", "cancel_run", "use_corrections", "add_agentmessage", "add_transcript"}
 
 

@@ -9,7 +9,8 @@ from rest_framework.views import APIView
 
 from evaluation.api.schema import operation
 from evaluation.api.serializers import Output
-from evaluation.judging import services
+from evaluation.errors import NotFound
+from evaluation.judging import selectors, services
 
 FORMATS = ["auto", "json", "jsonl", "text", "candidates"]
 
@@ -74,3 +75,42 @@ class ImportView(APIView):
         options = dict(query.validated_data)
         report = services.transcripts_import(request.body, format=options.pop("input_format"), **options)
         return Response(ImportOutput(report.as_dict()).data, status=status.HTTP_201_CREATED)
+
+
+class AgreementQuery(serializers.Serializer):
+    rubric = serializers.SlugField(help_text="A rubric slug, e.g. tutor-response.")
+    configuration = serializers.IntegerField(required=False, min_value=1, help_text="One judge configuration's id.")
+
+
+class AgreementView(APIView):
+    required_permission = "evaluation.view_judgescore"
+
+    @operation(
+        operation_id="judging_agreement",
+        tag="judging",
+        summary="The judge cards' numbers: agreement per judge configuration and dimension",
+        description="For each judge configuration of the rubric (newest first): per dimension, the judge against "
+        "people (quadratic-weighted Cohen's kappa, Spearman's rho, exact and within-one agreement), people against "
+        "each other and the judge against its repeats (Krippendorff's alpha, ordinal), each with a 95% bootstrap "
+        "interval and n; the human ceiling (alternative-annotator test); the confusion matrix; the largest "
+        "disagreements; and the change on the canary set against the previous configuration.",
+        parameters=[
+            OpenApiParameter("rubric", OpenApiTypes.STR, OpenApiParameter.QUERY, required=True),
+            OpenApiParameter("configuration", OpenApiTypes.INT, OpenApiParameter.QUERY),
+        ],
+        ok={200: OpenApiTypes.OBJECT},
+        invalid="The rubric is missing, or a parameter is not valid.",
+        not_found="The rubric or the configuration does not exist.",
+    )
+    def get(self, request: Request) -> Response:
+        query = AgreementQuery(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        services.rubric_get(query.validated_data["rubric"])
+        configurations = selectors.configurations(query.validated_data["rubric"])
+        wanted = query.validated_data.get("configuration")
+        if wanted is not None:
+            configurations = [c for c in configurations if c.pk == wanted]
+            if not configurations:
+                raise NotFound(f"no judge configuration {wanted} of rubric {query.validated_data['rubric']!r}")
+        tables = [selectors.table_as_dict(selectors.agreement_table(c)) for c in configurations]
+        return Response({"rubric": query.validated_data["rubric"], "configurations": tables})

@@ -41,6 +41,7 @@ urlpatterns = [
     path("catalogue/agents", catalogue.AgentListView.as_view(), name="api-agents"),
     path("catalogue/agents/<str:agent_id>", catalogue.AgentDetailView.as_view(), name="api-agent"),
     path("judging/import", judging.ImportView.as_view(), name="api-judging-import"),
+    path("judging/agreement", judging.AgreementView.as_view(), name="api-judging-agreement"),
     # the schema's pages; Swagger UI's split view loads its script from a URL, not inline (strict CSP)
     path(
         "docs/",

@@ -92,6 +92,7 @@ BOILERPLATE = (
     "i hope this helps",
     "let me know if",
 )
+DIGRESSION = ("instead", "let's talk about", "by the way", "anyway", "different topic", "something else")
 SIGNALS_WORDS = (
     "don't know",
     "dont know",
@@ -170,8 +171,9 @@ def _response_signals(messages: tuple[tuple[str, str], ...], response: str) -> d
             f"{'asks' if question else 'asks no'} question; {'names' if _has(response, NEXT_STEP) else 'no'} next step",
         ),
         "coherence": (
-            _clip(0.3 + 0.7 * min(1.0, uptake)),
-            f"takes up {len(shared)} content words of the student's last turn",
+            _clip(0.55 + 0.45 * min(1.0, uptake + 0.5 * bool(numbers)) - 0.7 * _has(response, DIGRESSION)),
+            f"takes up {len(shared)} words and {len(numbers)} numbers of the student's last turn"
+            + ("; changes the subject" if _has(response, DIGRESSION) else ""),
         ),
         "tutor_tone": (
             0.0 if harsh else (1.0 if warm else 0.5),

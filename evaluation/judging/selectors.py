@@ -2,8 +2,20 @@
 
 from typing import Any
 
-from evaluation.judging.values import scale_from_row
-from evaluation.models import Item, JudgeConfiguration, RubricDimension, Transcript
+import numpy as np
+
+from evaluation.judging import agreement
+from evaluation.judging.values import rubric_spec, scale_from_row
+from evaluation.models import (
+    Annotation,
+    CanarySet,
+    Item,
+    JudgeConfiguration,
+    JudgeScore,
+    Rubric,
+    RubricDimension,
+    Transcript,
+)
 
 
 def scale_levels(dimension: RubricDimension) -> list[str]:
@@ -45,4 +57,156 @@ def transcript_items(transcript: Transcript) -> list[dict[str, Any]]:
                 ),
             }
         )
+    return out
+
+
+def _scores_by_dimension(configuration_id: int, item_ids: set[int] | None = None) -> dict[int, dict[int, list[int]]]:
+    """dimension id -> item id -> the judge's values over repeats."""
+    rows = JudgeScore.objects.filter(configuration_id=configuration_id)
+    if item_ids is not None:
+        rows = rows.filter(item_id__in=item_ids)
+    out: dict[int, dict[int, list[int]]] = {}
+    for item, dimension, score in (
+        rows.order_by("repeat").values_list("item_id", "dimension_id", "score").iterator(chunk_size=5000)
+    ):
+        out.setdefault(dimension, {}).setdefault(item, []).append(int(score))
+    return out
+
+
+def _labels_by_dimension(rubric_id: int) -> dict[int, dict[int, dict[str, int]]]:
+    """dimension id -> item id -> annotator -> value."""
+    out: dict[int, dict[int, dict[str, int]]] = {}
+    rows = Annotation.objects.filter(dimension__rubric_id=rubric_id).values_list(
+        "item_id", "dimension_id", "annotator", "score"
+    )
+    for item, dimension, annotator, score in rows.iterator(chunk_size=5000):
+        out.setdefault(dimension, {}).setdefault(item, {})[annotator] = int(score)
+    return out
+
+
+def agreement_table(configuration: JudgeConfiguration) -> agreement.AgreementTable:
+    spec = rubric_spec(configuration.rubric)
+    judged = _scores_by_dimension(configuration.pk)
+    labels = _labels_by_dimension(spec.id)
+    rows = tuple(
+        agreement.dimension_agreement(d.name, d.scale.levels, judged.get(d.id, {}), labels.get(d.id, {}))
+        for d in spec.dimensions
+    )
+    items = {i for per in judged.values() for i in per}
+    repeats = max((len(v) for per in judged.values() for v in per.values()), default=0)
+    return agreement.AgreementTable(
+        rubric=spec.slug,
+        rubric_version=configuration.rubric_version,
+        configuration=configuration.key,
+        configuration_id=configuration.pk,
+        items=len(items),
+        repeats=repeats,
+        rows=rows,
+        canary=canary_change(configuration, spec, labels),
+    )
+
+
+def canary_change(
+    configuration: JudgeConfiguration, spec: Any, labels: dict[int, dict[int, dict[str, int]]]
+) -> agreement.CanaryChange | None:
+    """Agreement on the rubric's canary set under the configuration judged before this one, and under this one."""
+    canary = CanarySet.objects.filter(rubric_id=spec.id).order_by("-created_at").first()
+    if canary is None:
+        return None
+    items = set(canary.items.values_list("pk", flat=True))
+    previous = (
+        JudgeConfiguration.objects.filter(
+            rubric_id=spec.id, created_at__lt=configuration.created_at, scores__item_id__in=items
+        )
+        .exclude(pk=configuration.pk)
+        .order_by("-created_at")
+        .first()
+    )
+    if previous is None or not items:
+        return None
+    before, after = _scores_by_dimension(previous.pk, items), _scores_by_dimension(configuration.pk, items)
+    shifts = []
+    for d in spec.dimensions:
+        people = {i: v for i, v in labels.get(d.id, {}).items() if i in items}
+        pair = []
+        for judged in (before.get(d.id, {}), after.get(d.id, {})):
+            shared = sorted(set(judged) & set(people))
+            pair.append(
+                agreement.judge_vs_humans(
+                    np.array([agreement.lower_median(judged[i]) for i in shared], dtype=np.int64),
+                    np.array([agreement.lower_median(list(people[i].values())) for i in shared], dtype=np.int64),
+                    d.scale.size,
+                )
+            )
+        shifts.append(agreement.CanaryShift(d.name, pair[0], pair[1]))
+    return agreement.CanaryChange(canary.name, previous.key, len(items), tuple(shifts))
+
+
+def configurations(rubric: str) -> list[JudgeConfiguration]:
+    return list(JudgeConfiguration.objects.filter(rubric__slug=rubric).select_related("rubric").order_by("-created_at"))
+
+
+def items_get(ids: list[int]) -> dict[int, Item]:
+    return {i.pk: i for i in Item.objects.filter(pk__in=ids).select_related("transcript")}
+
+
+def table_as_dict(table: agreement.AgreementTable) -> dict[str, Any]:
+    """The numbers of one judge card, as the API returns them."""
+
+    def jvh(x: agreement.JudgeVsHumans) -> dict[str, Any]:
+        return {
+            "kappa_quadratic": x.kappa.as_dict(),
+            "spearman_rho": x.rho.as_dict(),
+            "exact": x.exact.as_dict(),
+            "within_one": x.within_one.as_dict(),
+        }
+
+    return {
+        "rubric": table.rubric,
+        "rubric_version": table.rubric_version,
+        "configuration": table.configuration,
+        "configuration_id": table.configuration_id,
+        "items": table.items,
+        "repeats": table.repeats,
+        "dimensions": [
+            {
+                "dimension": row.dimension,
+                "levels": list(row.levels),
+                "judge_vs_humans": {
+                    **jvh(row.judge_vs_humans),
+                    "confusion": [list(r) for r in row.judge_vs_humans.confusion],
+                },
+                "humans_alpha": row.humans.as_dict() if row.humans else None,
+                "self_consistency_alpha": row.self_consistency.as_dict() if row.self_consistency else None,
+                "human_ceiling": row.ceiling.as_dict(),
+                "disagreements": [{"item": i, "judge": j, "humans": h} for i, j, h in row.disagreements],
+            }
+            for row in table.rows
+        ],
+        "canary": None
+        if table.canary is None
+        else {
+            "canary": table.canary.canary,
+            "previous": table.canary.previous,
+            "items": table.canary.items,
+            "dimensions": [
+                {"dimension": s.dimension, "before": jvh(s.before), "after": jvh(s.after)} for s in table.canary.shifts
+            ],
+        },
+    }
+
+
+def rubrics_with_configurations() -> list[dict[str, Any]]:
+    """Each rubric with its judge configurations (newest first) and how many items each judged."""
+    from django.db.models import Count
+
+    out = []
+    for rubric in Rubric.objects.order_by("slug"):
+        configs = (
+            JudgeConfiguration.objects.filter(rubric=rubric)
+            .annotate(n_items=Count("scores__item", distinct=True))
+            .order_by("-created_at")
+        )
+        labelled = Annotation.objects.filter(dimension__rubric=rubric).values("item").distinct().count()
+        out.append({"rubric": rubric, "configurations": list(configs), "labelled_items": labelled})
     return out

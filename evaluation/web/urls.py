@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from evaluation.web import views
+from evaluation.web import judging, views
 
 urlpatterns = [
     path("", views.dashboard, name="evaluation-dashboard"),
@@ -17,4 +17,7 @@ urlpatterns = [
     path("comparisons/<str:group>/", views.comparison, name="evaluation-comparison"),
     path("suites/runs/<str:run_id>/", views.suite_run, name="evaluation-suite-run"),
     path("drift/<str:agent_id>/", views.drift_agent, name="evaluation-drift-agent"),
+    path("judging/", judging.judge_cards, name="evaluation-judging"),
+    path("judging/<int:configuration_id>/", judging.judge_card, name="evaluation-judge-card"),
+    path("judging/transcripts/<int:transcript_id>/", judging.transcript, name="evaluation-transcript"),
 ]

@@ -1,0 +1,74 @@
+"""Judge cards (agreement of one judge configuration with people, as tables and SVG confusion matrices)
+and imported transcripts with their labels. Staff only; thin: selectors in, templates out."""
+
+from typing import Any
+
+from django.contrib.admin.views.decorators import staff_member_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.utils.safestring import mark_safe
+from django.views.decorators.http import require_GET
+
+from evaluation.judging import selectors
+from evaluation.web.charts import confusion_matrix
+from evaluation.web.views import permission_needed
+
+SHOWN_DISAGREEMENTS = 5
+
+
+@staff_member_required
+@permission_needed("evaluation.view_judgescore")
+@require_GET
+def judge_cards(request: HttpRequest) -> HttpResponse:
+    return render(request, "evaluation/judging_index.html", {"rubrics": selectors.rubrics_with_configurations()})
+
+
+@staff_member_required
+@permission_needed("evaluation.view_judgescore")
+@require_GET
+def judge_card(request: HttpRequest, configuration_id: int) -> HttpResponse:
+    configuration = selectors.configuration_get(configuration_id)
+    if configuration is None:
+        raise Http404("no such judge configuration")
+    table = selectors.agreement_table(configuration)
+    ids = [i for row in table.rows for i, _, _ in row.disagreements[:SHOWN_DISAGREEMENTS]]
+    items = selectors.items_get(ids)
+    rows: list[dict[str, Any]] = []
+    for row in table.rows:
+        levels = list(row.levels)
+        rows.append(
+            {
+                "row": row,
+                "matrix": mark_safe(
+                    confusion_matrix(levels, [list(r) for r in row.judge_vs_humans.confusion], label=row.dimension)
+                ),  # noqa: S308 - built by charts, every text escaped
+                "disagreements": [
+                    {"item": items[i], "judge": levels[j], "people": levels[int(h)]}
+                    for i, j, h in row.disagreements[:SHOWN_DISAGREEMENTS]
+                    if i in items
+                ],
+            }
+        )
+    return render(
+        request,
+        "evaluation/judge_card.html",
+        {
+            "configuration": configuration,
+            "table": table,
+            "rows": rows,
+            "others": [c for c in selectors.configurations(table.rubric) if c.pk != configuration.pk],
+            "offline": configuration.provider.startswith("offline/"),
+        },
+    )
+
+
+@staff_member_required
+@permission_needed("evaluation.view_transcript")
+@require_GET
+def transcript(request: HttpRequest, transcript_id: int) -> HttpResponse:
+    found = selectors.transcript_get(transcript_id)
+    if found is None:
+        raise Http404("no such transcript")
+    return render(
+        request, "evaluation/transcript.html", {"transcript": found, "items": selectors.transcript_items(found)}
+    )
