@@ -288,7 +288,12 @@ def alternative_annotator_test(
         rate,
         None if verdict == STAND_IN else needed,
         0,
-        f"the judge beats {wins} of {len(qualified)} annotators within epsilon={epsilon} (BY-corrected, alpha 0.05)",
+        f"the judge beats {wins} of {len(qualified)} annotators within epsilon={epsilon} (BY-corrected, alpha 0.05)"
+        + (
+            "; at the observed difference no number of items would change that"
+            if verdict == CANNOT and needed is None
+            else ""
+        ),
     )
 
 
