@@ -8,6 +8,7 @@ table of eight dimensions over thousands of items takes well under a second.
 Values are places on the dimension's scale, 0 for the worst level (values.Scale).
 """
 
+import functools
 import math
 import warnings
 from dataclasses import dataclass, field
@@ -112,9 +113,13 @@ def _estimate(value: float | None, samples: NDArray[np.float64], n: int) -> Esti
     return Estimate(float(value), float(low), float(high), n)
 
 
+@functools.lru_cache(maxsize=8)
 def resample_indices(n: int, resamples: int = RESAMPLES, seed: int = SEED) -> IntArray:
-    """(resamples, n) item indices drawn with replacement, the same for the same n and seed."""
-    return np.random.default_rng(seed).integers(0, n, size=(resamples, n))
+    """(resamples, n) item indices drawn with replacement, the same for the same n and seed (kept for
+    the next dimension of the same table; read-only)."""
+    idx = np.random.default_rng(seed).integers(0, n, size=(resamples, n))
+    idx.setflags(write=False)
+    return idx
 
 
 # --- judge vs people ----------------------------------------------------------------------------
@@ -130,19 +135,8 @@ def qwk(a: IntArray, b: IntArray, k: int) -> float | None:
     return float(value) if math.isfinite(value) else None
 
 
-def qwk_resampled(a: IntArray, b: IntArray, k: int, idx: IntArray) -> NDArray[np.float64]:
-    """Quadratic-weighted kappa of every resample at once: 1 - sum(W*O) / sum(W*E)."""
-    rows = idx.shape[0]
-    cells = (np.arange(rows)[:, None] * k * k + a[idx] * k + b[idx]).ravel()
-    observed = np.bincount(cells, minlength=rows * k * k).reshape(rows, k, k).astype(float)
-    expected = observed.sum(2)[:, :, None] * observed.sum(1)[:, None, :] / idx.shape[1]
-    levels = np.arange(k)
-    weights = (levels[:, None] - levels[None, :]) ** 2
-    with np.errstate(all="ignore"):
-        return 1.0 - (weights * observed).sum((1, 2)) / (weights * expected).sum((1, 2))
-
-
 def spearman(a: IntArray, b: IntArray) -> float | None:
+    """Spearman's rho (scipy)."""
     if len(a) < 2:
         return None
     with warnings.catch_warnings():
@@ -151,21 +145,57 @@ def spearman(a: IntArray, b: IntArray) -> float | None:
     return float(value) if math.isfinite(value) else None
 
 
-def _discrete_ranks(values: IntArray, k: int) -> NDArray[np.float64]:
-    """Average ranks (ties share their mean rank, as scipy.stats.rankdata) of rows of small integers."""
-    rows = values.shape[0]
-    counts = np.bincount((np.arange(rows)[:, None] * k + values).ravel(), minlength=rows * k).reshape(rows, k)
-    before = np.cumsum(counts, axis=1) - counts
-    mean_rank = before + (counts + 1) / 2.0
-    return np.take_along_axis(mean_rank, values, axis=1)
+def contingency(a: IntArray, b: IntArray, k: int, idx: IntArray) -> NDArray[np.float64]:
+    """(resamples, k, k): how many items of each resample have a == i and b == j. Every statistic of a
+    resample below is read from this table, so each costs O(k^2) per resample, not O(n)."""
+    rows = idx.shape[0]
+    cell = (a * k + b).astype(np.int32)  # one gather of each item's cell, not two of its values
+    offsets = (np.arange(rows, dtype=np.int32) * (k * k))[:, None]
+    return np.bincount((cell[idx] + offsets).ravel(), minlength=rows * k * k).reshape(rows, k, k).astype(float)
+
+
+def _qwk_of(observed: NDArray[np.float64]) -> NDArray[np.float64]:
+    """Quadratic-weighted kappa: 1 - sum(W*O) / sum(W*E), E from the margins."""
+    k = observed.shape[1]
+    n = observed.sum((1, 2))
+    expected = observed.sum(2)[:, :, None] * observed.sum(1)[:, None, :] / n[:, None, None]
+    levels = np.arange(k)
+    weights = (levels[:, None] - levels[None, :]) ** 2
+    with np.errstate(all="ignore"):
+        return 1.0 - (weights * observed).sum((1, 2)) / (weights * expected).sum((1, 2))
+
+
+def _mean_ranks(counts: NDArray[np.float64]) -> NDArray[np.float64]:
+    """The average rank (ties share their mean rank, as scipy.stats.rankdata) of each level, from its count."""
+    return np.cumsum(counts, axis=1) - counts + (counts + 1) / 2.0
+
+
+def _spearman_of(observed: NDArray[np.float64]) -> NDArray[np.float64]:
+    """Pearson's r of the ranks, with every item of a level sharing that level's mean rank."""
+    n = observed.sum((1, 2))[:, None]
+    rows, cols = observed.sum(2), observed.sum(1)
+    ra = _mean_ranks(rows) - (n + 1) / 2
+    rb = _mean_ranks(cols) - (n + 1) / 2
+    covariance = (observed * ra[:, :, None] * rb[:, None, :]).sum((1, 2))
+    with np.errstate(all="ignore"):
+        return covariance / np.sqrt((rows * ra * ra).sum(1) * (cols * rb * rb).sum(1))
+
+
+def _within_of(observed: NDArray[np.float64], steps: int) -> NDArray[np.float64]:
+    k = observed.shape[1]
+    levels = np.arange(k)
+    near = np.abs(levels[:, None] - levels[None, :]) <= steps
+    return (observed * near).sum((1, 2)) / observed.sum((1, 2))
+
+
+def qwk_resampled(a: IntArray, b: IntArray, k: int, idx: IntArray) -> NDArray[np.float64]:
+    """Quadratic-weighted kappa of every resample at once."""
+    return _qwk_of(contingency(a, b, k, idx))
 
 
 def spearman_resampled(a: IntArray, b: IntArray, k: int, idx: IntArray) -> NDArray[np.float64]:
-    ra, rb = _discrete_ranks(a[idx], k), _discrete_ranks(b[idx], k)
-    ra -= ra.mean(1, keepdims=True)
-    rb -= rb.mean(1, keepdims=True)
-    with np.errstate(all="ignore"):
-        return (ra * rb).sum(1) / np.sqrt((ra * ra).sum(1) * (rb * rb).sum(1))
+    """Spearman's rho of every resample at once."""
+    return _spearman_of(contingency(a, b, k, idx))
 
 
 def judge_vs_humans(judge: IntArray, human: IntArray, k: int, idx: IntArray | None = None) -> JudgeVsHumans:
@@ -175,13 +205,13 @@ def judge_vs_humans(judge: IntArray, human: IntArray, k: int, idx: IntArray | No
         empty = Estimate(None, None, None, 0)
         return JudgeVsHumans(empty, empty, empty, empty, tuple(tuple(0 for _ in range(k)) for _ in range(k)))
     idx = resample_indices(n) if idx is None else idx
+    observed = contingency(judge, human, k, idx)
     gap = np.abs(judge - human)
-    exact, near = (gap == 0).astype(float), (gap <= 1).astype(float)
     return JudgeVsHumans(
-        kappa=_estimate(qwk(judge, human, k), qwk_resampled(judge, human, k, idx), n),
-        rho=_estimate(spearman(judge, human), spearman_resampled(judge, human, k, idx), n),
-        exact=_estimate(float(exact.mean()), exact[idx].mean(1), n),
-        within_one=_estimate(float(near.mean()), near[idx].mean(1), n),
+        kappa=_estimate(qwk(judge, human, k), _qwk_of(observed), n),
+        rho=_estimate(spearman(judge, human), _spearman_of(observed), n),
+        exact=_estimate(float(np.mean(gap == 0)), _within_of(observed, 0), n),
+        within_one=_estimate(float(np.mean(gap <= 1)), _within_of(observed, 1), n),
         confusion=tuple(tuple(int(c) for c in row) for row in confusion_matrix(human, judge, labels=list(range(k)))),
     )
 
@@ -246,18 +276,30 @@ def alternative_annotator_test(
     A one-sided t-test per annotator, Benjamini-Yekutieli across them; the judge stands in when it wins
     for at least half of the annotators (Calderon, Reichart and Dror, 2025)."""
     annotators = sorted({a for labels in humans.values() for a in labels})
+    items = [i for i in humans if i in judge]
+    column = {a: c for c, a in enumerate(annotators)}
+    table = np.full((len(items), len(annotators)), np.nan)  # items x annotators, nan where unlabelled
+    for row, item in enumerate(items):
+        for annotator, value in humans[item].items():
+            table[row, column[annotator]] = value
+    verdicts = np.array([judge[i] for i in items], dtype=float)
+    present = ~np.isnan(table)
     diffs: dict[str, NDArray[np.float64]] = {}
-    for held_out in annotators:
-        rows = []
-        for item, labels in humans.items():
-            others = [v for a, v in labels.items() if a != held_out]
-            if held_out not in labels or not others or item not in judge:
-                continue
-            close_judge = np.mean([1 - abs(judge[item] - v) / (k - 1) for v in others])
-            close_human = np.mean([1 - abs(labels[held_out] - v) / (k - 1) for v in others])
-            rows.append(close_judge - close_human)
-        if len(rows) >= 2:
-            diffs[held_out] = np.array(rows)
+    for c, held_out in enumerate(annotators):
+        others = present.copy()
+        others[:, c] = False
+        count = others.sum(1)
+        use = present[:, c] & (count > 0)
+        if use.sum() < 2:
+            continue
+        rest = np.where(others, table, 0.0)[use]
+        theirs = table[use, c][:, None]
+        mine = verdicts[use][:, None]
+        mask = others[use]
+        # closeness to the others, 1 - |gap| / (k - 1) averaged over them: the judge's less annotator c's
+        gap_human = (np.abs(theirs - rest) * mask).sum(1)
+        gap_judge = (np.abs(mine - rest) * mask).sum(1)
+        diffs[held_out] = (gap_human - gap_judge) / ((k - 1) * count[use])
     qualified = {a: d for a, d in diffs.items() if len(d) >= MIN_ITEMS}
     needed = _items_needed(list(diffs.values()), epsilon)
     if len(qualified) < MIN_ANNOTATORS:
