@@ -62,9 +62,27 @@ class RubricAdmin(admin.ModelAdmin):
     list_filter = ("unit",)
     search_fields = ("slug", "name")
     inlines = [RubricDimensionInline]
+    actions = ["rejudge_canary"]
 
     def get_queryset(self, request):
         return super().get_queryset(request).annotate(n_dimensions=Count("dimensions"))
+
+    def save_related(self, request, form, formsets, change):
+        super().save_related(request, form, formsets, change)
+        # A changed prompt, scale or version is a new judge configuration: its canary is judged again.
+        changed = form.has_changed() or any(f.has_changed() for f in formsets)
+        if change and changed and services.canary_rejudge_later(rubric=form.instance.slug):
+            self.message_user(
+                request, f"{form.instance.slug}: the canary set is being judged under the changed rubric."
+            )
+
+    @admin.action(description="Judge the canary set under the current judge configuration")
+    def rejudge_canary(self, request, queryset):
+        for rubric in queryset:
+            if services.canary_rejudge_later(rubric=rubric.slug):
+                self.message_user(request, f"{rubric.slug}: canary queued.", messages.SUCCESS)
+            else:
+                self.message_user(request, f"{rubric.slug}: no canary set.", messages.WARNING)
 
     @admin.display(description="Dimensions", ordering="n_dimensions")
     def dimension_count(self, obj):

@@ -1,6 +1,5 @@
 """Judging's writes: import transcripts, load rubrics, judge items, label items, keep canaries."""
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,8 @@ __all__ = [
     "ImportReport",
     "JudgeReport",
     "annotation_set",
+    "canary_rejudge",
+    "canary_rejudge_later",
     "canary_set",
     "rubric_get",
     "rubric_load",
@@ -372,5 +373,19 @@ def transcripts_judge(
     )
 
 
-def dumps(report: ImportReport) -> str:
-    return json.dumps(report.as_dict())
+def canary_rejudge(*, rubric: str, provider: str | None = None, repeats: int = 1) -> JudgeReport:
+    """Judge the rubric's canary items under the current judge configuration (nothing else); items it
+    already judged are skipped, so a configuration that did not change costs no call."""
+    if not CanarySet.objects.filter(rubric__slug=rubric).exists():
+        raise NotFound(f"rubric {rubric!r} has no canary set: mark labelled items as one in the admin first")
+    return transcripts_judge(rubric=rubric, provider=provider, repeats=repeats, item_ids=[])
+
+
+def canary_rejudge_later(*, rubric: str) -> bool:
+    """After this transaction commits, queue the canary's re-judging on a worker; False when there is no canary."""
+    if not CanarySet.objects.filter(rubric__slug=rubric).exists():
+        return False
+    from django_q.tasks import async_task
+
+    transaction.on_commit(lambda: async_task("evaluation.tasks.canary_task", rubric, task_name=f"canary-{rubric}"))
+    return True

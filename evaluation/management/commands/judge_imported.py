@@ -19,9 +19,20 @@ class Command(BaseCommand):
         parser.add_argument("--repeats", type=int, default=1, help="Judge each item k times (self-consistency)")
         parser.add_argument("--workers", type=int, default=4, help="Calls in flight at once")
         parser.add_argument("--again", action="store_true", help="Judge items already judged under this configuration")
+        parser.add_argument(
+            "--canary-only",
+            action="store_true",
+            help="Judge only the rubric's canary set (after a configuration change)",
+        )
 
     def handle(self, *args, **opts):
         try:
+            if opts["canary_only"]:
+                report = services.canary_rejudge(
+                    rubric=opts["rubric"], provider=opts["provider"], repeats=opts["repeats"]
+                )
+                self.stdout.write(f"Judged {report}")
+                return
             report = services.transcripts_judge(
                 rubric=opts["rubric"],
                 provider=opts["provider"],
