@@ -88,7 +88,7 @@ def form_data(page) -> dict[str, str]:
         data.update({f"{formset.prefix}-{k}": str(v) for k, v in formset.management_form.initial.items()})
         forms += formset.forms
     for form in forms:
-        for name, field in form.fields.items():
+        for name in form.fields:
             value = form[name].value()
             if value is None:
                 continue
