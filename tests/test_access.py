@@ -57,6 +57,7 @@ DOORS = [
     ("evaluation-run-retry", "post", RUN, {}, "retry_run"),
     ("evaluation-run-again", "post", RUN, {}, "start_run"),
     ("evaluation-run-cancel", "post", RUN, {}, "cancel_run"),
+    ("evaluation-run-labels", "post", RUN, {}, "add_annotation"),
     ("evaluation-comparison", "get", {"group": "comparison_x"}, None, "view_evaluationrun"),
     ("evaluation-suite-run", "get", RUN, None, "view_evaluationrun"),
     ("evaluation-drift-agent", "get", {"agent_id": "rex"}, None, "view_evaluationrun"),
@@ -74,7 +75,15 @@ VIEWER = {
     "view_judgescore",
     "view_transcript",
 }
-OPERATOR = VIEWER | {"start_run", "retry_run", "cancel_run", "use_corrections", "add_agentmessage", "add_transcript"}
+OPERATOR = VIEWER | {
+    "start_run",
+    "retry_run",
+    "cancel_run",
+    "use_corrections",
+    "add_agentmessage",
+    "add_transcript",
+    "add_annotation",
+}
 
 
 def expected(role: str, perm: str, api: bool) -> str:

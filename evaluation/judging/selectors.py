@@ -210,3 +210,22 @@ def rubrics_with_configurations() -> list[dict[str, Any]]:
         labelled = Annotation.objects.filter(dimension__rubric=rubric).values("item").distinct().count()
         out.append({"rubric": rubric, "configurations": list(configs), "labelled_items": labelled})
     return out
+
+
+def run_labels(run: Any, user: Any, rubric: str = "tutor-session") -> dict[str, Any] | None:
+    """The labelling form of a run's report: each dimension with its levels, the user's label and the others'."""
+    found = Rubric.objects.filter(slug=rubric).first()
+    if found is None:
+        return None
+    item = Item.objects.filter(transcript__source="run", transcript__external_id=run.run_id, key="").first()
+    labels: dict[int, list[Any]] = {}
+    if item is not None:
+        for a in item.annotations.filter(dimension__rubric=found).order_by("annotator"):
+            labels.setdefault(a.dimension_id, []).append(a)
+    name = user.get_username()
+    rows = []
+    for dim in found.dimensions.order_by("position"):
+        mine = next((a.value for a in labels.get(dim.pk, []) if a.annotator == name), "")
+        others = [(a.annotator, a.value) for a in labels.get(dim.pk, []) if a.annotator != name]
+        rows.append({"dimension": dim, "levels": scale_levels(dim), "mine": mine, "others": others})
+    return {"rubric": found, "rows": rows, "item": item}

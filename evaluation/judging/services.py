@@ -12,7 +12,17 @@ from evaluation.judging import importing
 from evaluation.judging.judge import JudgeReport, judge_items
 from evaluation.judging.rubrics import rubric_problems, rubric_rows
 from evaluation.judging.values import RubricSpec, rubric_spec
-from evaluation.models import Annotation, CanarySet, Item, Rubric, RubricDimension, Topic, Transcript
+from evaluation.models import (
+    Annotation,
+    CanarySet,
+    Item,
+    JudgeConfiguration,
+    JudgeScore,
+    Rubric,
+    RubricDimension,
+    Topic,
+    Transcript,
+)
 
 DEFAULT_RUBRIC = {"session": "tutor-session", "response": "tutor-response"}
 """The rubric a record's labels are read against when the caller names none."""
@@ -25,6 +35,7 @@ __all__ = [
     "canary_rejudge_later",
     "canary_set",
     "rubric_get",
+    "run_labels_set",
     "rubric_load",
     "transcripts_import",
     "transcripts_judge",
@@ -331,6 +342,80 @@ def annotation_set(*, item_id: int, dimension_id: int, value: Any, user: Any = N
         defaults={"value": level, "score": float(spec.scale.score_of(level)), "user": user},
     )
     return annotation
+
+
+RUN_SOURCE = "run"
+"""The source of the transcripts made from this app's own runs, so staff labels of a run sit beside imported ones."""
+
+
+def run_item(run: Any, rubric: Rubric) -> Item:
+    """The run's newest conversation as a transcript (source "run", id its run id) and its session item, with
+    the run's judge scores recorded under a configuration of their own, so agreement covers runs too."""
+    from evaluation.models import DimensionScore, RunMessage
+
+    attempt = RunMessage.objects.filter(run=run).order_by("-attempt").values_list("attempt", flat=True).first()
+    messages = [
+        {"role": m.role, "content": m.content}
+        for m in RunMessage.objects.filter(run=run, attempt=attempt).order_by("turn", "id")
+    ]
+    if not messages:
+        raise InvalidInput([FieldProblem("run", f"run {run.run_id} has no conversation to label")])
+    transcript, _ = Transcript.objects.update_or_create(
+        source=RUN_SOURCE,
+        external_id=run.run_id,
+        defaults={
+            "messages": messages,
+            "metadata": {"persona": run.persona.persona_id if run.persona else None, "judge": run.judge_label},
+            "topic": run.topic,
+            "content_hash": f"run:{run.pk}:{attempt}",
+        },
+    )
+    item, _ = Item.objects.get_or_create(transcript=transcript, key="")
+    spec = rubric_spec(rubric)
+    scores = {d.dimension: d.score for d in DimensionScore.objects.filter(run=run)}
+    if run.judge_label and scores:
+        configuration, _ = JudgeConfiguration.objects.get_or_create(
+            key=f"{run.judge_label} | the runs' own judge | {spec.slug} v{spec.version}",
+            defaults={
+                "rubric": rubric,
+                "provider": run.judge_label,
+                "prompt_hash": "runs-judge",
+                "rubric_version": spec.version,
+            },
+        )
+        for dim in spec.dimensions:
+            level = dim.scale.level_of(round(scores[dim.name])) if dim.name in scores else None
+            if level is not None:
+                JudgeScore.objects.update_or_create(
+                    item=item,
+                    dimension_id=dim.id,
+                    configuration=configuration,
+                    repeat=1,
+                    defaults={"value": level, "score": float(dim.scale.score_of(level))},
+                )
+    return item
+
+
+def run_labels_set(*, run_id: str, user: Any, values: dict[str, str], rubric: str = "tutor-session") -> int:
+    """A staff member's labels of a run's conversation (annotator = their user name); blank values are skipped."""
+    from evaluation.models import EvaluationRun
+
+    run = EvaluationRun.objects.filter(run_id=run_id).select_related("persona", "topic").first()
+    if run is None:
+        raise NotFound(f"no run {run_id!r}")
+    found = rubric_get(rubric)
+    names = {d.name: d.pk for d in found.dimensions.all()}
+    unknown = sorted(set(values) - set(names))
+    if unknown:
+        raise InvalidInput([FieldProblem(name, f"rubric {rubric!r} has no such dimension") for name in unknown])
+    with transaction.atomic():
+        item = run_item(run, found)
+        written = 0
+        for name, value in values.items():
+            if str(value).strip():
+                annotation_set(item_id=item.pk, dimension_id=names[name], value=value, user=user)
+                written += 1
+    return written
 
 
 def canary_set(*, name: str, rubric: str, item_ids: list[int]) -> CanarySet:

@@ -3,13 +3,16 @@ and imported transcripts with their labels. Staff only; thin: selectors in, temp
 
 from typing import Any
 
+from django.contrib import messages
 from django.contrib.admin.views.decorators import staff_member_required
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import render
+from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils.safestring import mark_safe
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_GET, require_POST
 
-from evaluation.judging import selectors
+from evaluation.errors import InvalidInput, NotFound
+from evaluation.judging import selectors, services
 from evaluation.web.charts import confusion_matrix
 from evaluation.web.views import permission_needed
 
@@ -72,3 +75,20 @@ def transcript(request: HttpRequest, transcript_id: int) -> HttpResponse:
     return render(
         request, "evaluation/transcript.html", {"transcript": found, "items": selectors.transcript_items(found)}
     )
+
+
+@staff_member_required
+@permission_needed("evaluation.add_annotation")
+@require_POST
+def run_labels(request: HttpRequest, run_id: str) -> HttpResponse:
+    """Staff label a run's conversation on the report page; each label is the signed-in user's."""
+    values = {k[6:]: v for k, v in request.POST.items() if k.startswith("label_")}
+    try:
+        written = services.run_labels_set(run_id=run_id, user=request.user, values=values)
+    except NotFound as exc:
+        raise Http404(str(exc)) from None
+    except InvalidInput as exc:
+        messages.error(request, f"Labels not saved: {exc}")
+    else:
+        messages.success(request, f"Saved {written} label(s) as {request.user.get_username()}.")
+    return redirect(reverse("evaluation-run-report", args=[run_id]) + "#labels")

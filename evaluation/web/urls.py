@@ -14,6 +14,7 @@ urlpatterns = [
     path("runs/<str:run_id>/retry", views.run_retry, name="evaluation-run-retry"),
     path("runs/<str:run_id>/again", views.run_again, name="evaluation-run-again"),
     path("runs/<str:run_id>/cancel", views.run_cancel, name="evaluation-run-cancel"),
+    path("runs/<str:run_id>/labels", judging.run_labels, name="evaluation-run-labels"),
     path("comparisons/<str:group>/", views.comparison, name="evaluation-comparison"),
     path("suites/runs/<str:run_id>/", views.suite_run, name="evaluation-suite-run"),
     path("drift/<str:agent_id>/", views.drift_agent, name="evaluation-drift-agent"),

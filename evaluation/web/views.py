@@ -16,6 +16,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from evaluation.drift import selectors as drift_selectors
 from evaluation.errors import Conflict, InvalidInput, NotFound
+from evaluation.judging import selectors as judging_selectors
 from evaluation.models.runs import RunSource, RunStatus
 from evaluation.runs import selectors as run_selectors
 from evaluation.runs import services as run_services
@@ -150,6 +151,7 @@ def run_report(request: HttpRequest, run_id: str) -> HttpResponse:
             "files": files,
             "usage": run.token_usage or {},
             "live_socket": _live_socket(),
+            "labels": judging_selectors.run_labels(run, request.user) if evaluation else None,
         },
     )
 
