@@ -309,6 +309,7 @@ SPECTACULAR_SETTINGS = {
         {"name": "drift", "description": "Spec 002: persona drift of character agents, runtime corrections."},
         {"name": "suites", "description": "Spec 003: EVAL.md suites run against an agent."},
         {"name": "catalogue", "description": "Topics, personas and agents: the ids a start request names."},
+        {"name": "judging", "description": "Judge validity: import labelled conversations; the judge's agreement."},
     ],
     # Two fields named `status` (a stage and a lifecycle status) and two named `kind` need their own names.
     "ENUM_NAME_OVERRIDES": {
