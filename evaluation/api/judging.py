@@ -54,11 +54,10 @@ class ImportView(APIView):
         description="The body is the file: JSON or JSON lines transcripts `{id, messages: [{role, content}], metadata, "
         "labels}`, candidate-response sets `{conversation_id, conversation_history, anno_llm_responses}`, or plain "
         "text with `Tutor:` / `Student:` lines. All or nothing: any problem, named by record, field and line, stores "
-        "nothing. Idempotent on (source, id). Bodies over DATA_UPLOAD_MAX_MEMORY_SIZE: use `manage.py import_transcripts`.",
+        "nothing. Idempotent on (source, id). The body is read as bytes whatever its content type, so a text file may go as `text/plain`. Bodies over DATA_UPLOAD_MAX_MEMORY_SIZE: use `manage.py import_transcripts`.",
         request={
             "application/json": OpenApiTypes.OBJECT,
             "application/x-ndjson": OpenApiTypes.STR,
-            "text/plain": OpenApiTypes.STR,
         },
         parameters=[
             OpenApiParameter(name, OpenApiTypes.STR, OpenApiParameter.QUERY, description=str(field.help_text or ""))
