@@ -47,12 +47,14 @@ def grouped_bars(series: dict[str, dict[str, float]], dimensions: list[str], *, 
     return "".join(parts)
 
 
-def lines(series: dict[str, list[float | None]], labels: list[str], *, scale: float = 9.0) -> str:
+def lines(
+    series: dict[str, list[float | None]], labels: list[str], *, scale: float = 9.0, label: str = "Scores over time"
+) -> str:
     """One line per series (dimension) over the runs, values 0..scale."""
     left, top, height, step = 30, 10, 160, 70
     width = max(left + step * max(1, len(labels) - 1) + 40, left + 4 * 150)
     parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" width="{width}" height="{height + 60}" viewBox="0 0 {width} {height + 60}" role="img" aria-label="Scores over time">'
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" width="{width}" height="{height + 60}" viewBox="0 0 {width} {height + 60}" role="img" aria-label="{escape(label)}">'
     ]
     for tick in range(0, int(scale) + 1, 3):
         y = top + height - tick / scale * height
