@@ -21,7 +21,8 @@ class ImportQuery(serializers.Serializer):
     rubric = serializers.SlugField(
         required=False, help_text="Read labels against this rubric (default: by record kind)."
     )
-    source = serializers.CharField(
+    # DRF's metaclass takes declared fields off the class, so this does not hide Field.source.
+    source = serializers.CharField(  # type: ignore[assignment]
         required=False, default="", max_length=100, help_text="Default: the file name, else 'import'."
     )
     annotator = serializers.CharField(required=False, default="", max_length=150, help_text="Who made the labels.")

@@ -221,8 +221,9 @@ class _Reader:
             if not isinstance(content, str):
                 self.problem(f"{at}.content", "is required: a string", line)
                 ok = False
-            if ok:
-                out.append((SPEAKERS.get(role.strip().lower(), role.strip().lower()), content))
+            if isinstance(role, str) and isinstance(content, str):
+                name = role.strip().lower()
+                out.append((SPEAKERS.get(name, name), content))
         return tuple(out) if ok else None
 
     def text_messages(self, lines: list[str], where: str, first_line: int | None) -> tuple[tuple[str, str], ...] | None:

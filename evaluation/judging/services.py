@@ -227,7 +227,9 @@ def _store(
                 "id", "source", "external_id", "content_hash"
             ):
                 existing[(row.source, row.external_id)] = row
-        to_create, to_update, changed = [], [], []
+        to_create: list[Transcript] = []
+        to_update: list[Transcript] = []
+        changed: list[int] = []
         for index, record in enumerate(records):
             digest = record.content_hash()
             fields = {
@@ -236,15 +238,15 @@ def _store(
                 "topic": topics.get(record.topic_id),
                 "content_hash": digest,
             }
-            row = existing.get((record.source, record.external_id))
-            if row is None:
+            found = existing.get((record.source, record.external_id))
+            if found is None:
                 to_create.append(Transcript(source=record.source, external_id=record.external_id, **fields))
                 changed.append(index)
-            elif row.content_hash != digest:
+            elif found.content_hash != digest:
                 for name, value in fields.items():
-                    setattr(row, name, value)
-                row.updated_at = timezone.now()
-                to_update.append(row)
+                    setattr(found, name, value)
+                found.updated_at = timezone.now()
+                to_update.append(found)
                 changed.append(index)
             else:
                 unchanged += 1
@@ -353,7 +355,7 @@ def run_item(run: Any, rubric: Rubric) -> Item:
     the run's judge scores recorded under a configuration of their own, so agreement covers runs too."""
     from evaluation.models import DimensionScore, RunMessage
 
-    attempt = RunMessage.objects.filter(run=run).order_by("-attempt").values_list("attempt", flat=True).first()
+    attempt = RunMessage.objects.filter(run=run).order_by("-attempt").values_list("attempt", flat=True).first() or 0
     messages = [
         {"role": m.role, "content": m.content}
         for m in RunMessage.objects.filter(run=run, attempt=attempt).order_by("turn", "id")

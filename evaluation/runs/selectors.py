@@ -201,8 +201,8 @@ def problem_trends(*, weeks: int = 12) -> ProblemTrends:
         cause = by_week.setdefault(row["root_cause"], [0] * len(labels))
         cause[labels.index(row["week"].date().isocalendar()[:2])] += row["n"]
     by_tutor: dict[str, dict[str, int]] = {}
-    for row in problems.values("run__agent__display_name", "root_cause").annotate(n=Count("id")):
-        tutor = row["run__agent__display_name"] or "reference"
-        by_tutor.setdefault(tutor, {})[row["root_cause"]] = row["n"]
+    for tutor_row in problems.values("run__agent__display_name", "root_cause").annotate(n=Count("id")):
+        tutor = tutor_row["run__agent__display_name"] or "reference"
+        by_tutor.setdefault(tutor, {})[tutor_row["root_cause"]] = tutor_row["n"]
     runs = EvaluationRun.objects.filter(kind="tutor", status="completed", created_at__gte=since).count()
     return ProblemTrends(names, dict(sorted(by_week.items())), sorted(by_tutor), by_tutor, runs)

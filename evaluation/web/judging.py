@@ -82,7 +82,7 @@ def transcript(request: HttpRequest, transcript_id: int) -> HttpResponse:
 @require_POST
 def run_labels(request: HttpRequest, run_id: str) -> HttpResponse:
     """Staff label a run's conversation on the report page; each label is the signed-in user's."""
-    values = {k[6:]: v for k, v in request.POST.items() if k.startswith("label_")}
+    values = {k[6:]: request.POST.get(k, "") for k in request.POST if k.startswith("label_")}
     try:
         written = services.run_labels_set(run_id=run_id, user=request.user, values=values)
     except NotFound as exc:
