@@ -62,6 +62,7 @@ DOORS = [
     ("evaluation-suite-run", "get", RUN, None, "view_evaluationrun"),
     ("evaluation-drift-agent", "get", {"agent_id": "rex"}, None, "view_evaluationrun"),
     ("evaluation-judging", "get", {}, None, "view_judgescore"),
+    ("evaluation-judging-import", "post", {}, {}, "add_transcript"),
     ("evaluation-judge-card", "get", {"configuration_id": 1}, None, "view_judgescore"),
     ("evaluation-transcript", "get", {"transcript_id": 1}, None, "view_transcript"),
 ]

@@ -23,7 +23,46 @@ SHOWN_DISAGREEMENTS = 5
 @permission_needed("evaluation.view_judgescore")
 @require_GET
 def judge_cards(request: HttpRequest) -> HttpResponse:
-    return render(request, "evaluation/judging_index.html", {"rubrics": selectors.rubrics_with_configurations()})
+    return render(
+        request,
+        "evaluation/judging_index.html",
+        {"rubrics": selectors.rubrics_with_configurations(), "formats": FORMATS},
+    )
+
+
+FORMATS = ("auto", "json", "jsonl", "text", "candidates")
+SHOWN_PROBLEMS = 20
+
+
+@staff_member_required
+@permission_needed("evaluation.add_transcript")
+@require_POST
+def transcripts_upload(request: HttpRequest) -> HttpResponse:
+    """The dashboard's upload: one file, through the same import as the command, the API and the admin."""
+    upload = request.FILES.get("file")
+    fmt = request.POST.get("format", "auto")
+    rubric = request.POST.get("rubric") or None
+    if upload is None:
+        messages.error(request, "Choose a file to import.")
+    elif fmt not in FORMATS:
+        messages.error(request, f"format: {fmt[:20]!r} is not one of {', '.join(FORMATS)}")
+    else:
+        try:
+            report = services.transcripts_import(
+                upload.read(services.import_limit() + 1), format=fmt, rubric=rubric, file=upload.name or "upload"
+            )
+        except InvalidInput as exc:
+            shown = [str(p) for p in exc.problems[:SHOWN_PROBLEMS]]
+            more = len(exc.problems) - len(shown)
+            messages.error(
+                request,
+                "Nothing was imported: " + "; ".join(shown) + (f"; and {more} more" if more > 0 else ""),
+            )
+        except NotFound as exc:
+            messages.error(request, f"Nothing was imported: {exc}")
+        else:
+            messages.success(request, f"Imported {report}")
+    return redirect("evaluation-judging")
 
 
 @staff_member_required

@@ -19,6 +19,7 @@ urlpatterns = [
     path("suites/runs/<str:run_id>/", views.suite_run, name="evaluation-suite-run"),
     path("drift/<str:agent_id>/", views.drift_agent, name="evaluation-drift-agent"),
     path("judging/", judging.judge_cards, name="evaluation-judging"),
+    path("judging/import", judging.transcripts_upload, name="evaluation-judging-import"),
     path("judging/<int:configuration_id>/", judging.judge_card, name="evaluation-judge-card"),
     path("judging/transcripts/<int:transcript_id>/", judging.transcript, name="evaluation-transcript"),
 ]

@@ -101,3 +101,21 @@ def test_staff_label_an_item_in_the_admin_each_as_themselves(client, operator, d
         assert response.status_code == 302, response.content.decode()[:2000]
     labels = sorted(item.annotations.values_list("annotator", "value", "user__username"))
     assert labels == [("op", "7", "op"), ("op2", "9", "op2"), ("x", "4", None)]
+
+
+def test_dashboard_upload_shares_the_import_and_names_the_problems(client, operator):
+    client.force_login(operator)
+    assert b'id="import-form"' in client.get("/admin/evaluation/judging/").content
+    bad = SimpleUploadedFile("bad.jsonl", (json.dumps(RECORD) + "\n" + json.dumps({"id": "t-9"})).encode())
+    page = client.post(
+        "/admin/evaluation/judging/import", {"file": bad, "format": "jsonl"}, follow=True
+    ).content.decode()
+    assert "Nothing was imported: bad.jsonl:2: record 1 (id &#x27;t-9&#x27;).messages: is required" in page
+    assert not Transcript.objects.exists()
+    good = SimpleUploadedFile("good.jsonl", json.dumps(RECORD).encode())
+    page = client.post(
+        "/admin/evaluation/judging/import", {"file": good, "format": "jsonl"}, follow=True
+    ).content.decode()
+    assert "Imported good.jsonl (jsonl): 1 created" in page and Transcript.objects.count() == 1
+    page = client.post("/admin/evaluation/judging/import", {"format": "jsonl"}, follow=True).content.decode()
+    assert "Choose a file to import." in page
