@@ -1,14 +1,11 @@
 """Tutor evaluation (spec 001): start simulated runs, evaluate a stored session, re-judge a run."""
 
-from typing import Any
-
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from evaluation.api.keys import provider_keys_check
 from evaluation.api.schema import operation, run_id_parameter
 from evaluation.api.serializers import Output, RunAcceptedOutput
 from evaluation.models import EvaluationRun
@@ -39,10 +36,6 @@ class StartInput(serializers.Serializer):
         "'openai/llama3@http://host:11434/v1' (default: each role's configured provider).",
     )
     cost_limit_usd = serializers.FloatField(required=False, allow_null=True, default=None, min_value=0)
-
-    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        provider_keys_check(["simulator", "judge"], attrs["provider"], field="provider")
-        return attrs
 
 
 class StartOutput(Output):
@@ -105,10 +98,6 @@ class EvaluateSessionInput(serializers.Serializer):
     provider = serializers.CharField(
         required=False, allow_blank=True, default="", help_text="The judge's provider (default: as configured)."
     )
-
-    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        provider_keys_check(["judge"], attrs["provider"], field="provider")
-        return attrs
 
 
 class EvaluateSessionView(APIView):

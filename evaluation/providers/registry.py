@@ -10,6 +10,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from evaluation.conf import setting
+from evaluation.errors import FieldProblem, InvalidInput
 from evaluation.providers.base import ROLES, GenerateSettings, MissingKeyError, Provider
 
 
@@ -179,6 +180,20 @@ def require_keys(roles: list[str], override: str | None = None) -> list[str]:
         if env:
             problems.append(f"role {role!r} uses {spec.label} ({spec.source}) but {env} is not set")
     return problems
+
+
+def keys_check(roles: list[str], override: str | None, *, field: str) -> None:
+    """Refuse a run start whose roles (with this override, else their configured providers) would need a
+    vendor key that is not set, or name an unknown provider: InvalidInput on `field`, naming the variable.
+
+    Every room's start service calls it, so every door (API 400, dashboard, admin, CLI) refuses alike.
+    """
+    try:
+        missing = require_keys(roles, override or None)
+    except ValueError as exc:  # an unknown provider: the message names the vendors on offer
+        raise InvalidInput([FieldProblem(field, str(exc))]) from None
+    if missing:
+        raise InvalidInput([FieldProblem(field, problem) for problem in missing])
 
 
 _INSTANCES: dict[str, Provider] = {}

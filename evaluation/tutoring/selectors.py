@@ -13,7 +13,7 @@ from evaluation.errors import NotFound
 from evaluation.models import Agent, DimensionScore, EvaluationRun, Persona, Problem, RunMessage, Topic, TutoringSession
 from evaluation.redact import redact
 from evaluation.runs.selectors import run_scores, runs_filter, runs_with_results
-from evaluation.tutoring.personas import persona_as_dict
+from evaluation.tutoring.personas import persona_as_dict, persona_schema
 from evaluation.tutoring.reports import ARTIFACTS, comparison_data
 from evaluation.tutoring.rubric import DIMENSIONS
 from evaluation.tutoring.sessions import session_lookup, session_public_state
@@ -33,6 +33,7 @@ __all__ = [
     "conversation",
     "group_runs",
     "persona_as_dict",
+    "persona_schema",
     "persona_get",
     "persona_list",
     "run_evaluation",
@@ -45,6 +46,9 @@ __all__ = [
     "session_lookup",
     "session_public_state",
     "start_form_choices",
+    "ScoreTrends",
+    "score_trends",
+    "tutor_runs_filtered",
     "topic_as_dict",
     "topic_get",
     "topic_list",
@@ -182,20 +186,26 @@ class RunCard:
 RUN_FILTERS = ("source", "persona", "topic", "status", "date_from", "date_to")
 
 
-def run_list_page(
-    filters: dict[str, str], page_number: str | int | None, per_page: int = 24
-) -> tuple[Page, list[RunCard]]:
-    """One page of runs, newest first, in four queries whatever the number of runs or messages."""
-    runs = runs_filter(
-        EvaluationRun.objects.select_related("persona", "topic").order_by("-created_at"),
+def tutor_runs_filtered(runs: QuerySet[EvaluationRun], filters: dict[str, str]) -> QuerySet[EvaluationRun]:
+    """Tutor runs matching the dashboard's filters (RUN_FILTERS); a date it cannot read is ignored."""
+    return runs_filter(
+        runs,
         kind="tutor",
         source=filters.get("source") or "",
         persona=filters.get("persona") or "",
         topic=filters.get("topic") or "",
         status=filters.get("status") or "",
-        # The dashboard's form ignores a date it cannot read rather than failing the page.
         date_from=_date_or_none(filters.get("date_from")),
         date_to=_date_or_none(filters.get("date_to")),
+    )
+
+
+def run_list_page(
+    filters: dict[str, str], page_number: str | int | None, per_page: int = 24
+) -> tuple[Page, list[RunCard]]:
+    """One page of runs, newest first, in four queries whatever the number of runs or messages."""
+    runs = tutor_runs_filtered(
+        EvaluationRun.objects.select_related("persona", "topic").order_by("-created_at"), filters
     )
     page = Paginator(runs, per_page).get_page(page_number)
     items = list(page.object_list)
@@ -249,7 +259,10 @@ def start_form_choices() -> dict[str, Any]:
         "personas": Persona.objects.order_by("persona_id").only("persona_id", "name"),
         "topics": Topic.objects.order_by("grade", "topic_id").only("topic_id", "name", "grade", "approved"),
         "agents": Agent.objects.exclude(kind="character").only("id", "display_name"),
-        "sessions": TutoringSession.objects.select_related("topic").order_by("-created_at")[:50],
+        # Only sessions with something to judge: a session that never got a message has no conversation.
+        "sessions": TutoringSession.objects.select_related("topic")
+        .exclude(full_conversation_log=[], conversation_history=[])
+        .order_by("-created_at")[:50],
     }
 
 
@@ -298,3 +311,68 @@ def run_files(run: EvaluationRun) -> list[str]:
     if folder is None or not folder.is_dir():
         return []
     return sorted(p.name for p in folder.iterdir() if p.name in DOWNLOADABLE)
+
+
+@dataclass(frozen=True)
+class ScoreTrends:
+    """Mean judged scores of completed tutor runs, three ways: over time, per tutor version, per persona."""
+
+    dimensions: list[str]
+    times: list[str]
+    """Bucket labels, oldest first: days, or hours or minutes when the runs span less than two days."""
+    over_time: dict[str, list[float | None]]
+    """Per dimension, its mean in each time bucket (None where no run scored it)."""
+    by_tutor: dict[str, dict[str, float]]
+    """Per tutor under test ("Reference tutor", or the agent's name and model), the mean per dimension."""
+    by_persona: dict[str, dict[str, float]]
+    runs: int
+
+
+def _tutor_label(name: str | None, model: str | None) -> str:
+    if not name:
+        return "Reference tutor"
+    return f"{name} ({model})" if model else name
+
+
+def score_trends(filters: dict[str, str], *, max_runs: int = 2000) -> ScoreTrends:
+    """The charts' data for the runs the dashboard's filters select (the newest max_runs completed ones)."""
+    from statistics import fmean
+
+    runs = tutor_runs_filtered(EvaluationRun.objects.filter(status="completed"), filters).order_by("-created_at")
+    picked = runs.values("pk")[:max_runs]
+    rows = list(
+        DimensionScore.objects.filter(run__in=picked).values_list(
+            "run_id",
+            "run__created_at",
+            "run__persona__persona_id",
+            "run__agent__display_name",
+            "run__agent__model",
+            "dimension",
+            "score",
+        )
+    )
+    dimensions = [d for d in DIMENSIONS if any(r[5] == d for r in rows)]
+    dimensions += sorted({r[5] for r in rows} - set(dimensions))
+    days = {r[1].date() for r in rows}
+    hours = {r[1].replace(minute=0, second=0, microsecond=0) for r in rows}
+    fmt = "%Y-%m-%d" if len(days) > 1 else "%H:00" if len(hours) > 1 else "%H:%M"
+    buckets: dict[str, dict[str, list[float]]] = {}
+    tutors: dict[str, dict[str, list[float]]] = {}
+    personas: dict[str, dict[str, list[float]]] = {}
+    for _, created, persona, agent_name, agent_model, dimension, value in sorted(rows, key=lambda r: r[1]):
+        buckets.setdefault(created.strftime(fmt), {}).setdefault(dimension, []).append(value)
+        tutors.setdefault(_tutor_label(agent_name, agent_model), {}).setdefault(dimension, []).append(value)
+        personas.setdefault(persona or "real student", {}).setdefault(dimension, []).append(value)
+
+    def means(groups: dict[str, dict[str, list[float]]]) -> dict[str, dict[str, float]]:
+        return {key: {d: round(fmean(v), 2) for d, v in dims.items()} for key, dims in groups.items()}
+
+    times = list(buckets)
+    return ScoreTrends(
+        dimensions=dimensions,
+        times=times,
+        over_time={d: [round(fmean(buckets[t][d]), 2) if d in buckets[t] else None for t in times] for d in dimensions},
+        by_tutor=means(tutors),
+        by_persona=dict(sorted(means(personas).items())),
+        runs=len({r[0] for r in rows}),
+    )

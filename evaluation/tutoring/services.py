@@ -9,7 +9,7 @@ from django.utils import timezone
 from evaluation.errors import FieldProblem, InvalidInput, NotFound
 from evaluation.models import Agent, EvaluationRun, Persona, RunMessage, Topic, TutoringSession
 from evaluation.models.runs import RunKind, RunSource
-from evaluation.providers import ProviderSpec
+from evaluation.providers import ProviderSpec, keys_check
 from evaluation.runs import services as runs
 from evaluation.runs.broadcast import Listener
 from evaluation.tutoring import pipeline
@@ -90,6 +90,7 @@ def run_start(
             problems.append(FieldProblem("provider", str(exc)))
     if problems:
         raise InvalidInput(problems)
+    keys_check(["simulator", "judge"], provider, field="provider")
     topic = Topic.objects.filter(topic_id=topic_id).first()
     if topic is None:
         raise NotFound(f"topic_id: no topic {topic_id!r}")
@@ -177,6 +178,7 @@ def session_evaluation_start(
             ProviderSpec.parse(provider)
         except ValueError as exc:
             raise InvalidInput([FieldProblem("provider", str(exc))]) from None
+    keys_check(["judge"], provider, field="provider")
     topic_ctx = (session.state or {}).get("topic") or topic_as_dict(session.topic)
     stamp = timezone.now().strftime("%Y%m%d_%H%M%S")
     with runs.capacity_reserved(1):

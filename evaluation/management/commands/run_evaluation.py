@@ -1,13 +1,12 @@
 """CLI: simulate students against a tutor, judge the conversations and write the reports."""
 
-import sys
-import threading
 from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
 from evaluation.conf import setting
 from evaluation.errors import Conflict, InvalidInput, NotFound
+from evaluation.management.progress import RunProgress
 from evaluation.models import Topic
 from evaluation.providers import require_keys
 from evaluation.runs.selectors import run_scores
@@ -72,24 +71,18 @@ class Command(BaseCommand):
         except (InvalidInput, NotFound, Conflict) as exc:
             raise CommandError(str(exc)) from exc
         self.stdout.write(f"Starting {len(runs)} run(s) on topic {topic_id!r} ({opts['workers']} at a time)...")
-        lock = threading.Lock()
-        last: dict[str, str] = {}
-
-        def show(status: dict) -> None:
-            line = f"  {status['run_id']:<48} {status['status']:<19} {status['detail']}"
-            with lock:
-                if last.get(status["run_id"]) != line:
-                    last[status["run_id"]] = line
-                    self.stdout.write(line)
-                    sys.stdout.flush()
-
-        done = services.runs_execute_here(
-            runs,
-            workers=opts["workers"],
-            server_url=opts["server_url"],
-            manage_server=not opts["skip_server"],
-            listener=show,
-        )
+        labels = {
+            r.run_id: r.persona.persona_id + (f" r{r.repeat_index}" if r.group and r.repeat_index > 1 else "")
+            for r in runs
+        }
+        with RunProgress(self.stdout, labels) as progress:
+            done = services.runs_execute_here(
+                runs,
+                workers=opts["workers"],
+                server_url=opts["server_url"],
+                manage_server=not opts["skip_server"],
+                listener=progress,
+            )
         self.print_table(done)
         failed = [r for r in done if r.status != "completed"]
         if failed:

@@ -59,7 +59,7 @@ def grant_permissions(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("evaluation", "0007_roles"),
+        ("evaluation", "0009_catalog_fingerprint"),
         ("auth", "0012_alter_user_first_name_max_length"),
         ("contenttypes", "0002_remove_content_type_name"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
