@@ -43,20 +43,23 @@ def transcript_get(pk: int) -> Transcript | None:
 
 
 def transcript_items(transcript: Transcript) -> list[dict[str, Any]]:
-    """Each item with its labels and the judge's values, for the transcript page."""
+    """Each item with one row per dimension that people labelled or a judge scored: the labels, the scores."""
     out = []
-    for item in transcript.items.prefetch_related(
+    items = transcript.items.prefetch_related(
         "annotations__dimension", "judge_scores__dimension", "judge_scores__configuration"
-    ):
-        out.append(
-            {
-                "item": item,
-                "labels": sorted(item.annotations.all(), key=lambda a: (a.dimension.position, a.annotator)),
-                "scores": sorted(
-                    item.judge_scores.all(), key=lambda s: (s.configuration_id, s.dimension.position, s.repeat)
-                ),
-            }
-        )
+    )
+    for item in items:
+        rows: dict[int, dict[str, Any]] = {}
+        for a in item.annotations.all():
+            rows.setdefault(a.dimension_id, {"dimension": a.dimension, "labels": [], "scores": []})["labels"].append(a)
+        for score in item.judge_scores.all():
+            row = rows.setdefault(score.dimension_id, {"dimension": score.dimension, "labels": [], "scores": []})
+            row["scores"].append(score)
+        ordered = sorted(rows.values(), key=lambda r: (r["dimension"].rubric_id, r["dimension"].position))
+        for row in ordered:
+            row["labels"].sort(key=lambda a: a.annotator)
+            row["scores"].sort(key=lambda sc: (sc.configuration_id, sc.repeat))
+        out.append({"item": item, "rows": ordered})
     return out
 
 

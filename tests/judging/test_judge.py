@@ -108,3 +108,36 @@ def test_bad_arguments_are_refused():
         call_command("judge_imported", "--rubric", "tutor-response", "--provider", "acme")
     with pytest.raises(CommandError, match="repeats: must be from 1 to 20"):
         call_command("judge_imported", "--rubric", "tutor-response", "--repeats", "0")
+
+
+def test_the_offline_session_judge_reads_uptake_warmth_and_repetition(client, staff_user):
+    warm = [
+        {"role": "tutor", "content": "What is 3/4 as a decimal?"},
+        {"role": "student", "content": "I'm confused, is it 3.4?"},
+        {"role": "tutor", "content": "Don't worry, 3.4 is a good try. Think about 3 divided by 4: what do you get?"},
+        {"role": "student", "content": "0.75"},
+        {"role": "tutor", "content": "Great, 0.75 is right. Remember: the fraction bar means divide."},
+    ]
+    cold = [
+        {"role": "tutor", "content": "What is 3/4 as a decimal? Answer the question now please."},
+        {"role": "student", "content": "I'm confused, is it 3.4?"},
+        {"role": "tutor", "content": "Answer the question now please. What is 3/4 as a decimal?"},
+        {"role": "student", "content": "0.75"},
+        {"role": "tutor", "content": "Answer the question now please. Next one."},
+    ]
+    body = json.dumps([{"id": "warm", "messages": warm}, {"id": "cold", "messages": cold}])
+    services.transcripts_import(body, file="sessions.json")
+    services.transcripts_judge(rubric="tutor-session", provider="offline")
+    scores = {
+        (s.item.transcript.external_id, s.dimension.name): int(s.value)
+        for s in JudgeScore.objects.select_related("item__transcript", "dimension")
+    }
+    for dimension in ("responsiveness", "emotional_attunement", "authenticity"):
+        assert scores[("warm", dimension)] > scores[("cold", dimension)], dimension
+    # the transcript page shows the judge's values though nobody labelled it
+    client.force_login(staff_user)
+    page = client.get(
+        f"/admin/evaluation/judging/transcripts/{Item.objects.get(transcript__external_id='warm').transcript_id}/"
+    )
+    html = page.content.decode()
+    assert '<th>authenticity</th><td><span class="meta">-</span></td>' in html and "(r1)" in html
