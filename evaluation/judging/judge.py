@@ -213,8 +213,8 @@ def judge_items(
             item, r = futures[future]
             try:
                 values = future.result()
-            except ProviderError as exc:
-                failed.append(f"item {item.item_id} repeat {r}: {exc}")
+            except (ProviderError, KeyError, TypeError) as exc:  # a vendor's reply of the wrong shape counts as failed
+                failed.append(f"item {item.item_id} repeat {r}: {type(exc).__name__}: {exc}")
                 continue
             pending += [
                 JudgeScore(

@@ -141,3 +141,17 @@ def test_the_offline_session_judge_reads_uptake_warmth_and_repetition(client, st
     )
     html = page.content.decode()
     assert '<th>authenticity</th><td><span class="meta">-</span></td>' in html and "(r1)" in html
+
+
+def test_a_failing_vendor_fails_those_calls_only_and_the_command_says_so(loopback, capsys):
+    from evaluation.providers.loopback import Reply
+
+    import_set()
+    loopback.script(*[Reply(status=400, error_message="bad model")] * 1, endpoint="chat")
+    provider = f"openai/judge-m@{loopback.openai_url}"
+    with pytest.raises(CommandError, match="1 call\\(s\\) failed; the others are stored"):
+        call_command("judge_imported", "--rubric", "tutor-response", "--provider", provider, "--workers", "1")
+    assert "failed: item " in capsys.readouterr().err
+    assert JudgeScore.objects.count() == 8  # the other candidate's eight dimensions
+    call_command("judge_imported", "--rubric", "tutor-response", "--provider", provider)
+    assert "1 judged, 1 already judged" in capsys.readouterr().out and JudgeScore.objects.count() == 16
