@@ -177,7 +177,7 @@ class ProblemTrends:
     """root cause -> problems found in runs created that week (aligned with weeks)."""
     tutors: list[str]
     by_tutor: dict[str, dict[str, int]]
-    """tutor -> root cause -> problems; the built-in reference tutor is "reference"."""
+    """tutor version ("name (model)", or "Reference tutor") -> root cause -> problems."""
     runs: int
     """Completed tutor runs counted."""
 
@@ -201,8 +201,11 @@ def problem_trends(*, weeks: int = 12) -> ProblemTrends:
         cause = by_week.setdefault(row["root_cause"], [0] * len(labels))
         cause[labels.index(row["week"].date().isocalendar()[:2])] += row["n"]
     by_tutor: dict[str, dict[str, int]] = {}
-    for tutor_row in problems.values("run__agent__display_name", "root_cause").annotate(n=Count("id")):
-        tutor = tutor_row["run__agent__display_name"] or "reference"
+    rows = problems.values("run__agent__display_name", "run__agent__model", "root_cause").annotate(n=Count("id"))
+    for tutor_row in rows:
+        name, model = tutor_row["run__agent__display_name"], tutor_row["run__agent__model"]
+        # labelled as the score charts label a tutor version
+        tutor = (f"{name} ({model})" if model else name) if name else "Reference tutor"
         by_tutor.setdefault(tutor, {})[tutor_row["root_cause"]] = tutor_row["n"]
     runs = EvaluationRun.objects.filter(kind="tutor", status="completed", created_at__gte=since).count()
     return ProblemTrends(names, dict(sorted(by_week.items())), sorted(by_tutor), by_tutor, runs)

@@ -20,7 +20,7 @@ def run_with(run_id, *, weeks_ago, causes, agent=None, status="completed", kind=
 
 @pytest.fixture
 def history():
-    v2 = Agent.objects.create(id="tutor-v2", display_name="Tutor v2", kind="openai_chat")
+    v2 = Agent.objects.create(id="tutor-v2", display_name="Tutor v2", kind="openai_chat", model="gpt-x")
     run_with("old", weeks_ago=3, causes=["wrong_pacing", "wrong_pacing", "missed_student_signal"])
     run_with("new", weeks_ago=0, causes=["wrong_pacing"], agent=v2)
     run_with("failed", weeks_ago=0, causes=["other"], status="failed")
@@ -41,7 +41,7 @@ def test_problems_are_counted_by_root_cause_per_week_and_per_tutor(history):
 def test_the_dashboard_draws_the_trend(staff_client, history):
     html = staff_client.get("/admin/evaluation/").content.decode()
     assert 'id="problem-trends"' in html and 'aria-label="Problems per week by root cause"' in html
-    assert "<th>Tutor v2</th><td>0</td><td>1</td>" in html  # missed_student_signal, wrong_pacing
+    assert "<th>Tutor v2 (gpt-x)</th><td>0</td><td>1</td>" in html  # missed_student_signal, wrong_pacing
 
 
 def test_no_problems_yet(staff_client):
