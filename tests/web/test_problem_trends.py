@@ -33,8 +33,8 @@ def test_problems_are_counted_by_root_cause_per_week_and_per_tutor(history):
     assert trends.runs == 2 and len(trends.weeks) == 2
     assert trends.by_week == {"missed_student_signal": [1, 0], "wrong_pacing": [2, 1]}
     assert trends.by_tutor == {
-        "reference": {"wrong_pacing": 2, "missed_student_signal": 1},
-        "Tutor v2": {"wrong_pacing": 1},
+        "Reference tutor": {"wrong_pacing": 2, "missed_student_signal": 1},
+        "Tutor v2 (gpt-x)": {"wrong_pacing": 1},
     }
 
 
