@@ -310,6 +310,7 @@ SPECTACULAR_SETTINGS = {
         {"name": "drift", "description": "Spec 002: persona drift of character agents, runtime corrections."},
         {"name": "suites", "description": "Spec 003: EVAL.md suites run against an agent."},
         {"name": "catalogue", "description": "Topics, personas and agents: the ids a start request names."},
+        {"name": "judging", "description": "Judge validity: import labelled conversations; the judge's agreement."},
     ],
     # Two fields named `status` (a stage and a lifecycle status) and two named `kind` need their own names.
     "ENUM_NAME_OVERRIDES": {
@@ -372,6 +373,8 @@ EVALUATION = {
     "SUITE_MAX_FILE_BYTES": int(os.environ.get("EVAL_SUITE_MAX_FILE_BYTES", "1000000")),
     "SUITE_MAX_CASES": int(os.environ.get("EVAL_SUITE_MAX_CASES", "500")),
     "INGEST_MAX_RECORDS": int(os.environ.get("EVAL_INGEST_MAX_RECORDS", "5000")),
+    "IMPORT_MAX_FILE_BYTES": int(os.environ.get("EVAL_IMPORT_MAX_FILE_BYTES", "20000000")),
+    "IMPORT_MAX_RECORDS": int(os.environ.get("EVAL_IMPORT_MAX_RECORDS", "10000")),
     # Creates sessions on the session protocol (docs/session-protocol.md). Unset, it is derived from
     # SECRET_KEY, so the web tier and the workers of one install agree with nothing to configure.
     "PROTOCOL_KEY": os.environ.get("EVAL_PROTOCOL_KEY")
