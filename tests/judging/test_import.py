@@ -5,7 +5,7 @@ import json
 import pytest
 from django.core.management import CommandError, call_command
 
-from evaluation.errors import InvalidInput
+from evaluation.errors import InvalidInput, NotFound
 from evaluation.judging import services
 from evaluation.limits import TooLarge
 from evaluation.models import Annotation, Item, Rubric, Transcript
@@ -221,3 +221,11 @@ def test_the_shipped_rubrics():
     assert response.unit == "response" and response.dimensions.count() == 8
     assert response.dimensions.get(name="Tutor_Tone").categories == ["Encouraging", "Neutral", "Offensive"]
     assert "persona" not in session.judge_prompt.lower() and "simulated" not in session.judge_prompt.lower()
+
+
+def test_a_shipped_rubric_missing_from_the_database_is_loaded_again_from_its_file():
+    Rubric.objects.filter(slug="tutor-response").delete()
+    rubric = services.rubric_get("tutor-response")
+    assert rubric.slug == "tutor-response" and rubric.dimensions.count() == 8
+    with pytest.raises(NotFound, match="no rubric 'nope'"):
+        services.rubric_get("nope")
