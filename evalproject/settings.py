@@ -336,7 +336,10 @@ EVALUATION = {
     "GATE_TIMEOUT_SECONDS": float(os.environ.get("EVAL_GATE_TIMEOUT", "5")),
     "SUITE_DIRS": [BASE_DIR / "skills", BASE_DIR / "agents"],
     "RECORDINGS_DIR": Path(os.environ.get("EVAL_RECORDINGS_DIR", DATA_DIR / "recordings")),
+    # Runs handed to workers at once; more wait `queued` and start, oldest first, as these end.
     "MAX_ACTIVE_RUNS": int(os.environ.get("EVAL_MAX_ACTIVE_RUNS", "32")),
+    # Runs that may wait beyond those; a start that would exceed it is refused with 409.
+    "MAX_QUEUED_RUNS": int(os.environ.get("EVAL_MAX_QUEUED_RUNS", "1000")),
     # Rows one export (CSV or JSON) may hold; a bigger export is refused with the limit in the message.
     "EXPORT_MAX_ROWS": int(os.environ.get("EVAL_EXPORT_MAX_ROWS", "10000")),
     # Environment variables whose value may be sent somewhere other than their vendor's own endpoint:

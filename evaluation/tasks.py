@@ -27,8 +27,12 @@ def run_task(run_pk: str, attempt: int, action: str = "execute") -> str:
 
 
 def runs_sweep_task() -> list[str]:
-    """django-q2 schedule (every minute): runs whose worker stopped beating are marked interrupted."""
-    return run_services.runs_interrupt_stale()
+    """django-q2 schedule (every minute): runs whose worker stopped beating are marked interrupted,
+    tasks a broker lost are sent again, and waiting runs take the slots that are free."""
+    ended = run_services.runs_interrupt_stale()
+    run_services.runs_resend_lost()
+    run_services.runs_dispatch()
+    return ended
 
 
 def sweep_on_worker_start(sender: object = None, proc_name: str = "", **kwargs: object) -> None:
@@ -36,3 +40,4 @@ def sweep_on_worker_start(sender: object = None, proc_name: str = "", **kwargs: 
     ended = run_services.runs_interrupt_stale()
     if ended:
         log.warning("%s: marked interrupted on start: %s", proc_name, ", ".join(ended))
+    run_services.runs_dispatch_safely()

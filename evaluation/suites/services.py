@@ -101,7 +101,7 @@ def suite_run_start(
             except ValueError as exc:
                 raise InvalidInput([FieldProblem(name, str(exc))]) from None
     stamp = timezone.now().strftime("%Y%m%d_%H%M%S")
-    with runs.capacity_reserved(1):
+    with runs.capacity_reserved(1, queue=enqueue):
         run = runs.run_create(
             base_id=f"suite_{stamp}_{suite.name}", kind=RunKind.SUITE, stage=RunStage.QUEUED, user=user
         )
