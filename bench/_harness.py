@@ -2,9 +2,12 @@
 figures as the median and spread of several repeats."""
 
 import os
+import shutil
+import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -101,3 +104,56 @@ def spread(values: list[float], fmt: str = "{:.2f}") -> str:
 def load_average() -> str:
     one, five, fifteen = os.getloadavg()
     return f"load average {one:.2f} {five:.2f} {fifteen:.2f} on {os.cpu_count()} cores"
+
+
+@contextmanager
+def postgres_cluster() -> Iterator[str]:
+    """A throwaway PostgreSQL on 127.0.0.1 (initdb as the postgres user when run as root); its URL."""
+    pgbins = sorted(Path("/usr/lib/postgresql").glob("*/bin"))
+    if not pgbins:
+        sys.exit("--postgres: no PostgreSQL binaries under /usr/lib/postgresql (apt-get install postgresql)")
+    pgbin = pgbins[-1]
+    folder = Path(tempfile.mkdtemp(prefix="eval-bench-pg."))
+    as_postgres = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+    if os.geteuid() == 0:
+        shutil.chown(folder, "postgres")
+    port = free_port()
+    try:
+        subprocess.run(
+            [*as_postgres, str(pgbin / "initdb"), "-D", str(folder / "data"), "-A", "trust", "-U", "postgres"],
+            check=True,
+            capture_output=True,
+        )
+        options = f"-h 127.0.0.1 -p {port} -k {folder} -c fsync=off -c synchronous_commit=off"
+        subprocess.run(
+            [*as_postgres, str(pgbin / "pg_ctl"), "-D", str(folder / "data"), "-l", str(folder / "log"), "-w"]
+            + ["-o", options, "start"],
+            check=True,
+            capture_output=True,
+        )
+        import psycopg
+
+        with psycopg.connect(f"postgresql://postgres@127.0.0.1:{port}/postgres", autocommit=True) as conn:
+            conn.execute("CREATE DATABASE evaluation")
+        yield f"postgres://postgres@127.0.0.1:{port}/evaluation"
+    finally:
+        subprocess.run(
+            [*as_postgres, str(pgbin / "pg_ctl"), "-D", str(folder / "data"), "-m", "immediate", "stop"],
+            capture_output=True,
+        )
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def postmaster_pid(url: str) -> int:
+    """The PostgreSQL server's pid (its backends are its children), from the cluster's postmaster.pid."""
+    import psycopg
+
+    with psycopg.connect(url.replace("postgres://", "postgresql://"), autocommit=True) as conn:
+        data_dir = conn.execute("SHOW data_directory").fetchone()[0]
+    return int(Path(data_dir, "postmaster.pid").read_text().split()[0])

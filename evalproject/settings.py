@@ -270,6 +270,10 @@ else:
 Q_CLUSTER = {
     "name": "evaluation",
     "workers": int(os.environ.get("EVAL_Q_WORKERS", "2")),
+    # Tasks a cluster takes from the broker ahead of its workers (django-q2's default is workers
+    # squared): near the worker count, so with several clusters no task waits in one while another's
+    # worker is idle (docs/scaling.md).
+    "queue_limit": int(os.environ.get("EVAL_Q_QUEUE_LIMIT") or os.environ.get("EVAL_Q_WORKERS", "2")),
     "timeout": int(os.environ.get("EVAL_TASK_TIMEOUT", "3600")),
     "retry": int(os.environ.get("EVAL_TASK_TIMEOUT", "3600")) + 60,
     "max_attempts": 1,

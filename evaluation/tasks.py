@@ -36,7 +36,11 @@ def runs_sweep_task() -> list[str]:
 
 
 def sweep_on_worker_start(sender: object = None, proc_name: str = "", **kwargs: object) -> None:
-    """A worker process that starts (after a crash, say) first ends the runs whose worker died."""
+    """A worker process that starts (after a crash, say) first ends the runs whose worker died,
+    and imports the LLM vendors' modules, so its first run does not wait for them."""
+    from evaluation.providers.registry import preload
+
+    preload()
     ended = run_services.runs_interrupt_stale()
     if ended:
         log.warning("%s: marked interrupted on start: %s", proc_name, ", ".join(ended))

@@ -180,6 +180,13 @@ def require_keys(roles: list[str], override: str | None = None) -> list[str]:
     return problems
 
 
+def preload() -> None:
+    """Import every vendor's module now (a worker at start): the openai package alone takes seconds
+    to import, which a worker's first run would otherwise wait."""
+    for vendor in VENDORS.values():
+        importlib.import_module(vendor.provider_class.rpartition(".")[0])
+
+
 _INSTANCES: dict[str, Provider] = {}
 _INSTANCES_LOCK = threading.Lock()
 
