@@ -8,7 +8,8 @@ the total worker count (the slots). A warm-up batch (one short run per slot) is 
 --repeats batches of --conversations runs are started through the run kernel, as the API starts
 them, and timed until the last one ends. It prints the wall time against the ideal (the slots
 filled back to back, each conversation's critical path being (1 opening + 2 per turn + 1 judge)
-calls x latency), failures, and the CPU seconds per conversation of each part (workers, daphne,
+calls x latency), failures, how long one run takes against its LLM latency and how long a worker
+waits between runs, and the CPU seconds per conversation of each part (workers, daphne,
 PostgreSQL, Redis; not the fake LLM), as the median (min-max) of the repeats.
 
     python bench/scale_out.py [--conversations 64] [--turns 20] [--latency 0.1] [--workers 4] [--repeats 3]
@@ -17,6 +18,7 @@ PostgreSQL, Redis; not the fake LLM), as the median (min-max) of the repeats.
 import argparse
 import math
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -162,11 +164,20 @@ def main() -> None:
         batch(slots, 1)  # warm-up: every worker's first run, not counted
         ideal = math.ceil(args.conversations / slots) * (1 + 2 * args.turns + 1) * args.latency
         walls, failures, per_part = [], [], {k: [] for k in ("workers", "daphne", "postgresql", "redis", "all")}
+        durations: list[float] = []
+        gaps: list[float] = []
         for _ in range(args.repeats):
             before = cpu()
             wall, done = batch(args.conversations, args.turns)
             after = cpu()
             walls.append(wall)
+            durations += [(r.completed_at - r.started_at).total_seconds() for r in done if r.completed_at]
+            by_worker: dict[str, list[EvaluationRun]] = {}
+            for r in done:
+                by_worker.setdefault(r.worker, []).append(r)
+            for runs in by_worker.values():
+                runs.sort(key=lambda r: r.started_at)
+                gaps += [(b.started_at - a.completed_at).total_seconds() for a, b in zip(runs, runs[1:], strict=False)]
             failed = [(r.run_id, r.error) for r in done if r.status != "completed"]
             failures.append(len(failed))
             for run_id, error in failed[:3]:
@@ -176,6 +187,12 @@ def main() -> None:
             per_part["all"].append(sum(after[p] - before[p] for p in before) / args.conversations)
     print(f"wall {spread(walls)} s; ideal {ideal:.1f} s; wall/ideal {spread([w / ideal for w in walls])}")
     print(f"failed runs per batch: {failures}")
+    path = (1 + 2 * args.turns + 1) * args.latency
+    print(
+        f"one run, begin to end: median {statistics.median(durations):.2f} s against its {path:.1f} s of LLM "
+        f"latency; a worker's wait between one run's end and its next run's begin: median "
+        f"{statistics.median(gaps) * 1000:.0f} ms, max {max(gaps) * 1000:.0f} ms"
+    )
     for part, values in per_part.items():
         print(f"CPU-s per conversation, {part:<10} {spread(values, '{:.3f}')}")
 
