@@ -38,6 +38,7 @@ def main() -> None:
             runs = services.run_start(
                 topic_id="comparing-decimals", persona="all", max_turns=turns, seed=5, provider=provider, enqueue=False
             )
+            calls = llm.count()
             cpu, own, started = tree_cpu(exclude=[llm.pid]), time.process_time(), time.perf_counter()
             done = services.runs_execute_here(runs, workers=workers, server_url=url, manage_server=False)
             wall, cpu = time.perf_counter() - started, tree_cpu(exclude=[llm.pid]) - cpu
@@ -45,6 +46,10 @@ def main() -> None:
             failed = [(r.run_id, r.error) for r in done if r.status != "completed"]
             if failed:
                 raise SystemExit(f"failed runs: {failed}")
+            calls = llm.count() - calls
+            expected = len(runs) * (1 + 2 * turns + 1)
+            if calls != expected:
+                print(f"  note: {calls} LLM calls, not the {expected} of the critical path (retries or repairs)")
             return len(runs), sum(r.turn for r in done), wall, cpu, own
 
         counts = [1, args.workers] if args.single and args.workers != 1 else [args.workers]
