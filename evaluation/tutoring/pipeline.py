@@ -8,7 +8,6 @@ mixes with it; the reason lands in the run's error and in error.txt.
 
 import asyncio
 import logging
-import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -93,7 +92,7 @@ def converse(handle: RunHandle, *, server_url: str | None) -> None:
 
     The stores run in order on one thread of the run's own, which keeps one database connection for
     the whole conversation, while the conversation goes on: the next message is sent without
-    waiting for the last one's store, and messages that arrive while a store runs go in one insert. A store's failure (or RunStopped, when the run was cancelled)
+    waiting for its store. A store's failure (or RunStopped, when the run was cancelled)
     surfaces at the next message, so the worker notices within one turn. Token usage and cost are
     saved with each turn's progress instead of after every LLM call.
     """
@@ -115,51 +114,37 @@ def converse(handle: RunHandle, *, server_url: str | None) -> None:
     def usage() -> dict[str, Any]:
         return {"token_usage": meter.as_dict(), "cost_usd": meter.cost_usd}
 
-    arrived: list[dict[str, Any]] = []  # appended on the loop, taken by the store thread
-    arrived_lock = threading.Lock()
-
-    def store() -> None:
-        """Store what has arrived (several messages in one insert when the store thread fell behind)."""
-        with arrived_lock:
-            batch = arrived[:]
-            arrived.clear()
-        if not batch:
-            return
-        students = [m for m in batch if m["role"] == "student"]
+    def store(message: dict[str, Any]) -> None:
         stopped = None
-        with transaction.atomic():  # the messages and the turn's progress in one commit
-            RunMessage.objects.bulk_create(
-                RunMessage(
-                    run=run,
-                    attempt=run.attempt,
-                    turn=m["turn"],
-                    role=m["role"],
-                    content=m["content"],
-                    timestamp=parse_datetime(m["timestamp"]) or timezone.now(),
-                    metadata=m["metadata"],
-                )
-                for m in batch
+        with transaction.atomic():  # the message and the turn's progress in one commit
+            RunMessage.objects.create(
+                run=run,
+                attempt=run.attempt,
+                turn=message["turn"],
+                role=message["role"],
+                content=message["content"],
+                timestamp=parse_datetime(message["timestamp"]) or timezone.now(),
+                metadata=message["metadata"],
             )
-            if students:
-                turn = students[-1]["metadata"]["turn_decision"]["turn"]
+            if message["role"] == "student":
+                turn = message["metadata"]["turn_decision"]["turn"]
                 try:
                     handle.progress(turn=turn, detail=f"Turn {turn}/{run.max_turns}", **usage())
                 except RunStopped as exc:
-                    stopped = exc  # the messages are kept all the same
+                    stopped = exc  # the message is kept all the same
         if stopped is not None:
             raise stopped
 
     async def in_order(fn: Any, *args: Any) -> None:
-        """Queue fn on the run's store thread; raise what an earlier store raised."""
-        for done in [f for f in pending if f.done()]:
-            pending.remove(done)
-            done.result()
+        """Queue fn on the run's store thread once the previous store has finished (by then it has
+        had a whole LLM call's time), so at most one is in flight and a cancelled run stops within
+        one message; raise what the previous store raised (RunStopped, a database error)."""
+        while pending:
+            await pending.pop(0)
         pending.append(asyncio.get_running_loop().run_in_executor(db, fn, *args))
 
     async def on_message(message: dict[str, Any]) -> None:
-        with arrived_lock:
-            arrived.append(message)
-        await in_order(store)
+        await in_order(store, message)
 
     async def on_session(session_id: str) -> None:
         def save() -> None:
