@@ -79,6 +79,9 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=4, help="workers per qcluster process (two of them)")
     parser.add_argument("--clusters", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument(
+        "--max-active-runs", type=int, default=0, help="EVAL_MAX_ACTIVE_RUNS (default: the total worker count)"
+    )
     args = parser.parse_args()
     slots = args.workers * args.clusters
     if args.conversations % 8 or slots % 8:
@@ -98,7 +101,7 @@ def main() -> None:
             "EVAL_SIMULATOR_PROVIDER": provider,
             "EVAL_JUDGE_PROVIDER": provider,
             "EVAL_TUTOR_PROBLEMS": "40",  # sessions run to max turns instead of finishing early
-            "EVAL_MAX_ACTIVE_RUNS": str(slots),
+            "EVAL_MAX_ACTIVE_RUNS": str(args.max_active_runs or slots),
             "EVAL_Q_WORKERS": str(args.workers),
             "EVAL_LLM_CONCURRENCY": "64",
         }
