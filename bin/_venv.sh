@@ -1,15 +1,27 @@
-# Sourced by bin/*: make sure .venv exists with the project and its test tools installed.
+# Sourced by bin/*: make sure .venv holds the packages pinned in uv.lock.
+# The caller sets VENV_EXTRAS to the optional groups it needs ("" for the app alone, "dev redis" for the
+# tests); uv installs exactly the locked versions, with a progress display when on a terminal.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 PY="$ROOT/.venv/bin/python"
-stamp="$ROOT/.venv/.installed"
-if [ ! -x "$PY" ] || [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
-  echo "Setting up .venv (Python packages from pyproject.toml)..." >&2
-  python3 -m venv .venv
-  "$PY" -m pip install -q --disable-pip-version-check --upgrade pip >/dev/null
-  "$PY" -m pip install -q --disable-pip-version-check -e '.[dev,redis]' 2>&1 | grep -v "^WARNING: Location" >&2 || true
-  "$PY" -c "import django, channels, daphne, django_q, rest_framework, openai, anthropic, pytest_django" \
+UV_VERSION="0.13.9"
+extras="${VENV_EXTRAS:-}"
+stamp="$ROOT/.venv/.installed-$(echo "${extras:-runtime}" | tr ' ' '-')"
+if [ ! -x "$PY" ] || [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ uv.lock -nt "$stamp" ]; then
+  echo "Setting up .venv (packages pinned in uv.lock${extras:+, extras: $extras})..." >&2
+  [ -x "$PY" ] || python3 -m venv .venv
+  if [ "$("$ROOT/.venv/bin/uv" --version 2>/dev/null | cut -d' ' -f2)" != "$UV_VERSION" ]; then
+    "$PY" -m pip install -q --disable-pip-version-check "uv==$UV_VERSION" 2>&1 | grep -v "^WARNING: Location" >&2 || true
+  fi
+  args=()
+  for extra in $extras; do args+=(--extra "$extra"); done
+  # --inexact: keep what another command installed (the test tools, uv itself); --locked: uv.lock must match
+  # pyproject.toml; never download a Python, use the one this venv was made with.
+  UV_PYTHON_DOWNLOADS=never UV_PROJECT_ENVIRONMENT="$ROOT/.venv" \
+    "$ROOT/.venv/bin/uv" sync --locked --inexact --python "$PY" "${args[@]}" \
+    || { echo "error: installing the Python packages failed (see above)" >&2; exit 1; }
+  "$PY" -c "import django, channels, daphne, django_q, rest_framework, openai, anthropic, rich" \
     || { echo "error: installing the Python packages failed (see above)" >&2; exit 1; }
   touch "$stamp"
 fi

@@ -77,7 +77,7 @@ DEFAULT_EXCEPTION_REPORTER_FILTER = "evalproject.error_reports.CredentialHidingF
 
 INSTALLED_APPS = [
     "daphne",
-    "django.contrib.admin",
+    "evaluation.adminsite.EvaluationAdminConfig",  # django.contrib.admin, its index grouped by task
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -103,6 +103,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "evaluation.web.middleware.DatabaseBusyMiddleware",  # pages: 503 + Retry-After when the pool is exhausted
     # Last, as django-axes asks: it turns a locked-out login into the lockout response.
     "axes.middleware.AxesMiddleware",
 ]

@@ -1,36 +1,134 @@
 """Load the catalogue files (personas, topics, propositions) into the database, and export it back.
 
 Loading is an idempotent upsert per file: an invalid file is reported (file, field, reason) and
-skipped, every other file still loads, and nothing already stored is lost.
+skipped, every other file still loads, and nothing already stored is lost. Once staff edit a loaded
+record in the admin, the admin is its source of truth: loading reports the conflict and leaves the
+record alone unless forced. Each record keeps the hash of what its file loaded (`loaded_fingerprint`);
+a record whose current state hashes differently was edited since.
 """
 
+import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
-from django.db import transaction
+from django.conf import settings
+from django.db import models, transaction
 
 from evaluation import limits
-from evaluation.drift.services import PropositionSpec, parse_proposition_yaml, proposition_file_as_dict
+from evaluation.drift.services import (
+    PropositionSpec,
+    parse_cast,
+    parse_proposition_yaml,
+    proposition_file_as_dict,
+    proposition_set_replacement,
+)
 from evaluation.errors import FieldProblem, InvalidInput
 from evaluation.models import Agent, Persona, Proposition, PropositionSet, Topic
 from evaluation.tutoring.selectors import persona_as_dict, topic_as_dict
 from evaluation.tutoring.services import TOPIC_KEYS, split_known, validate_persona, validate_topic
 
+Outcome = Literal["created", "updated", "unchanged", "replaced", "skipped", "rejected"]
+"""What loading did with one file: `replaced` overwrote a record another file (or the admin) had made;
+`skipped` left a record staff edited in the admin; `rejected` refused an invalid file."""
+
+
+@dataclass(frozen=True)
+class FileOutcome:
+    """One file's line in the load report."""
+
+    file: str
+    """The file, relative to its folder's parent (`personas/ace.json`)."""
+    outcome: Outcome
+    record: str = ""
+    """The record it names (`persona ace`), where the file was read that far."""
+    detail: str = ""
+    """Why: the conflict, what was replaced, or the first problem of a rejected file."""
+
+    def __str__(self) -> str:
+        text = f"{self.file}: {self.outcome}"
+        if self.record:
+            text += f" {self.record}"
+        return text + (f" ({self.detail})" if self.detail else "")
+
 
 @dataclass
 class LoadReport:
-    """What a load did: counts per kind, warnings (kept unknown keys) and errors (skipped files)."""
+    """What a load did: per file an outcome, counts per kind, warnings (kept unknown keys, conflicts) and
+    errors (rejected files)."""
 
     loaded: dict[str, int] = field(default_factory=lambda: {"personas": 0, "topics": 0, "propositions": 0, "cast": 0})
     warnings: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    files: list[FileOutcome] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
         return not self.errors
+
+    def count(self, outcome: Outcome) -> int:
+        return sum(1 for f in self.files if f.outcome == outcome)
+
+    def reject(self, label: str, problems: list[Any]) -> None:
+        self.errors.extend(str(p) for p in problems)
+        first = str(problems[0]) if problems else "invalid"
+        self.files.append(FileOutcome(label, "rejected", detail=first.removeprefix(f"{label}: ")))
+
+
+def fingerprint(doc: Any) -> str:
+    """A stable hash of a record as its file would hold it (key order and number formatting ignored)."""
+    text = json.dumps(doc, sort_keys=True, ensure_ascii=False, default=str, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _store(
+    report: LoadReport,
+    *,
+    label: str,
+    kind: str,
+    record: str,
+    existing: models.Model | None,
+    source: Callable[[Any], str],
+    as_doc: Callable[[Any], Any],
+    write: Callable[[], models.Model],
+    force: bool,
+    count: int = 1,
+) -> bool:
+    """Write one record from one file, unless staff edited it since it was loaded (or made it in the
+    admin) and loading is not forced; record the file's outcome. Returns whether it was written."""
+    before = fingerprint(as_doc(existing)) if existing is not None else ""
+    previous = source(existing) if existing is not None else ""
+    if existing is not None:
+        stored = getattr(existing, "loaded_fingerprint", "")
+        # No stored hash: loaded before hashes were kept (trust it) or never loaded at all (the admin made it).
+        edited = (before != stored) if stored else not previous
+        if edited and not force:
+            where = f"loaded from {previous}" if previous else "made in the admin"
+            detail = f"edited in the admin since it was {where}; the admin's version is kept, --force overwrites it"
+            report.files.append(FileOutcome(label, "skipped", record, detail))
+            report.warnings.append(f"{label}: {record} {detail}")
+            return False
+    obj = write()
+    after = fingerprint(as_doc(obj))
+    type(obj)._default_manager.filter(pk=obj.pk).update(loaded_fingerprint=after)
+    outcome: Outcome
+    detail = ""
+    if existing is None:
+        outcome = "created"
+    elif previous != label:
+        outcome, detail = "replaced", (f"was loaded from {previous}" if previous else "was made in the admin")
+    elif before == after and getattr(existing, "loaded_fingerprint", "") == after:
+        outcome = "unchanged"
+    else:
+        outcome = "updated"
+    if force and existing is not None and before != getattr(existing, "loaded_fingerprint", before):
+        detail = "; ".join(filter(None, [detail, "overwrote edits made in the admin (--force)"]))
+    report.files.append(FileOutcome(label, outcome, record, detail))
+    report.loaded[kind] += count
+    return True
 
 
 def _read_text(path: Path, label: str) -> tuple[str | None, list[FieldProblem]]:
@@ -68,12 +166,12 @@ def _read_yaml(path: Path, label: str) -> tuple[Any, list[FieldProblem]]:
     return data, limits.value_problems(data, file=label)
 
 
-def load_persona_file(path: Path, report: LoadReport, label: str) -> None:
+def load_persona_file(path: Path, report: LoadReport, label: str, force: bool = False) -> None:
     data, problems = _read_json(path, label)
     if not problems:
         problems = validate_persona(data, file=label)
     if problems:
-        report.errors.extend(str(p) for p in problems)
+        report.reject(label, problems)
         return
     known, extra = split_known(data)
     for key in extra:
@@ -83,38 +181,70 @@ def load_persona_file(path: Path, report: LoadReport, label: str) -> None:
     for key in ("personality_traits", "common_mistakes", "behavioral_notes"):
         defaults.setdefault(key, [])
     defaults.setdefault("persona_specific_behaviors", {})
-    Persona.objects.update_or_create(persona_id=defaults.pop("persona_id"), defaults=defaults)
-    report.loaded["personas"] += 1
+    persona_id = defaults.pop("persona_id")
+    _store(
+        report,
+        label=label,
+        kind="personas",
+        record=f"persona {persona_id}",
+        existing=Persona.objects.filter(persona_id=persona_id).first(),
+        source=lambda p: p.source_file,
+        as_doc=persona_as_dict,
+        write=lambda: Persona.objects.update_or_create(persona_id=persona_id, defaults=defaults)[0],
+        force=force,
+    )
 
 
-def load_topic_file(path: Path, report: LoadReport, label: str) -> None:
+def load_topic_file(path: Path, report: LoadReport, label: str, force: bool = False) -> None:
     data, problems = _read_json(path, label)
     if not problems:
         problems = validate_topic(data, file=label)
     if problems:
-        report.errors.extend(str(p) for p in problems)
+        report.reject(label, problems)
         return
     known = {k: data[k] for k in TOPIC_KEYS if k in data}
     extra = {k: v for k, v in data.items() if k not in TOPIC_KEYS}
     for key in extra:
         report.warnings.append(f"{label}: unknown key {key!r} kept")
-    Topic.objects.update_or_create(
-        topic_id=known.pop("topic_id"), defaults={**known, "extra": extra, "source_file": label}
+    topic_id = known.pop("topic_id")
+    _store(
+        report,
+        label=label,
+        kind="topics",
+        record=f"topic {topic_id}",
+        existing=Topic.objects.filter(topic_id=topic_id).first(),
+        source=lambda t: t.source_file,
+        as_doc=topic_as_dict,
+        write=lambda: Topic.objects.update_or_create(
+            topic_id=topic_id, defaults={**known, "extra": extra, "source_file": label}
+        )[0],
+        force=force,
     )
-    report.loaded["topics"] += 1
 
 
-def load_proposition_file(path: Path, report: LoadReport, label: str) -> None:
+def _proposition_set_doc(pset: PropositionSet) -> dict[str, Any]:
+    specs = [
+        PropositionSpec(p.proposition_id, p.claim, p.weight, p.inverted, p.extra)
+        for p in pset.propositions.order_by("position", "pk")
+    ]
+    return proposition_file_as_dict(pset.dimension, pset.agent_key, pset.extra, specs)
+
+
+def load_proposition_file(path: Path, report: LoadReport, label: str, force: bool = False) -> None:
     text, problems = _read_text(path, label)
     if text is None:
-        report.errors.extend(str(p) for p in problems)
+        report.reject(label, problems)
         return
     parsed, problems = parse_proposition_yaml(text, file=label)
     if parsed is None:
-        report.errors.extend(str(p) for p in problems)
+        report.reject(label, problems)
         return
     report.warnings.extend(parsed.warnings)
-    with transaction.atomic():
+    replacement = proposition_set_replacement(parsed, file=label)
+    if replacement is not None and replacement.dropped:
+        report.warnings.append(f"{label}: {replacement}")
+
+    def write() -> PropositionSet:
         pset, _ = PropositionSet.objects.update_or_create(
             dimension=parsed.dimension,
             agent_key=parsed.agent_id,
@@ -134,48 +264,85 @@ def load_proposition_file(path: Path, report: LoadReport, label: str) -> None:
                     "position": position,
                 },
             )
-    report.loaded["propositions"] += len(parsed.propositions)
+        return pset
+
+    _store(
+        report,
+        label=label,
+        kind="propositions",
+        record=f"proposition set {parsed.dimension}/{parsed.agent_id}",
+        existing=PropositionSet.objects.filter(dimension=parsed.dimension, agent_key=parsed.agent_id).first(),
+        source=lambda pset: pset.source_file,
+        as_doc=_proposition_set_doc,
+        write=write,
+        force=force,
+        count=len(parsed.propositions),  # counted in claims, not files
+    )
 
 
-CAST_KEYS = ("id", "display_name", "persona_spec")
+def _cast_doc(agent: Agent) -> dict[str, Any]:
+    return {
+        "id": agent.pk,
+        "display_name": agent.display_name,
+        "persona_spec": agent.persona_spec,
+        **(agent.extra or {}),
+    }
 
 
-def load_cast_file(path: Path, report: LoadReport, label: str) -> None:
+def load_cast_file(path: Path, report: LoadReport, label: str, force: bool = False) -> None:
     """A character agent: id, display_name, persona_spec; other keys (nudge, ...) kept in extra."""
     data, problems = _read_yaml(path, label)
     if problems:
-        report.errors.extend(str(p) for p in problems)
+        report.reject(label, problems)
         return
-    if not isinstance(data, dict):
-        report.errors.append(
-            str(FieldProblem("(document)", "must be a mapping with id, display_name, persona_spec", label))
-        )
+    member, problems = parse_cast(data, file=label)
+    if member is None:
+        report.reject(label, problems)
         return
-    problems = [
-        FieldProblem(key, "is required (a non-empty string)", label)
-        for key in CAST_KEYS
-        if not isinstance(data.get(key), str) or not data[key].strip()
-    ]
-    if problems:
-        report.errors.extend(str(p) for p in problems)
-        return
-    extra = {k: v for k, v in data.items() if k not in CAST_KEYS}
-    Agent.objects.update_or_create(
-        id=data["id"],
-        defaults={
-            "display_name": data["display_name"],
-            "persona_spec": data["persona_spec"],
-            "kind": "character",
-            "extra": extra,
-        },
+    report.warnings.extend(member.warnings)
+    _store(
+        report,
+        label=label,
+        kind="cast",
+        record=f"agent {member.id}",
+        existing=Agent.objects.filter(id=member.id).first(),
+        # Agents keep no file name: a character agent came from a cast file, any other kind from the admin.
+        source=lambda agent: label if agent.kind == "character" else "",
+        as_doc=_cast_doc,
+        write=lambda: Agent.objects.update_or_create(
+            id=member.id,
+            defaults={
+                "display_name": member.display_name,
+                "persona_spec": member.persona_spec,
+                "kind": "character",
+                "extra": member.extra,
+            },
+        )[0],
+        force=force,
     )
-    report.loaded["cast"] += 1
+
+
+def _label(path: Path) -> str:
+    """The file as records and messages name it: relative to the project for the shipped folders
+    (`personas/ace.json`), absolute elsewhere, so a file from another folder that names the same record
+    is told apart from the one it replaces."""
+    resolved = path.resolve()
+    try:
+        return str(resolved.relative_to(Path(settings.BASE_DIR).resolve()))
+    except ValueError:
+        return str(resolved)
 
 
 def catalog_load(
-    *, personas_dir: Path | None, topics_dir: Path | None, propositions_dir: Path | None, cast_dir: Path | None = None
+    *,
+    personas_dir: Path | None,
+    topics_dir: Path | None,
+    propositions_dir: Path | None,
+    cast_dir: Path | None = None,
+    force: bool = False,
 ) -> LoadReport:
-    """Load every file under the given folders; each file is its own transaction."""
+    """Load every file under the given folders; each file is its own transaction. `force` overwrites
+    records staff edited in the admin."""
     report = LoadReport()
     jobs = []
     if cast_dir:
@@ -187,10 +354,9 @@ def catalog_load(
     if propositions_dir:
         jobs += [(p, load_proposition_file) for p in sorted(propositions_dir.glob("*/*.y*ml"))]
     for path, loader in jobs:
-        base = path.parent.parent if loader is load_proposition_file else path.parent
-        label = str(path.relative_to(base.parent)) if base.parent in path.parents else str(path)
+        label = _label(path)
         with transaction.atomic():
-            loader(path, report, label)
+            loader(path, report, label, force)
     return report
 
 
@@ -219,20 +385,13 @@ def catalog_export(
             )
     if cast_dir:
         for agent in Agent.objects.filter(kind="character"):
-            doc = {
-                "id": agent.pk,
-                "display_name": agent.display_name,
-                "persona_spec": agent.persona_spec,
-                **(agent.extra or {}),
-            }
-            write(cast_dir / f"{agent.pk}.yaml", yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=1000))
+            write(
+                cast_dir / f"{agent.pk}.yaml",
+                yaml.safe_dump(_cast_doc(agent), sort_keys=False, allow_unicode=True, width=1000),
+            )
     if propositions_dir:
-        for pset in PropositionSet.objects.prefetch_related("propositions"):
-            specs = [
-                PropositionSpec(p.proposition_id, p.claim, p.weight, p.inverted, p.extra)
-                for p in pset.propositions.all()
-            ]
-            doc = proposition_file_as_dict(pset.dimension, pset.agent_key, pset.extra, specs)
+        for pset in PropositionSet.objects.all():
+            doc = _proposition_set_doc(pset)
             write(
                 propositions_dir / pset.dimension / f"{pset.agent_key}.yaml",
                 yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=1000),

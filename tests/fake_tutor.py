@@ -1,7 +1,8 @@
 """A misbehaving tutor that speaks the session protocol, served by daphne in fault tests.
 
 FAKE_TUTOR_MODE: "close" closes the socket after the first student message; "silent" never
-answers it; "error" answers with an error frame.
+answers it; "error" answers with an error frame; "stops" answers two student messages, then
+never again.
 """
 
 import json
@@ -47,10 +48,20 @@ async def app(scope, receive, send):
                 "text": json.dumps({"type": "assistant", "content": "Hello! What is 2 + 3?", "is_complete": False}),
             }
         )
+        answered = 0
         while True:
             message = await receive()
             if message["type"] == "websocket.disconnect":
                 return
+            if mode == "stops" and answered < 2:
+                answered += 1
+                reply = {
+                    "type": "assistant",
+                    "content": f"Good try. Next: what is {answered} + 4?",
+                    "is_complete": False,
+                }
+                await send({"type": "websocket.send", "text": json.dumps(reply)})
+                continue
             if mode == "close":
                 await send({"type": "websocket.close", "code": 1011})
                 return

@@ -20,6 +20,7 @@ ROOMS = {"tutoring", "drift", "suites"}
 FACADE = {"catalog"}
 DOORS = {
     "admin",
+    "adminsite",
     "api",
     "web",
     "protocol",

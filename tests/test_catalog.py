@@ -83,7 +83,7 @@ def test_malformed_persona_is_reported_and_the_others_still_load(tmp_path, text,
     report = load(tmp_path, personas=folder)
     assert len(report.errors) == 1, report.errors
     error = report.errors[0]
-    assert error.startswith("personas/broken.json")
+    assert error.startswith(f"{folder / 'broken.json'}")  # a file outside the project is named in full
     assert field in error and reason in error
     assert Persona.objects.filter(persona_id="ace").exists()
 
@@ -91,7 +91,7 @@ def test_malformed_persona_is_reported_and_the_others_still_load(tmp_path, text,
 def test_bad_json_error_names_the_line(tmp_path):
     folder = persona_dir(tmp_path, broken='{\n  "persona_id": "x",\n  "name": \n}')
     report = load(tmp_path, personas=folder)
-    assert report.errors[0].startswith("personas/broken.json:4: ")
+    assert report.errors[0].startswith(f"{folder / 'broken.json'}:4: ")
 
 
 def test_a_bad_file_loses_nothing_already_stored(tmp_path, catalog):
@@ -134,23 +134,24 @@ propositions:
         ("dimension: adherence\nagent_id: [unclosed\n", "propositions/adherence/broken.yaml:3: invalid YAML"),
         (
             VALID_PROPOSITIONS.replace("weight: 0.5", "weight: 3"),
-            "proposition 'p1'.weight: 3 must be a number from 0 to 1",
+            "propositions.0.weight: 3 is out of range (at most 1)",
         ),
         (
-            VALID_PROPOSITIONS.replace("dimension: adherence", "dimension: charisma"),
-            "dimension: 'charisma' is not one of",
+            VALID_PROPOSITIONS.replace("dimension: adherence", "dimension: Charisma Points"),
+            "dimension: 'Charisma Points' does not match",
         ),
         (
             VALID_PROPOSITIONS.replace('    claim: "{{agent_name}} is terse"\n', ""),
-            "proposition 'p1'.claim: is required",
+            "propositions.0.claim: is required",
         ),
     ],
-    ids=["bad-yaml", "weight-3", "unknown-dimension", "missing-claim"],
+    ids=["bad-yaml", "weight-3", "bad-dimension-name", "missing-claim"],
 )
 def test_malformed_proposition_file_is_reported_and_the_others_still_load(tmp_path, text, needle):
-    report = load(tmp_path, propositions=proposition_dir(tmp_path, text))
+    folder = proposition_dir(tmp_path, text)
+    report = load(tmp_path, propositions=folder)
     assert len(report.errors) == 1, report.errors
-    assert report.errors[0].startswith("propositions/adherence/broken.yaml")
+    assert report.errors[0].startswith(f"{folder / 'adherence' / 'broken.yaml'}")
     assert needle in report.errors[0]
     assert PropositionSet.objects.count() == len(list((ROOT / "propositions").glob("*/*.yaml")))
 
@@ -198,3 +199,104 @@ def test_round_trip_file_db_file_is_lossless_unknown_keys_included(tmp_path):
     out = tmp_path / "out"
     call_command("export_catalog", str(out), stdout=StringIO())
     assert read_tree(out) == read_tree(source)
+
+
+def shipped(**kwargs):
+    return catalog_load(
+        personas_dir=ROOT / "personas",
+        topics_dir=ROOT / "topics",
+        propositions_dir=ROOT / "propositions",
+        cast_dir=ROOT / "cast",
+        **kwargs,
+    )
+
+
+def outcomes(report):
+    return {f.file: f.outcome for f in report.files}
+
+
+def test_each_file_says_whether_it_was_created_updated_unchanged_replaced_or_rejected(tmp_path):
+    first = shipped()
+    assert set(outcomes(first).values()) == {"created"}
+    assert outcomes(first)["personas/ace.json"] == "created" and outcomes(first)["cast/rex.yaml"] == "created"
+    assert set(outcomes(shipped()).values()) == {"unchanged"}
+
+    # the same file, changed: updated
+    folder = tmp_path / "personas"
+    folder.mkdir()
+    (folder / "ace.json").write_text(json.dumps(good_persona(persona_id="ace", name="Ace, renamed")))
+    (folder / "broken.json").write_text('{"persona_id": ')
+    report = catalog_load(personas_dir=folder, topics_dir=None, propositions_dir=None)
+    by_file = {f.file: f for f in report.files}
+    ace = by_file[str(folder / "ace.json")]
+    # another folder's file naming a shipped persona replaces it, and says which file it replaced
+    assert ace.outcome == "replaced" and ace.record == "persona ace" and "personas/ace.json" in ace.detail
+    assert Persona.objects.get(persona_id="ace").name == "Ace, renamed"
+    broken = by_file[str(folder / "broken.json")]
+    assert broken.outcome == "rejected" and "invalid JSON" in broken.detail
+    (folder / "broken.json").unlink()
+    (folder / "ace.json").write_text(json.dumps(good_persona(persona_id="ace", name="Ace, again")))
+    assert outcomes(catalog_load(personas_dir=folder, topics_dir=None, propositions_dir=None)) == {
+        str(folder / "ace.json"): "updated"
+    }
+
+
+def test_a_proposition_file_replacing_a_shipped_one_says_so(tmp_path):
+    shipped()
+    folder = tmp_path / "propositions"
+    (folder / "adherence").mkdir(parents=True)
+    doc = yaml.safe_load((ROOT / "propositions" / "adherence" / "_default.yaml").read_text())
+    doc["propositions"] = doc["propositions"][:1]
+    (folder / "adherence" / "_default.yaml").write_text(yaml.safe_dump(doc))
+    report = catalog_load(personas_dir=None, topics_dir=None, propositions_dir=folder)
+    [line] = report.files
+    assert line.outcome == "replaced" and line.record == "proposition set adherence/_default"
+    assert line.detail == "was loaded from propositions/adherence/_default.yaml"
+    assert PropositionSet.objects.get(dimension="adherence", agent_key="_default").propositions.count() == 1
+
+
+def test_records_edited_in_the_admin_are_kept_and_reported_unless_forced(catalog):
+    ace = Persona.objects.get(persona_id="ace")
+    ace.description = "Edited by staff."
+    ace.save()
+    claim = PropositionSet.objects.get(dimension="adherence", agent_key="_default").propositions.first()
+    claim.claim = "A claim staff rewrote."
+    claim.save()
+
+    out, err = StringIO(), StringIO()
+    call_command("load_catalog", stdout=out, stderr=err)  # exit 0: a conflict is not an error
+    assert (
+        "personas/ace.json: persona ace edited in the admin since it was loaded from personas/ace.json"
+        in err.getvalue()
+    )
+    assert (
+        "propositions/adherence/_default.yaml: proposition set adherence/_default edited in the admin" in err.getvalue()
+    )
+    assert "2 skipped" in out.getvalue() and "--force" in err.getvalue()
+    assert Persona.objects.get(persona_id="ace").description == "Edited by staff."
+    assert Proposition.objects.filter(claim="A claim staff rewrote.").exists()
+    # still the admin's on the next load: the conflict does not go away by itself
+    assert outcomes(shipped())["personas/ace.json"] == "skipped"
+
+    out = StringIO()
+    call_command("load_catalog", "--force", stdout=out, stderr=StringIO())
+    assert "personas/ace.json: updated persona ace (overwrote edits made in the admin (--force))" in out.getvalue()
+    assert Persona.objects.get(persona_id="ace").description != "Edited by staff."
+    assert not Proposition.objects.filter(claim="A claim staff rewrote.").exists()
+    assert set(outcomes(shipped()).values()) == {"unchanged"}
+
+
+def test_a_record_made_in_the_admin_is_not_overwritten_by_a_file_naming_it(db):
+    Persona.objects.create(
+        persona_id="ace",
+        name="Staff's ace",
+        grade=4,
+        description="Made in the admin.",
+        correct_answer_probability=0.5,
+        response_style={"max_words": 10},
+    )
+    report = catalog_load(personas_dir=ROOT / "personas", topics_dir=None, propositions_dir=None)
+    line = next(f for f in report.files if f.file == "personas/ace.json")
+    assert line.outcome == "skipped" and "made in the admin" in line.detail
+    assert Persona.objects.get(persona_id="ace").name == "Staff's ace"
+    assert report.ok

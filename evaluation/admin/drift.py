@@ -1,11 +1,12 @@
-"""Admin for persona-drift data: propositions, their scores, corrections and baselines."""
+"""Admin for persona-drift data: propositions, their scores, corrections, and accepting baselines."""
 
-from django.contrib import admin
+from django.contrib import admin, messages
 
 from evaluation.admin.runs import ReadOnlyResultAdmin
+from evaluation.drift import services
+from evaluation.errors import Conflict, NotFound
 from evaluation.models import (
     AgentMessage,
-    Baseline,
     CorrectionLog,
     DriftRun,
     Proposition,
@@ -71,13 +72,6 @@ class CorrectionLogAdmin(admin.ModelAdmin):
     )
 
 
-@admin.register(Baseline)
-class BaselineAdmin(admin.ModelAdmin):
-    list_display = ("agent_key", "dimension", "score", "updated_at")
-    list_filter = ("dimension",)
-    search_fields = ("agent_key",)
-
-
 @admin.register(AgentMessage)
 class AgentMessageAdmin(admin.ModelAdmin):
     list_display = ("agent", "channel", "recipient", "created_at", "source")
@@ -88,6 +82,19 @@ class AgentMessageAdmin(admin.ModelAdmin):
 
 @admin.register(DriftRun)
 class DriftRunAdmin(ReadOnlyResultAdmin):
-    list_display = ("run", "dimensions", "messages_judged", "source", "is_baseline", "window_end")
+    """Golden baselines are accepted here: a completed run becomes its agent's baselines/<agent>.json."""
+
+    list_display = ("run", "dimensions", "messages_judged", "source", "is_baseline", "judged_by", "window_end")
     list_filter = ("is_baseline", "source")
     search_fields = ("run__run_id",)
+    actions = ["accept_as_baseline"]
+
+    @admin.action(description="Accept the selected runs as their agents' golden baselines")
+    def accept_as_baseline(self, request, queryset):
+        for detail in queryset.select_related("run"):
+            try:
+                path = services.baseline_accept(run_id=detail.run.run_id)
+            except (Conflict, NotFound) as exc:
+                self.message_user(request, str(exc), messages.ERROR)
+                continue
+            self.message_user(request, f"{detail.run.run_id}: baseline written to {path.name}", messages.SUCCESS)

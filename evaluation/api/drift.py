@@ -1,14 +1,11 @@
 """Persona drift (spec 002): ingest messages, start evaluations, and the runtime checks for external agents."""
 
-from typing import Any
-
 from drf_spectacular.types import OpenApiTypes
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from evaluation.api.keys import provider_keys_check
 from evaluation.api.schema import operation, path_parameter
 from evaluation.api.serializers import Output, RunAcceptedOutput
 from evaluation.drift import services
@@ -18,16 +15,6 @@ UNKNOWN_AGENT = "No agent has this id."
 
 
 AGENT_ID = path_parameter("agent_id", "A character agent's id.")
-
-
-class DriftMessageInput(serializers.Serializer):
-    """One message a character agent wrote (the records the ingest body holds)."""
-
-    agent = serializers.CharField(help_text="The agent's id.")
-    channel = serializers.CharField(help_text="The channel, with or without '#'.")
-    text = serializers.CharField()
-    recipient = serializers.CharField(required=False, allow_blank=True)
-    time = serializers.DateTimeField(required=False, help_text="ISO 8601 (default: now).")
 
 
 class IngestOutput(Output):
@@ -47,7 +34,7 @@ class IngestView(APIView):
         description="Messages as one JSON object, a JSON list (application/json) or JSON lines "
         "(application/x-ndjson). Every record is checked first; any problem, named by its index or "
         "line and field, stores nothing.",
-        request={"application/json": DriftMessageInput(many=True), "application/x-ndjson": OpenApiTypes.STR},
+        request={"application/json": services.DriftMessageInput(many=True), "application/x-ndjson": OpenApiTypes.STR},
         ok={201: IngestOutput},
         invalid="A record is not valid: `fields` names it (`[2].agent`, `line 5`) and why; nothing was stored.",
         body=True,
@@ -62,16 +49,13 @@ class DriftEvaluateInput(serializers.Serializer):
     dimensions = serializers.ListField(
         child=serializers.CharField(),
         required=False,
-        help_text="adherence, consistency, fluency, convergence (default: all four).",
+        help_text="adherence, consistency, fluency, convergence, or any dimension with propositions loaded "
+        "(default: all of them).",
     )
     sample_size = serializers.IntegerField(default=20, min_value=1, max_value=500)
     judge = serializers.CharField(
         required=False, allow_blank=True, default="", help_text="The proposition judge's provider."
     )
-
-    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        provider_keys_check(["proposition_judge"], attrs["judge"], field="judge")
-        return attrs
 
 
 class DriftEvaluateView(APIView):
@@ -153,6 +137,10 @@ class PreInvocationInput(serializers.Serializer):
 class PreInvocationOutput(Output):
     nudge = serializers.CharField(allow_null=True, help_text="An anti-convergence nudge, or null.")
     avoid_phrases = serializers.ListField(child=serializers.CharField(), help_text="Phrases the agent overuses.")
+    recent_messages = serializers.ListField(
+        child=serializers.CharField(),
+        help_text="The agent's recent messages that repeat themselves (empty unless phrases are listed).",
+    )
 
 
 class PreInvocationView(APIView):
@@ -162,8 +150,8 @@ class PreInvocationView(APIView):
         operation_id="drift_agents_pre_invocation",
         tag="drift",
         summary="What to add to the agent's next prompt",
-        description="A nudge (anti-convergence) and phrases to avoid (repetition suppression); either may be "
-        "empty. Transient: nothing is stored in the agent's messages.",
+        description="A nudge (anti-convergence), and the agent's recent messages with the phrases to avoid "
+        "(repetition suppression); any may be empty. Transient: nothing is stored in the agent's messages.",
         parameters=[AGENT_ID],
         request=PreInvocationInput,
         ok={200: PreInvocationOutput},

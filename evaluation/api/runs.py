@@ -126,7 +126,8 @@ class CurrentStatusView(APIView):
         tag="runs",
         summary="Current status (polling)",
         description="Spec 001's polling endpoint: the newest active run's status, else the newest run's, "
-        "else `idle`; `?run_id=` asks for one run. `active_runs` counts the runs queued or running.",
+        "else `idle`; `?run_id=` asks for one run, `?kind=tutor` (or drift, suite) keeps to one kind of run. "
+        "`active_runs` counts the runs queued or running (of that kind).",
         parameters=[CurrentStatusInput],
         ok={200: CurrentStatusOutput},
         invalid="A query parameter is not valid.",
@@ -135,7 +136,9 @@ class CurrentStatusView(APIView):
     def get(self, request: Request) -> Response:
         query = CurrentStatusInput(data=request.query_params)
         query.is_valid(raise_exception=True)
-        return Response(CurrentStatusOutput(selectors.run_current(run_id=query.validated_data.get("run_id"))).data)
+        data = query.validated_data
+        current = selectors.run_current(run_id=data.get("run_id"), kind=data.get("kind") or "")
+        return Response(CurrentStatusOutput(current).data)
 
 
 class RunCancelView(APIView):

@@ -98,6 +98,12 @@ class CurrentStatusInput(serializers.Serializer):
     run_id = serializers.CharField(
         required=False, allow_blank=True, help_text="One run's status instead of the newest."
     )
+    kind = serializers.ChoiceField(
+        RunKind.choices,
+        required=False,
+        allow_blank=True,
+        help_text="Only runs of this kind (e.g. `tutor`); blank: every kind.",
+    )
 
 
 class CurrentStatusOutput(Output):
@@ -172,6 +178,15 @@ class EvaluationOutput(Output):
     summary = serializers.CharField()
     judge = serializers.CharField(help_text="Who judged: provider/model.")
     offline = serializers.BooleanField(help_text="True when the offline rule-based judge gave the scores.")
+    models = serializers.DictField(
+        child=serializers.DictField(),
+        help_text="Per role (simulator, tutor, judge): provider, model, source, temperature, seed, seed_sent.",
+    )
+    simulator_fidelity = serializers.DictField(
+        allow_null=True,
+        help_text="Simulated runs: realised vs target correct rate (Wilson 95% CI), answers contradicting their "
+        "turn decision, requested behaviours shown, and whether the student strayed (null for real sessions).",
+    )
 
 
 class RunDetailOutput(RunSummaryOutput):

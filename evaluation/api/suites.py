@@ -8,7 +8,6 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from evaluation.api.keys import provider_keys_check
 from evaluation.api.pagination import Pagination, paginated
 from evaluation.api.schema import operation, path_parameter, run_id_parameter
 from evaluation.api.serializers import Output, RunAcceptedOutput, RunStatusOutput
@@ -87,12 +86,6 @@ class SuiteRunInput(serializers.Serializer):
         required=False, allow_blank=True, default="", help_text="The judge's provider (default: as configured)."
     )
     judge = serializers.BooleanField(required=False, default=True, help_text="False: run the checks only.")
-
-    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        provider_keys_check(["suite_agent"], attrs["model"], field="model")
-        if attrs["judge"]:
-            provider_keys_check(["suite_judge"], attrs["judge_model"], field="judge_model")
-        return attrs
 
 
 class SuiteRunStartView(APIView):

@@ -1,14 +1,11 @@
 """Tutor evaluation (spec 001): start simulated runs, evaluate a stored session, re-judge a run."""
 
-from typing import Any
-
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from evaluation.api.keys import provider_keys_check
 from evaluation.api.schema import operation, run_id_parameter
 from evaluation.api.serializers import Output, RunAcceptedOutput
 from evaluation.models import EvaluationRun
@@ -39,10 +36,31 @@ class StartInput(serializers.Serializer):
         "'openai/llama3@http://host:11434/v1' (default: each role's configured provider).",
     )
     cost_limit_usd = serializers.FloatField(required=False, allow_null=True, default=None, min_value=0)
-
-    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        provider_keys_check(["simulator", "judge"], attrs["provider"], field="provider")
-        return attrs
+    grade = serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        default=None,
+        min_value=1,
+        max_value=12,
+        help_text="The simulated student's grade (default: each persona's own).",
+    )
+    baseline = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        default="",
+        help_text="A comparison group (or run) id: the batch's comparison flags regressions against it.",
+    )
+    regression_threshold = serializers.FloatField(
+        default=1.0, min_value=0, help_text="A drop beyond this may be a regression."
+    )
+    regression_rule = serializers.ChoiceField(
+        [(r, r) for r in services.REGRESSION_RULES],
+        default="noise-aware",
+        help_text="noise-aware: the drop must also lie outside the repeats' 95% CI; fixed: any drop beyond the threshold.",
+    )
+    force_baseline = serializers.BooleanField(
+        default=False, help_text="Compare with a baseline judged by another judge anyway."
+    )
 
 
 class StartOutput(Output):
@@ -76,9 +94,10 @@ class StartView(APIView):
         "the tutor in the background; each run is then judged. Poll `/api/evaluation/runs/{run_id}/status`.",
         request=StartInput,
         ok={202: StartOutput},
-        invalid="A field is not valid, e.g. max_turns out of range, an unknown provider, a persona path, or "
-        "a provider whose API key (OPENAI_API_KEY, ANTHROPIC_API_KEY) is not set.",
-        not_found="topic_id, persona_file or target names nothing.",
+        invalid="A field is not valid, e.g. max_turns out of range, an unknown provider, a persona path, "
+        "a provider whose API key (OPENAI_API_KEY, ANTHROPIC_API_KEY) is not set, or a baseline judged by "
+        "another judge (unless force_baseline).",
+        not_found="topic_id, persona_file, target or baseline names nothing.",
         conflict=CAPACITY,
         body=True,
     )
@@ -96,6 +115,11 @@ class StartView(APIView):
             agent_id=data["target"] or None,
             provider=data["provider"] or None,
             cost_limit_usd=data["cost_limit_usd"],
+            grade=data["grade"],
+            baseline=data["baseline"] or None,
+            regression_threshold=data["regression_threshold"],
+            regression_rule=data["regression_rule"],
+            force_baseline=data["force_baseline"],
         )
         return Response(StartOutput(runs).data, status=status.HTTP_202_ACCEPTED)
 
@@ -105,10 +129,6 @@ class EvaluateSessionInput(serializers.Serializer):
     provider = serializers.CharField(
         required=False, allow_blank=True, default="", help_text="The judge's provider (default: as configured)."
     )
-
-    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        provider_keys_check(["judge"], attrs["provider"], field="provider")
-        return attrs
 
 
 class EvaluateSessionView(APIView):

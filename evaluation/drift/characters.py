@@ -8,14 +8,23 @@ from evaluation.drift.offline import CharacterRule
 from evaluation.models import Agent, AgentMessage, EvaluationRun
 from evaluation.providers import Message, ProviderSpec, get_llm
 
+DEFAULT_SETTING = "the other people in this channel"
+
 
 def system_prompt(agent: Agent, guidance: dict) -> str:
+    """The character's prompt; who it talks with comes from its cast file's `setting`."""
+    setting = (agent.extra or {}).get("setting") or DEFAULT_SETTING
     parts = [
         f"You are {agent.display_name}. {agent.persona_spec}",
-        "You are chatting with the other members of your community garden committee. Write one short chat message, in character.",
+        f"You are chatting with {setting}. Write one short chat message, in character.",
     ]
     if guidance.get("nudge"):
         parts.append(guidance["nudge"])
+    if guidance.get("recent_messages"):
+        parts.append(
+            "Your recent messages, which repeat themselves:\n"
+            + "\n".join(f"- {m}" for m in guidance["recent_messages"])
+        )
     if guidance.get("avoid_phrases"):
         parts.append("Avoid these phrases you have used a lot lately: " + "; ".join(guidance["avoid_phrases"]))
     return "\n\n".join(parts)
@@ -32,7 +41,7 @@ def character_say(
     recent = list(AgentMessage.objects.filter(channel=channel).select_related("agent").order_by("-created_at")[:12])[
         ::-1
     ]
-    guidance = pre_invocation(agent, channel)
+    guidance = pre_invocation(agent, channel, run)
     llm = get_llm("tutor", override=provider)
     history = [Message("system", system_prompt(agent, guidance))]
     history += [
@@ -43,6 +52,7 @@ def character_say(
     rule = CharacterRule(
         name=agent.display_name,
         sample_lines=tuple((agent.extra or {}).get("sample_lines") or ()),
+        description=agent.persona_spec,
         turn=len(recent),
         avoid_phrases=tuple(guidance.get("avoid_phrases") or ()),
     )

@@ -9,18 +9,24 @@
   phrases are listed for it to avoid. No LLM call.
 
 Outcomes logged: "corrected" (the first retry passed, or a nudge / phrase list was applied),
-"passed_after_retry" (a later retry passed, or the gate failed open on a retry),
-"forced_through" (every retry stayed below the threshold).
+"passed_after_retry" (a later retry passed), "forced_through" (every retry stayed below the
+threshold), "failed_open" (the gate's judge gave no score in time: the message went out unscored,
+and the log has no score). Logs name the run the message belongs to, when there is one.
+
+The gate defaults to a small fast model of its vendor (GATE_MODELS) and one overall deadline
+(GATE_TIMEOUT_SECONDS, 5 s) per check, JSON repair included.
 """
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as DeadlineExceeded
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from evaluation.conf import setting
 from evaluation.drift.offline import GateRule
 from evaluation.models import Agent, AgentEvaluationConfig, AgentMessage, CorrectionLog, EvaluationRun
-from evaluation.providers import LLM, Message, ProviderError, ProviderSpec, get_llm
+from evaluation.providers import LLM, Message, ProviderError, ProviderSpec, get_llm, resolve
 from evaluation.text import agreement_ratio, novelty_overlap, repeated_ngrams
 
 GATE_SCHEMA = {
@@ -32,10 +38,11 @@ GATE_SCHEMA = {
         "feedback": {"type": "string"},
     },
 }
-GATE_SYSTEM = """You check whether a message is in character before it is sent. Score 0-9 how well
-the message fits the persona (0 = completely out of character, 9 = perfectly in character), and
-give one sentence of feedback the agent can act on. Reply with JSON:
-{"score": <0-9>, "reasoning": "...", "feedback": "..."}"""
+GATE_SYSTEM = """Is the message in character? Score 0-9 (9 = perfectly). JSON only:
+{"score": <0-9>, "reasoning": "<one sentence>", "feedback": "<one sentence the agent can act on>"}"""
+GATE_MODELS = {"openai": "gpt-5-mini", "anthropic": "claude-haiku-4-5"}
+"""The gate's model when none is named: a small fast one per vendor (anthropic-haiku has its own default)."""
+_GATE_POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="gate")
 
 
 def config_for(agent: Agent) -> AgentEvaluationConfig:
@@ -53,20 +60,30 @@ class GateScore:
 
 
 def gate_llm(judge: str | ProviderSpec | None = None) -> LLM:
-    llm = get_llm("gate", override=judge)
+    spec = resolve("gate", judge)
+    if not spec.model and spec.provider in GATE_MODELS:
+        spec = replace(spec, model=GATE_MODELS[spec.provider])
+    llm = get_llm("gate", override=spec)
     llm.timeout = setting("GATE_TIMEOUT_SECONDS")
     llm.max_attempts = 1  # a gate must not hold a message up: one try, then fail open
     return llm
 
 
 def gate_score(agent: Agent, text: str, channel: str, llm: LLM) -> GateScore:
-    user = f"Persona of {agent.display_name}:\n{agent.persona_spec}\n\nMessage about to be sent in #{channel}:\n{text}"
+    """The gate's verdict, or a fail-open (score None) when the judge errs or the overall deadline passes."""
+    user = f"Persona of {agent.display_name}: {agent.persona_spec}\n\nMessage for #{channel}:\n{text}"
+    deadline = float(setting("GATE_TIMEOUT_SECONDS"))
+    future = _GATE_POOL.submit(
+        llm.call,
+        [Message("system", GATE_SYSTEM), Message("user", user)],
+        schema=GATE_SCHEMA,
+        offline=GateRule(persona_spec=agent.persona_spec, text=text),
+    )
     try:
-        result = llm.call(
-            [Message("system", GATE_SYSTEM), Message("user", user)],
-            schema=GATE_SCHEMA,
-            offline=GateRule(persona_spec=agent.persona_spec, text=text),
-        )
+        result = future.result(timeout=deadline)
+    except DeadlineExceeded:
+        future.cancel()
+        return GateScore(None, f"gate failed open: no verdict within {deadline:g} s")
     except ProviderError as exc:
         return GateScore(None, f"gate failed open: {exc}")
     data = result.data
@@ -79,7 +96,7 @@ def _log(
     *,
     original: str,
     corrected: str | None,
-    score: float,
+    score: float | None,
     threshold: float,
     reasoning: str,
     attempt: int,
@@ -114,23 +131,35 @@ def gated_message(
     if not config.action_gate_enabled:
         return text, None
     llm = llm or gate_llm()
+    threshold = config.action_gate_threshold
     first = gate_score(agent, text, channel, llm)
-    if first.score is None or first.score >= config.action_gate_threshold:
+    if first.score is None:
+        return text, _log(
+            agent,
+            run,
+            original=text,
+            corrected=None,
+            score=None,
+            threshold=threshold,
+            reasoning=first.reasoning,
+            attempt=0,
+            outcome="failed_open",
+        )
+    if first.score >= threshold:
         return text, None
     original, last = text, first
     for attempt in range(1, config.max_correction_attempts + 1):
         text = generate(f"Your draft was out of character ({last.reasoning}). {last.feedback} Rewrite it.")
         last = gate_score(agent, text, channel, llm)
-        if last.score is None or last.score >= config.action_gate_threshold:
-            outcome = "corrected" if attempt == 1 and last.score is not None else "passed_after_retry"
-            score = last.score if last.score is not None else first.score
+        if last.score is None or last.score >= threshold:
+            outcome = "failed_open" if last.score is None else "corrected" if attempt == 1 else "passed_after_retry"
             return text, _log(
                 agent,
                 run,
                 original=original,
                 corrected=text,
-                score=score,
-                threshold=config.action_gate_threshold,
+                score=last.score,
+                threshold=threshold,
                 reasoning=last.reasoning,
                 attempt=attempt,
                 outcome=outcome,
@@ -141,8 +170,8 @@ def gated_message(
         run,
         original=original,
         corrected=text,
-        score=last.score if last.score is not None else 0.0,
-        threshold=config.action_gate_threshold,
+        score=last.score,
+        threshold=threshold,
         reasoning=f"still below the threshold after {config.max_correction_attempts} retries: {last.reasoning}",
         attempt=config.max_correction_attempts,
         outcome="forced_through",
@@ -176,14 +205,14 @@ def gate_check(
     retry = attempt - 1
     if verdict.score is None or verdict.score >= threshold:
         outcome = None
-        if retry >= 1:
-            outcome = "corrected" if retry == 1 and verdict.score is not None else "passed_after_retry"
+        if verdict.score is None or retry >= 1:
+            outcome = "failed_open" if verdict.score is None else "corrected" if retry == 1 else "passed_after_retry"
             _log(
                 agent,
                 None,
                 original=original_text or text,
-                corrected=text,
-                score=verdict.score if verdict.score is not None else threshold,
+                corrected=text if retry >= 1 else None,
+                score=verdict.score,
                 threshold=threshold,
                 reasoning=verdict.reasoning,
                 attempt=retry,
@@ -217,7 +246,7 @@ GENERIC_NUDGE = (
 )
 
 
-def convergence_nudge(agent: Agent, channel: str) -> str | None:
+def convergence_nudge(agent: Agent, channel: str, run: EvaluationRun | None = None) -> str | None:
     """A one-off nudge when the channel's last 10 messages agree more than the threshold allows."""
     config = config_for(agent)
     if not config.anti_convergence_enabled:
@@ -231,7 +260,7 @@ def convergence_nudge(agent: Agent, channel: str) -> str | None:
     nudge = f"{(agent.extra or {}).get('nudge') or ''} {GENERIC_NUDGE}".strip()
     _log(
         agent,
-        None,
+        run,
         original=f"(before speaking in #{channel}: {ratio:.0%} of the last {len(recent)} messages agree)",
         corrected=nudge,
         score=ratio,
@@ -243,33 +272,54 @@ def convergence_nudge(agent: Agent, channel: str) -> str | None:
     return nudge
 
 
-def repetition_phrases(agent: Agent) -> list[str]:
-    """Phrases to avoid when the agent's last 5 messages reuse more 3-grams than the threshold allows."""
+@dataclass(frozen=True)
+class Repetition:
+    """What repetition suppression injects: the agent's recent messages and the phrases it overuses."""
+
+    recent_messages: list[str]
+    avoid_phrases: list[str]
+
+
+def repetition_check(agent: Agent, run: EvaluationRun | None = None) -> Repetition:
+    """When the agent's last 5 messages reuse more 3-grams than the threshold allows: those messages
+    and the repeated phrases; otherwise nothing."""
     config = config_for(agent)
     if not config.repetition_suppression_enabled:
-        return []
+        return Repetition([], [])
     recent = list(AgentMessage.objects.filter(agent=agent).order_by("-created_at").values_list("text", flat=True)[:5])[
         ::-1
     ]
     overlap = novelty_overlap(recent, n=3)
     if len(recent) < 2 or overlap <= config.repetition_threshold:
-        return []
+        return Repetition([], [])
     phrases = [p for p, _ in repeated_ngrams(recent, n=3, min_count=2)[:8]]
-    if phrases:
-        _log(
-            agent,
-            None,
-            original=f"(before speaking: {overlap:.0%} of recent 3-grams repeated)",
-            corrected="Avoid: " + "; ".join(phrases),
-            score=overlap,
-            threshold=config.repetition_threshold,
-            reasoning=f"3-gram reuse {overlap:.2f} is above {config.repetition_threshold}",
-            attempt=1,
-            outcome="corrected",
-        )
-    return phrases
+    if not phrases:
+        return Repetition([], [])
+    _log(
+        agent,
+        run,
+        original=f"(before speaking: {overlap:.0%} of recent 3-grams repeated)",
+        corrected="Avoid: " + "; ".join(phrases),
+        score=overlap,
+        threshold=config.repetition_threshold,
+        reasoning=f"3-gram reuse {overlap:.2f} is above {config.repetition_threshold}",
+        attempt=1,
+        outcome="corrected",
+    )
+    return Repetition(recent, phrases)
 
 
-def pre_invocation(agent: Agent, channel: str) -> dict[str, Any]:
-    """What to add to the agent's next system prompt (transient: never stored in its memory)."""
-    return {"nudge": convergence_nudge(agent, channel), "avoid_phrases": repetition_phrases(agent)}
+def repetition_phrases(agent: Agent, run: EvaluationRun | None = None) -> list[str]:
+    """Phrases to avoid when the agent's last 5 messages reuse more 3-grams than the threshold allows."""
+    return repetition_check(agent, run).avoid_phrases
+
+
+def pre_invocation(agent: Agent, channel: str, run: EvaluationRun | None = None) -> dict[str, Any]:
+    """What to add to the agent's next system prompt (transient: never stored in its memory): a nudge,
+    and, when it repeats itself, its recent messages with the phrases to avoid."""
+    repetition = repetition_check(agent, run)
+    return {
+        "nudge": convergence_nudge(agent, channel, run),
+        "avoid_phrases": repetition.avoid_phrases,
+        "recent_messages": repetition.recent_messages,
+    }

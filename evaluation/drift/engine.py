@@ -3,11 +3,22 @@
 that leaves a check out or scores it outside 0-9 is asked again once for those checks; a check
 still without a valid score is marked unscored with the reason, and everything else goes on."""
 
-from dataclasses import dataclass
-from typing import Any
+import hashlib
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from evaluation.drift.offline import PropositionRule
-from evaluation.providers import LLM, AuthError, CostLimitReached, Message, MissingKeyError, ProviderError, ReplayMiss
+from evaluation.providers import (
+    LLM,
+    AuthError,
+    CostLimitReached,
+    LLMResult,
+    Message,
+    MissingKeyError,
+    ProviderError,
+    ReplayMiss,
+)
 
 # Not a judge's bad day but a setup that cannot work: stop the run instead of scoring around it.
 FATAL = (ReplayMiss, AuthError, MissingKeyError, CostLimitReached)
@@ -32,6 +43,51 @@ context and score how true the claim is on a 0-9 scale: 0 = completely false, 9 
 true. Judge only what the context shows. Reply with JSON:
 {"scores": [{"id": "<check id>", "score": <0-9>, "reasoning": "<one sentence>"}, ...]}
 with exactly one entry per check id."""
+PROMPT_VERSION = hashlib.sha256(SYSTEM.encode()).hexdigest()[:12]
+"""Part of the judge configuration a baseline records: a changed judge prompt is another judge."""
+
+
+class Judge(Protocol):
+    """What the scorers call: an LLM, or a MockJudge."""
+
+    @property
+    def label(self) -> str: ...
+
+    def call(self, messages: list[Message], **kwargs: Any) -> LLMResult: ...
+
+
+@dataclass
+class MockJudge:
+    """Mock-judge mode: the recorded answer where a recording matches the request, else the offline
+    rule-based judge, so any input is scored deterministically with no LLM call. `used` counts the
+    calls each answered since the last `take_used()`."""
+
+    replay: LLM
+    offline: LLM
+    used: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def label(self) -> str:
+        return f"mock-judge ({self.replay.label}, else {self.offline.label})"
+
+    def call(self, messages: list[Message], **kwargs: Any) -> LLMResult:
+        try:
+            result = self.replay.call(messages, **kwargs)
+        except ReplayMiss:
+            self.used[self.offline.label] += 1
+            return self.offline.call(messages, **kwargs)
+        self.used[self.replay.label] += 1
+        return result
+
+    def take_used(self) -> str:
+        """Who answered since the last take: 'replay/x', 'offline/y (no recording matched)' or both with counts."""
+        used, self.used = self.used, Counter()
+        if not used:
+            return "no judge call"
+        if len(used) == 1:
+            (who,) = used
+            return who if who == self.replay.label else f"{who} (no recording matched)"
+        return ", ".join(f"{who} ({n} call(s))" for who, n in sorted(used.items()))
 
 
 @dataclass(frozen=True)
@@ -72,7 +128,7 @@ def _rule(checks: list[Check]) -> PropositionRule:
     return PropositionRule(tuple((c.id, c.claim, c.context) for c in checks))
 
 
-def score_checks(llm: LLM, checks: list[Check], *, batch_size: int = 20) -> dict[str, Scored]:
+def score_checks(llm: Judge, checks: list[Check], *, batch_size: int = 20) -> dict[str, Scored]:
     """Score every check; the number of calls is ceil(len / batch_size) plus one repair per batch that needs it."""
     results: dict[str, Scored] = {}
     for start in range(0, len(checks), batch_size):

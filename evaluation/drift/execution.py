@@ -6,7 +6,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from evaluation.conf import setting
-from evaluation.drift.scorers import DIMENSIONS, SCORERS, DimensionResult, DriftInput, Msg, Prop
+from evaluation.drift.engine import Judge, MockJudge
+from evaluation.drift.scorers import DIMENSIONS, DimensionResult, DriftInput, Msg, Prop, scorer_for
 from evaluation.errors import FieldProblem, InvalidInput, NotFound
 from evaluation.models import (
     Agent,
@@ -18,7 +19,7 @@ from evaluation.models import (
     PropositionSet,
 )
 from evaluation.models.runs import RunKind, RunStage
-from evaluation.providers import Meter, ProviderSpec, get_llm
+from evaluation.providers import LLM, Meter, ProviderSpec, get_llm, keys_check
 from evaluation.runs import services as runs
 
 SAMPLE_SIZE_RANGE = (1, 500)
@@ -29,6 +30,12 @@ def agent_lookup(agent_id: str) -> Agent:
     if agent is None:
         raise NotFound(f"agent: no agent {agent_id!r}")
     return agent
+
+
+def known_dimensions() -> tuple[str, ...]:
+    """The built-in four, then every other dimension that has propositions loaded, alphabetically."""
+    loaded = set(PropositionSet.objects.values_list("dimension", flat=True).distinct())
+    return DIMENSIONS + tuple(sorted(loaded - set(DIMENSIONS)))
 
 
 def propositions_for(agent: Agent, dimension: str) -> tuple[list[Prop], dict[str, Any]]:
@@ -51,11 +58,10 @@ def _msg(m: AgentMessage) -> Msg:
 
 def _validate(dimensions: list[str], sample_size: int, judge: str | ProviderSpec | None) -> None:
     problems = []
-    unknown = [d for d in dimensions if d not in DIMENSIONS]
+    known = known_dimensions()
+    unknown = [d for d in dimensions if d not in known]
     if unknown:
-        problems.append(
-            FieldProblem("dimensions", f"unknown {', '.join(unknown)} (choose from {', '.join(DIMENSIONS)})")
-        )
+        problems.append(FieldProblem("dimensions", f"unknown {', '.join(unknown)} (choose from {', '.join(known)})"))
     low, high = SAMPLE_SIZE_RANGE
     if not low <= sample_size <= high:
         problems.append(FieldProblem("sample_size", f"{sample_size} is out of range ({low}-{high})"))
@@ -79,7 +85,7 @@ def drift_run_create(
     user: Any = None,
 ) -> EvaluationRun:
     """A queued drift run for the agent (validated; nothing is judged yet)."""
-    chosen = list(dimensions or DIMENSIONS)
+    chosen = list(dimensions or known_dimensions())
     _validate(chosen, sample_size, judge)
     with runs.capacity_reserved(1):
         run = runs.run_create(
@@ -109,6 +115,7 @@ def drift_run_start(
     user: Any = None,
 ) -> EvaluationRun:
     """Start a background drift evaluation of one agent's newest messages."""
+    keys_check(["proposition_judge"], judge, field="judge")
     agent = agent_lookup(agent_id)
     with transaction.atomic():
         run = drift_run_create(
@@ -138,18 +145,19 @@ def _score(handle: runs.RunHandle, judge: str | ProviderSpec | None, record_dir:
         EvaluationRun.objects.filter(pk=run.pk).update(token_usage=meter.as_dict(), cost_usd=meter.cost_usd)
 
     meter = Meter(on_change=save)
-    llm = get_llm(
+    llm: Judge = get_llm(
         "proposition_judge", override=judge or run.config.get("judge") or None, meter=meter, record_dir=record_dir
     )
+    if isinstance(llm, LLM) and llm.provider.name == "replay":
+        llm = MockJudge(replay=llm, offline=get_llm("proposition_judge", override="offline", meter=meter))
 
     def channels() -> dict[str, list[Msg]]:
         out: dict[str, list[Msg]] = {}
         for channel in sorted({m.channel for m in messages}):
-            rows = (
-                AgentMessage.objects.filter(channel=channel)
-                .select_related("agent")
-                .order_by("-created_at")[: detail.sample_size]
-            )
+            rows = AgentMessage.objects.filter(channel=channel).select_related("agent")
+            if detail.source:  # the run's own source only: an ingested message must not change a cast replay
+                rows = rows.filter(source=detail.source)
+            rows = rows.order_by("-created_at")[: detail.sample_size]
             out[channel] = [_msg(m) for m in reversed(list(rows))]
         return out
 
@@ -160,12 +168,17 @@ def _score(handle: runs.RunHandle, judge: str | ProviderSpec | None, record_dir:
         messages=[_msg(m) for m in messages],
         channels=channels,
         batch_size=detail.batch_size or setting("DRIFT_BATCH_SIZE"),
+        names=dict(Agent.objects.filter(kind="character").values_list("id", "display_name")),
     )
     results: list[DimensionResult] = []
+    judged_by: dict[str, str] = {}
     for index, dimension in enumerate(detail.dimensions, start=1):
         props, extra = propositions_for(agent, dimension)
-        results.append(SCORERS[dimension](given, props, extra))
+        results.append(scorer_for(dimension)(given, props, extra))
+        judged_by[dimension] = llm.take_used() if isinstance(llm, MockJudge) else llm.label
         handle.progress(turn=index, detail=f"Scored {dimension}")
+    detail.judged_by = judged_by
+    detail.save(update_fields=["judged_by"])
     with transaction.atomic():
         DimensionScore.objects.bulk_create(
             DimensionScore(

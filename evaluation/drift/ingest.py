@@ -1,17 +1,18 @@
 """Ingest character agents' messages: one JSON object, a JSON list, or JSON lines (JSONL).
 
 Each record: {"agent": id, "channel": name, "text": ..., "recipient": optional, "time": ISO 8601
-(optional, default now)}. All records are checked first; any problem (named by line or index and
-field) stores nothing.
+(optional, default now)}. All records are checked first, through one DRF serializer (many=True);
+any problem (named by line or index and field) stores nothing.
 """
 
 import json
-from datetime import UTC, datetime
+from datetime import UTC
 from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
-from django.utils.dateparse import parse_datetime
+from rest_framework import serializers
+from rest_framework.settings import api_settings
 
 from evaluation import limits
 from evaluation.errors import FieldProblem, InvalidInput
@@ -54,46 +55,54 @@ def parse_records(body: str | bytes) -> list[tuple[str, Any]]:
     return records
 
 
+class DriftMessageInput(serializers.Serializer):
+    """One message a character agent wrote (the records an ingest body holds)."""
+
+    agent = serializers.CharField(help_text="The agent's id.")
+    channel = serializers.CharField(help_text="The channel, with or without '#'.")
+    text = serializers.CharField()
+    recipient = serializers.CharField(required=False, allow_blank=True, default="")
+    time = serializers.DateTimeField(required=False, default_timezone=UTC, help_text="ISO 8601 (default: now).")
+
+    def validate_agent(self, value: str) -> str:
+        if value not in self.context["agents"]:
+            raise serializers.ValidationError(f"no agent {value!r}")
+        return value
+
+
+def _problems(where: str, errors: Any) -> list[FieldProblem]:
+    """DRF's errors for one record as FieldProblems named `<where>.<field>`."""
+    if isinstance(errors, dict):
+        return [
+            p
+            for key, value in errors.items()
+            for p in _problems(where if key == api_settings.NON_FIELD_ERRORS_KEY else f"{where}.{key}", value)
+        ]
+    if isinstance(errors, list):
+        return [p for value in errors for p in _problems(where, value)]
+    return [FieldProblem(where, str(errors))]
+
+
 def messages_ingest(records: list[tuple[str, Any]], *, source: str = "ingested") -> list[AgentMessage]:
-    agents = {a.pk: a for a in Agent.objects.filter(pk__in=[r.get("agent") for _, r in records if isinstance(r, dict)])}
-    problems: list[FieldProblem] = []
-    rows = []
-    for where, record in records:
-        if not isinstance(record, dict):
-            problems.append(FieldProblem(where, "must be an object with agent, channel, text"))
-            continue
-        agent = agents.get(str(record.get("agent")))
-        if agent is None:
-            problems.append(FieldProblem(f"{where}.agent", f"no agent {record.get('agent')!r}"))
-        for key in ("channel", "text"):
-            if not isinstance(record.get(key), str) or not record[key].strip():
-                problems.append(FieldProblem(f"{where}.{key}", "is required (a non-empty string)"))
-        when = timezone.now()
-        if record.get("time") is not None:
-            parsed = parse_datetime(str(record["time"]).replace("Z", "+00:00"))
-            if parsed is None:
-                problems.append(FieldProblem(f"{where}.time", f"{record['time']!r} is not an ISO 8601 time"))
-            else:
-                when = parsed if timezone.is_aware(parsed) else timezone.make_aware(parsed, UTC)
-        recipient = record.get("recipient") or ""
-        if not isinstance(recipient, str):
-            problems.append(FieldProblem(f"{where}.recipient", "must be a string"))
-        if agent is not None and not problems:
-            rows.append(
-                AgentMessage(
-                    agent=agent,
-                    channel=record["channel"].strip().lstrip("#"),
-                    recipient=recipient,
-                    text=record["text"].strip(),
-                    created_at=when,
-                    source=source,
-                )
-            )
-    if problems:
-        raise InvalidInput(problems)
+    """Validate every record (DriftMessageInput, many=True) and store them all, or none with every problem."""
+    wanted = {str(r.get("agent")) for _, r in records if isinstance(r, dict)}
+    agents = {a.pk: a for a in Agent.objects.filter(pk__in=wanted)}
+    batch = DriftMessageInput(data=[r for _, r in records], many=True, context={"agents": agents})
+    if not batch.is_valid():
+        errors = batch.errors
+        by_index = errors if isinstance(errors, dict) else dict(enumerate(errors))  # newer DRF: {index: errors}
+        problems = [p for index, found in sorted(by_index.items()) for p in _problems(records[index][0], found)]
+        raise InvalidInput(problems or [FieldProblem("body", "must be a list of messages")])
+    rows = [
+        AgentMessage(
+            agent=agents[record["agent"]],
+            channel=record["channel"].lstrip("#"),
+            recipient=record["recipient"],
+            text=record["text"],
+            created_at=record.get("time") or timezone.now(),
+            source=source,
+        )
+        for record in batch.validated_data
+    ]
     with transaction.atomic():
         return AgentMessage.objects.bulk_create(rows)
-
-
-def _iso(value: datetime) -> str:
-    return value.isoformat()

@@ -5,7 +5,8 @@ Each is a rule the caller passes with its call:
   plus cues a reader can check (exclamation marks, figures, questions, Latin binomials, brevity,
   assistant-speak), mapped to 0-9;
 - GateRule (gate): persona-spec words the message uses, minus assistant-speak;
-- CharacterRule (a character agent speaking): a line in its voice from its cast file's sample lines.
+- CharacterRule (a character agent speaking): a line in its voice from its cast file's sample lines,
+  or, without any, a line built from the words of its description (varied by turn and seed).
 """
 
 import random
@@ -91,13 +92,38 @@ class CharacterRule:
     sample_lines: tuple[str, ...]
     turn: int
     avoid_phrases: tuple[str, ...] = ()
+    description: str = ""
 
     def __call__(self, request: Request, rng: random.Random) -> str:
         return offline_character(self, rng)
 
 
+OPENERS = ("Honestly,", "Well,", "Look,", "For what it's worth,", "If you ask me,", "Right,", "Hm.", "Listen,")
+SHAPES = (
+    "{o} this is about {a} for me, and {b} matters more than we admit.",
+    "{o} I keep coming back to {a}. What about {b}?",
+    "{o} {a} first, then {b}. That's how I'd do it.",
+    "Can we talk about {a}? {o} {b} is where it goes wrong.",
+    "{o} nobody has mentioned {a} yet, and I care about {b}.",
+    "{o} {b} and {a}: that's my whole point, really.",
+)
+
+
+def lines_from_description(name: str, description: str, rng: random.Random, count: int = 6) -> list[str]:
+    """Varied lines made of the description's own content words (no sample lines to speak from)."""
+    name_words = content_words(name)
+    words = sorted(content_words(description) - name_words - {"agent", "persona"})
+    if len(words) < 2:
+        return [f"{name or 'I'} has nothing to add."]
+    out = []
+    for _ in range(count):
+        a, b = rng.sample(words, 2)
+        out.append(rng.choice(SHAPES).format(o=rng.choice(OPENERS), a=a, b=b).replace("Hm. ", "Hm, "))
+    return out
+
+
 def offline_character(rule: CharacterRule, rng: random.Random) -> str:
-    lines = list(rule.sample_lines) or [f"{rule.name or 'I'} has nothing to add."]
+    lines = list(rule.sample_lines) or lines_from_description(rule.name, rule.description, rng)
     line = lines[(rule.turn + rng.randrange(len(lines))) % len(lines)]
     avoid = rule.avoid_phrases
     if avoid and any(phrase in line.lower() for phrase in avoid):

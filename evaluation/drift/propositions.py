@@ -1,22 +1,34 @@
-"""Proposition files (spec 002): parse and validate YAML, render {{templates}}.
+"""Proposition files (spec 002): validate YAML against propositions/schema.json, render {{templates}}.
 
-A file holds one dimension's claims for one agent (or `_default`). Keys beyond the spec's
-(`description`, `first_n`, `last_n`, `hard`, `notes`, ...) are kept. Honoured here: `first_n` /
-`last_n` on a file or on one proposition limit which messages the judge sees.
+A file holds one dimension's claims for one agent (or `_default`). The folder names the dimension
+and the file name the agent when the file leaves them out (`adherence/_default.yaml`). Keys beyond
+the spec's (`description`, `first_n`, `last_n`, `hard`, `notes`, ...) are kept; `first_n` /
+`last_n` bound the trajectory the judge is shown as context (the first n and the last n messages).
 """
 
+import json
+import re
 from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path, PurePath
 from typing import Any
 
 import yaml
 
 from evaluation import limits
-from evaluation.drift.scorers import DIMENSIONS
+from evaluation.conf import setting
 from evaluation.errors import FieldProblem
+from evaluation.jsonschema_errors import schema_problems
 
 SET_KEYS = ("dimension", "agent_id", "propositions")
 PROPOSITION_KEYS = ("id", "claim", "weight", "inverted")
 TEMPLATE_VARIABLES = ("agent_name", "channel_name", "recipient_name")
+_TEMPLATE = re.compile(r"\{\{\s*(\w+)\s*\}\}")
+
+
+@cache
+def proposition_schema() -> dict[str, Any]:
+    return json.loads((Path(setting("PROPOSITIONS_DIR")) / "schema.json").read_text())
 
 
 @dataclass
@@ -37,8 +49,16 @@ class PropositionFile:
     warnings: list[str] = field(default_factory=list)
 
 
+def _known_keys(schema: dict[str, Any]) -> tuple[set[str], set[str]]:
+    item = schema["properties"]["propositions"]["items"]
+    return set(schema["properties"]), set(item["properties"])
+
+
 def parse_proposition_yaml(text: str, *, file: str = "") -> tuple[PropositionFile | None, list[FieldProblem]]:
-    """Parse one file; returns (the file, []) or (None, every problem found)."""
+    """Parse one file; returns (the file, []) or (None, every problem found).
+
+    `file` is the file's path from the propositions folder's parent (`propositions/adherence/rex.yaml`):
+    its folder is the dimension and its name the agent when the document does not say."""
     try:
         data = limits.yaml_load(text)  # aliases refused: `*a` repeated is how a small file expands without bound
     except yaml.YAMLError as exc:
@@ -46,72 +66,52 @@ def parse_proposition_yaml(text: str, *, file: str = "") -> tuple[PropositionFil
         line = mark.line + 1 if mark is not None else None
         reason = getattr(exc, "problem", None) or str(exc)
         return None, [FieldProblem(field="", reason=f"invalid YAML: {reason}", file=file, line=line)]
-    if not isinstance(data, dict):
-        return None, [
-            FieldProblem(
-                field="(document)", reason="must be a mapping with dimension, agent_id, propositions", file=file
-            )
-        ]
-
     problems = limits.value_problems(data, file=file)
     if problems:
         return None, problems
-    dimension = data.get("dimension")
-    if dimension not in DIMENSIONS:
-        problems.append(FieldProblem("dimension", f"{dimension!r} is not one of {', '.join(DIMENSIONS)}", file))
-    agent_id = data.get("agent_id")
-    if not isinstance(agent_id, str) or not agent_id.strip():
-        problems.append(FieldProblem("agent_id", "is required (an agent id or '_default')", file))
-    raw = data.get("propositions")
-    if not isinstance(raw, list) or not raw:
-        problems.append(FieldProblem("propositions", "must be a non-empty list", file))
-        raw = []
+    schema = proposition_schema()
+    problems = schema_problems(schema, data, file=file)
+    if problems:
+        return None, problems
 
-    specs: list[PropositionSpec] = []
+    where = PurePath(file)
+    dimension = data.get("dimension") or (where.parent.name if where.parent.name else "")
+    agent_id = data.get("agent_id") or where.stem
+    if not dimension:
+        problems.append(FieldProblem("dimension", "is required (or put the file in a folder named after it)", file))
+    if not agent_id:
+        problems.append(FieldProblem("agent_id", "is required (an agent id or '_default')", file))
+    file_keys, item_keys = _known_keys(schema)
     warnings: list[str] = []
+    specs: list[PropositionSpec] = []
     seen: set[str] = set()
-    for index, item in enumerate(raw):
-        label = f"propositions[{index}]"
-        if not isinstance(item, dict):
-            problems.append(FieldProblem(label, "must be a mapping with id and claim", file))
-            continue
-        pid = item.get("id")
-        if isinstance(pid, str) and pid.strip():
-            label = f"proposition {pid!r}"
-        else:
-            problems.append(FieldProblem(f"{label}.id", "is required", file))
-            continue
+    for index, item in enumerate(data["propositions"]):
+        pid = item["id"]
+        label = f"propositions.{index}"
         if pid in seen:
-            problems.append(FieldProblem(label, "id is used twice in this file", file))
+            problems.append(FieldProblem(f"{label}.id", f"{pid!r} is used twice in this file", file))
         seen.add(pid)
-        claim = item.get("claim")
-        if not isinstance(claim, str) or not claim.strip():
-            problems.append(FieldProblem(f"{label}.claim", "is required", file))
-        weight = item.get("weight", 1.0)
-        if isinstance(weight, bool) or not isinstance(weight, int | float) or not 0 <= weight <= 1:
-            problems.append(FieldProblem(f"{label}.weight", f"{weight!r} must be a number from 0 to 1", file))
-        inverted = item.get("inverted", False)
-        if not isinstance(inverted, bool):
-            problems.append(FieldProblem(f"{label}.inverted", f"{inverted!r} must be true or false", file))
         extra = {k: v for k, v in item.items() if k not in PROPOSITION_KEYS}
-        for key in extra:
-            if key not in ("first_n", "last_n"):
-                warnings.append(f"{file}: {label}: unknown key {key!r} kept")
+        warnings += [f"{file}: {label}: unknown key {key!r} kept" for key in extra if key not in item_keys]
+        unknown_vars = sorted({m.group(1) for m in _TEMPLATE.finditer(item["claim"])} - set(TEMPLATE_VARIABLES))
+        if unknown_vars:
+            warnings.append(
+                f"{file}: {label}.claim: unknown template variable(s) {', '.join(unknown_vars)} "
+                f"(known: {', '.join(TEMPLATE_VARIABLES)}); the judge would see them as written"
+            )
         specs.append(
             PropositionSpec(
                 id=pid,
-                claim=str(claim),
-                weight=float(weight) if isinstance(weight, int | float) else 1.0,
-                inverted=bool(inverted),
+                claim=item["claim"],
+                weight=float(item.get("weight", 1.0)),
+                inverted=bool(item.get("inverted", False)),
                 extra=extra,
             )
         )
     if problems:
         return None, problems
     extra = {k: v for k, v in data.items() if k not in SET_KEYS}
-    for key in extra:
-        if key not in ("first_n", "last_n", "description"):
-            warnings.append(f"{file}: unknown key {key!r} kept")
+    warnings += [f"{file}: unknown key {key!r} kept" for key in extra if key not in file_keys]
     return PropositionFile(
         dimension=str(dimension), agent_id=str(agent_id), propositions=specs, extra=extra, warnings=warnings
     ), []
@@ -132,3 +132,20 @@ def proposition_file_as_dict(
     doc.update(extra)
     doc["propositions"] = items
     return doc
+
+
+@dataclass(frozen=True)
+class SetReplacement:
+    """What loading a proposition file would replace in the database (for the loading report)."""
+
+    dimension: str
+    agent_id: str
+    previous_file: str
+    """The file the stored set came from ("" when it was made in the admin)."""
+    dropped: tuple[str, ...]
+    """Stored proposition ids the new file no longer has (they are deleted when it loads)."""
+
+    def __str__(self) -> str:
+        where = f" from {self.previous_file}" if self.previous_file else ""
+        gone = f"; drops {', '.join(self.dropped)}" if self.dropped else ""
+        return f"replaces {self.dimension}/{self.agent_id}{where}{gone}"

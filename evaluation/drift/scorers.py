@@ -17,8 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from evaluation.drift.engine import Check, Scored, score_checks, snippet
-from evaluation.providers import LLM
+from evaluation.drift.engine import Check, Judge, Scored, score_checks, snippet
 from evaluation.text import novelty_overlap, vocabulary_stats
 
 _TEMPLATE = re.compile(r"\{\{\s*(\w+)\s*\}\}")
@@ -64,16 +63,31 @@ class DimensionResult:
     metrics: dict[str, float] = field(default_factory=dict)
 
 
-def window(messages: list[Msg], prop: Prop, set_extra: dict[str, Any]) -> list[Msg]:
-    """Honour first_n / last_n (on the proposition, else its file) on the messages judged."""
+def bounds(prop: Prop, set_extra: dict[str, Any]) -> tuple[int | None, int | None]:
+    """first_n / last_n, on the proposition, else its file (TinyTroupe's meaning: context bounds)."""
     first_n = prop.extra.get("first_n", set_extra.get("first_n"))
     last_n = prop.extra.get("last_n", set_extra.get("last_n"))
-    out = messages
-    if isinstance(first_n, int) and first_n > 0:
-        out = out[:first_n]
-    if isinstance(last_n, int) and last_n > 0:
-        out = out[-last_n:]
-    return out
+    return (first_n if isinstance(first_n, int) and first_n > 0 else None), (
+        last_n if isinstance(last_n, int) and last_n > 0 else None
+    )
+
+
+def trajectory(messages: list[Msg], prop: Prop, set_extra: dict[str, Any]) -> list[Msg]:
+    """The part of the trajectory the judge is shown as context: its first n and its last n messages
+    (all of it when neither is set). A bound on the context, not a filter on what is judged."""
+    first_n, last_n = bounds(prop, set_extra)
+    if first_n is None and last_n is None:
+        return messages
+    keep = set(range(min(first_n or 0, len(messages))))
+    keep |= set(range(max(0, len(messages) - (last_n or 0)), len(messages)))
+    return [m for i, m in enumerate(messages) if i in keep]
+
+
+def _listing(messages: list[Msg], total: int) -> str:
+    lines = [f"{m.agent_name}: {m.text}" for m in messages]
+    if len(messages) < total:
+        lines.append(f"({total - len(messages)} message(s) of the trajectory not shown)")
+    return "\n".join(lines)
 
 
 def combine(
@@ -102,7 +116,7 @@ def combine(
 
 
 def _run(
-    llm: LLM, props: list[Prop], checks_for: dict[str, list[Check]], batch_size: int, dimension: str
+    llm: Judge, props: list[Prop], checks_for: dict[str, list[Check]], batch_size: int, dimension: str
 ) -> tuple[dict[str, list[Scored]], dict[str, str]]:
     all_checks = [c for p in props for c in checks_for.get(p.id, [])]
     results = score_checks(llm, all_checks, batch_size=batch_size)
@@ -116,14 +130,19 @@ def _run(
 
 
 def score_adherence(
-    llm: LLM, props: list[Prop], set_extra: dict[str, Any], messages: list[Msg], persona_spec: str, batch_size: int
+    llm: Judge, props: list[Prop], set_extra: dict[str, Any], messages: list[Msg], persona_spec: str, batch_size: int
 ) -> DimensionResult:
     checks: dict[str, list[Check]] = {}
     for p in props:
-        for i, m in enumerate(window(messages, p, set_extra)):
+        bounded = bounds(p, set_extra) != (None, None)
+        around = _listing(trajectory(messages, p, set_extra), len(messages)) if bounded else ""
+        for i, m in enumerate(messages):
             claim = render_claim(p.claim, agent_name=m.agent_name, channel_name=m.channel, recipient_name=m.recipient)
             to = f" to {m.recipient}" if m.recipient else ""
-            context = f"Persona spec of {m.agent_name}:\n{persona_spec}\n\nMessage in #{m.channel}{to}:\n{m.text}"
+            context = f"Persona spec of {m.agent_name}:\n{persona_spec}\n\n"
+            if around:
+                context += f"Trajectory (context):\n{around}\n\n"
+            context += f"Message in #{m.channel}{to}:\n{m.text}"
             checks.setdefault(p.id, []).append(Check(f"{p.id}#{i}", claim, context))
     scored, snippets = _run(llm, props, checks, batch_size, "adherence")
     score, items = combine(props, scored, snippets)
@@ -131,7 +150,7 @@ def score_adherence(
 
 
 def score_consistency(
-    llm: LLM, props: list[Prop], set_extra: dict[str, Any], messages: list[Msg], batch_size: int, pairs: int = 10
+    llm: Judge, props: list[Prop], set_extra: dict[str, Any], messages: list[Msg], batch_size: int, pairs: int = 10
 ) -> DimensionResult:
     """Pairs of a later message with an earlier one; the judge sees no persona spec."""
     half = len(messages) // 2
@@ -140,9 +159,7 @@ def score_consistency(
     checks: dict[str, list[Check]] = {}
     for p in props:
         for i, (later, earlier) in enumerate(pairings):
-            claim = render_claim(
-                p.claim, agent_name=later.agent_name, channel_name=later.channel, recipient_name=later.recipient
-            )
+            claim = render_claim(p.claim, **_variables(later))
             checks.setdefault(p.id, []).append(
                 Check(f"{p.id}#{i}", claim, f"Earlier message:\n{earlier.text}\n\nLater message:\n{later.text}")
             )
@@ -151,22 +168,32 @@ def score_consistency(
     return DimensionResult("consistency", score, items, {"pairs": float(len(pairings))})
 
 
+def _variables(m: Msg) -> dict[str, str]:
+    return {"agent_name": m.agent_name, "channel_name": m.channel, "recipient_name": m.recipient}
+
+
+def _unscored(dimension: str, props: list[Prop], reason: str) -> DimensionResult:
+    return DimensionResult(dimension, None, [PropositionResult(p.id, None, reason) for p in props])
+
+
 def _blend(llm_score: float | None, computed: float) -> float:
     return round(computed if llm_score is None else (llm_score + computed) / 2, 3)
 
 
 def score_fluency(
-    llm: LLM, props: list[Prop], set_extra: dict[str, Any], messages: list[Msg], batch_size: int
+    llm: Judge, props: list[Prop], set_extra: dict[str, Any], messages: list[Msg], batch_size: int
 ) -> DimensionResult:
+    if not messages:
+        return _unscored("fluency", props, "no messages to judge")
     overlap = novelty_overlap([m.text for m in messages], n=3)
     computed = 9 * (1 - overlap)
     checks: dict[str, list[Check]] = {}
     for p in props:
-        recent = window(messages, p, set_extra)
-        if recent:
-            listing = "\n".join(f"{i + 1}. {m.text}" for i, m in enumerate(recent))
-            claim = render_claim(p.claim, agent_name=recent[0].agent_name)
-            checks[p.id] = [Check(f"{p.id}#0", claim, f"Recent messages of {recent[0].agent_name}:\n{listing}")]
+        recent = trajectory(messages, p, set_extra)
+        listing = "\n".join(f"{i + 1}. {m.text}" for i, m in enumerate(recent))
+        last = recent[-1]
+        claim = render_claim(p.claim, **_variables(last))
+        checks[p.id] = [Check(f"{p.id}#0", claim, f"Recent messages of {last.agent_name}:\n{listing}")]
     scored, snippets = _run(llm, props, checks, batch_size, "fluency")
     llm_score, items = combine(props, scored, snippets)
     items.insert(
@@ -180,14 +207,32 @@ def score_fluency(
     return DimensionResult("fluency", _blend(llm_score, computed), items, {"ngram_overlap": overlap})
 
 
+def anonymise(text: str, names: dict[str, str], labels: dict[str, str]) -> str:
+    """Replace each cast member's full name, and first name, in text with their speaker label, or
+    "another member" for someone who does not speak in this channel. Case-sensitive, as names are
+    written: "Ivy said" is a name, "the ivy" a plant."""
+    pairs: list[tuple[str, str]] = []
+    for agent_id, name in names.items():
+        label = labels.get(agent_id, "another member")
+        for form in {name.strip(), name.split()[0] if name.split() else ""}:
+            if len(form) >= 2:
+                pairs.append((form, label))
+    for form, label in sorted(pairs, key=lambda p: -len(p[0])):
+        text = re.sub(rf"(?<!\w){re.escape(form)}(?!\w)", label, text)
+    return text
+
+
 def score_convergence(
-    llm: LLM,
+    llm: Judge,
     props: list[Prop],
     set_extra: dict[str, Any],
     channels: dict[str, list[Msg]],
     agent_name: str,
     batch_size: int,
+    names: dict[str, str] | None = None,
 ) -> DimensionResult:
+    """names: agent id -> display name of every cast member, replaced in the text as well as in the
+    speaker labels so the judge cannot tell who is who."""
     overlaps = []
     checks: dict[str, list[Check]] = {}
     for index, (channel, msgs) in enumerate(sorted(channels.items())):
@@ -199,9 +244,10 @@ def score_convergence(
         if len(by_speaker) < 2:
             continue
         overlaps.append(vocabulary_stats(by_speaker)["mean_vocabulary_overlap"])
-        transcript = "\n".join(f"{labels[m.agent_id]}: {m.text}" for m in msgs)
+        speakers = {**(names or {}), **{m.agent_id: m.agent_name for m in msgs}}
+        transcript = "\n".join(f"{labels[m.agent_id]}: {anonymise(m.text, speakers, labels)}" for m in msgs)
         for p in props:
-            claim = render_claim(p.claim, agent_name=agent_name, channel_name=channel)
+            claim = render_claim(p.claim, agent_name=agent_name, channel_name=channel, recipient_name="")
             checks.setdefault(p.id, []).append(
                 Check(f"{p.id}#{index}", claim, f"Anonymised conversation in #{channel}:\n{transcript}")
             )
@@ -224,11 +270,29 @@ def score_convergence(
     return DimensionResult("convergence", _blend(llm_score, computed), items, {"vocabulary_overlap": overlap})
 
 
+def score_propositions(
+    llm: Judge, dimension: str, props: list[Prop], set_extra: dict[str, Any], messages: list[Msg], batch_size: int
+) -> DimensionResult:
+    """A dimension with no measure of its own: each claim judged once against the agent's trajectory
+    (bounded by first_n / last_n), weighted mean, inverted claims as 9 minus the score."""
+    if not messages:
+        return _unscored(dimension, props, "no messages to judge")
+    checks: dict[str, list[Check]] = {}
+    for p in props:
+        shown = trajectory(messages, p, set_extra)
+        claim = render_claim(p.claim, **_variables(messages[-1]))
+        context = f"Messages of {messages[-1].agent_name} (oldest first):\n{_listing(shown, len(messages))}"
+        checks[p.id] = [Check(f"{p.id}#0", claim, context)]
+    scored, snippets = _run(llm, props, checks, batch_size, dimension)
+    score, items = combine(props, scored, snippets)
+    return DimensionResult(dimension, score, items)
+
+
 @dataclass(frozen=True)
 class DriftInput:
     """What a drift scorer may read, built once per run."""
 
-    llm: LLM
+    llm: Judge
     agent_name: str
     persona_spec: str
     messages: list[Msg]
@@ -236,6 +300,8 @@ class DriftInput:
     channels: Callable[[], dict[str, list[Msg]]]
     """The recent messages of every channel the agent spoke in (loaded only when a scorer asks)."""
     batch_size: int
+    names: dict[str, str] = field(default_factory=dict)
+    """agent id -> display name of every character agent (anonymisation)."""
 
 
 class Scorer(Protocol):
@@ -247,9 +313,17 @@ SCORERS: dict[str, Scorer] = {
     "consistency": lambda g, props, extra: score_consistency(g.llm, props, extra, g.messages, g.batch_size),
     "fluency": lambda g, props, extra: score_fluency(g.llm, props, extra, g.messages, g.batch_size),
     "convergence": lambda g, props, extra: score_convergence(
-        g.llm, props, extra, g.channels(), g.agent_name, g.batch_size
+        g.llm, props, extra, g.channels(), g.agent_name, g.batch_size, g.names
     ),
 }
-"""One registration per dimension: the dimensions, their files and their reports derive from it."""
+"""One registration per dimension with a measure of its own; any other dimension folder with
+propositions is scored by score_propositions."""
 
 DIMENSIONS: tuple[str, ...] = tuple(SCORERS)
+"""The built-in dimensions, in report order."""
+
+
+def scorer_for(dimension: str) -> Scorer:
+    if dimension in SCORERS:
+        return SCORERS[dimension]
+    return lambda g, props, extra: score_propositions(g.llm, dimension, props, extra, g.messages, g.batch_size)

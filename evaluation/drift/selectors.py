@@ -4,6 +4,7 @@ from typing import Any
 
 from django.db.models import Prefetch
 
+from evaluation.drift.execution import known_dimensions
 from evaluation.models import Agent, CorrectionLog, DimensionScore, EvaluationRun, PropositionScore
 
 
@@ -17,7 +18,7 @@ def drift_context(agent_id: str, runs_shown: int = 20) -> dict[str, Any] | None:
         .prefetch_related(Prefetch("dimension_scores", queryset=DimensionScore.objects.order_by("id")))
         .order_by("-created_at")[:runs_shown]
     )[::-1]
-    dimensions = ["adherence", "consistency", "fluency", "convergence"]
+    dimensions = list(known_dimensions())
     table: list[dict[str, Any]] = [
         {"run": r, "scores": {s.dimension: s.score for s in r.dimension_scores.all()}} for r in runs
     ]

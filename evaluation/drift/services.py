@@ -5,19 +5,35 @@ from typing import Any
 
 from evaluation.conf import setting
 from evaluation.drift import harness
+from evaluation.drift.cast import CastMember, parse_cast
 from evaluation.drift.corrections import GateDecision, gate_check, pre_invocation
 from evaluation.drift.execution import agent_lookup, drift_evaluate, drift_run_execute, drift_run_start
-from evaluation.drift.ingest import messages_ingest, parse_records
-from evaluation.drift.propositions import PropositionSpec, parse_proposition_yaml, proposition_file_as_dict
-from evaluation.models import AgentMessage, EvaluationRun
+from evaluation.drift.ingest import DriftMessageInput, messages_ingest, parse_records
+from evaluation.drift.propositions import (
+    PropositionFile,
+    PropositionSpec,
+    SetReplacement,
+    parse_proposition_yaml,
+    proposition_file_as_dict,
+)
+from evaluation.errors import Conflict, NotFound
+from evaluation.models import AgentMessage, EvaluationRun, PropositionSet
 from evaluation.models.runs import RunStatus
 
 __all__ = [
+    "CastMember",
+    "DriftMessageInput",
+    "parse_cast",
     "HARNESS_MODES",
+    "HARNESS_RULES",
+    "PropositionFile",
     "PropositionSpec",
+    "SetReplacement",
+    "proposition_set_replacement",
     "parse_proposition_yaml",
     "proposition_file_as_dict",
     "agent_lookup",
+    "baseline_accept",
     "baseline_record",
     "drift_evaluate",
     "drift_run_execute",
@@ -32,8 +48,22 @@ __all__ = [
 
 harness_run = harness.harness_run
 HARNESS_MODES = harness.MODES
+HARNESS_RULES = harness.RULES
 report_markdown = harness.markdown
 report_junit = harness.junit
+
+
+def proposition_set_replacement(parsed: PropositionFile, *, file: str) -> SetReplacement | None:
+    """What loading this file replaces: None when no set for its dimension and agent is stored yet, or
+    when the stored one came from this same file and keeps every proposition."""
+    stored = PropositionSet.objects.filter(dimension=parsed.dimension, agent_key=parsed.agent_id).first()
+    if stored is None:
+        return None
+    kept = {p.id for p in parsed.propositions}
+    dropped = tuple(sorted(set(stored.propositions.values_list("proposition_id", flat=True)) - kept))
+    if stored.source_file == file and not dropped:
+        return None
+    return SetReplacement(parsed.dimension, parsed.agent_id, stored.source_file, dropped)
 
 
 def messages_ingest_body(body: str | bytes) -> list[AgentMessage]:
@@ -51,12 +81,31 @@ def pre_invocation_for(*, agent_id: str, channel: str) -> dict[str, Any]:
     return pre_invocation(agent_lookup(agent_id), channel.lstrip("#"))
 
 
-def baseline_record(*, agent_id: str, judge: str | None, folder: Path) -> tuple[EvaluationRun, Path | None]:
-    """Score the shipped cast's messages for one agent and write its baseline file (with the judge calls);
-    the path is None when the run failed (its error says why)."""
+def baseline_record(
+    *, agent_id: str, judge: str | None, folder: Path, repeats: int = 1
+) -> tuple[EvaluationRun, Path | None]:
+    """Score the shipped cast's messages for one agent (repeats times) and write its baseline file, with
+    the judge calls and the judge's provider/model; the path is None when a run failed (its error says why)."""
     agent = agent_lookup(agent_id)
     harness.ensure_cast_messages(Path(setting("CAST_DIR")) / "messages.jsonl")
-    run = drift_evaluate(agent=agent, judge=judge, source="cast", is_baseline=True, record_dir=folder / "recordings")
+    runs = []
+    for _ in range(max(1, repeats)):
+        run = drift_evaluate(
+            agent=agent, judge=judge, source="cast", is_baseline=True, record_dir=folder / "recordings"
+        )
+        if run.status != RunStatus.COMPLETED:
+            return run, None
+        runs.append(run)
+    return runs[-1], harness.baseline_from_runs(folder, runs, judge=harness.run_judge(runs[0]))
+
+
+def baseline_accept(*, run_id: str, folder: Path | None = None) -> Path:
+    """Make a completed drift run its agent's golden baseline (baselines/<agent>.json)."""
+    run = EvaluationRun.objects.filter(run_id=run_id, kind="drift").select_related("drift").first()
+    if run is None:
+        raise NotFound(f"run: no drift run {run_id!r}")
     if run.status != RunStatus.COMPLETED:
-        return run, None
-    return run, harness.write_baseline(folder, run, mode="live")
+        raise Conflict(f"run {run_id} is {run.status}; only a completed run can become a baseline")
+    if run.judge_label.startswith("mock-judge"):
+        raise Conflict(f"run {run_id} was scored in mock-judge mode; record a baseline with a real judge")
+    return harness.baseline_from_runs(folder or Path(setting("BASELINES_DIR")), [run], judge=harness.run_judge(run))

@@ -2,7 +2,7 @@
 
 from evaluation.models.agents import Agent, AgentEvaluationConfig, AgentMessage
 from evaluation.models.catalog import Persona, Topic
-from evaluation.models.drift import Baseline, CorrectionLog, DriftRun, Proposition, PropositionScore, PropositionSet
+from evaluation.models.drift import CorrectionLog, DriftRun, Proposition, PropositionScore, PropositionSet
 from evaluation.models.llm import EndpointCredential, LLMConfig
 from evaluation.models.runs import (
     CompletedRun,
@@ -20,7 +20,6 @@ __all__ = [
     "Agent",
     "AgentEvaluationConfig",
     "AgentMessage",
-    "Baseline",
     "CacheEntry",
     "Case",
     "CaseResult",

@@ -29,6 +29,9 @@ class Agent(models.Model):
     extra = models.JSONField(
         default=dict, blank=True, help_text='Character agents: {"nudge": "..."} and other keys from the cast file.'
     )
+    loaded_fingerprint = models.CharField(
+        max_length=64, blank=True, editable=False, help_text="Hash of the record as its catalogue file left it."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

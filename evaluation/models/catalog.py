@@ -25,6 +25,9 @@ class Persona(models.Model):
     )
     extra = models.JSONField(default=dict, blank=True, help_text="Keys from the file this tool does not use; kept.")
     source_file = models.CharField(max_length=255, blank=True)
+    loaded_fingerprint = models.CharField(
+        max_length=64, blank=True, editable=False, help_text="Hash of the record as its catalogue file left it."
+    )
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
@@ -53,6 +56,9 @@ class Topic(models.Model):
     approved = models.BooleanField(default=False)
     extra = models.JSONField(default=dict, blank=True)
     source_file = models.CharField(max_length=255, blank=True)
+    loaded_fingerprint = models.CharField(
+        max_length=64, blank=True, editable=False, help_text="Hash of the record as its catalogue file left it."
+    )
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

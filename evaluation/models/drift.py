@@ -1,4 +1,5 @@
-"""Persona-drift data (spec 002): propositions, their scores, correction logs and golden baselines."""
+"""Persona-drift data (spec 002): propositions, their scores and correction logs (golden baselines are
+JSON files in baselines/, accepted from a drift run in the admin or by drift_baseline)."""
 
 import uuid
 
@@ -21,6 +22,11 @@ class DriftRun(models.Model):
     messages_judged = models.PositiveIntegerField(default=0)
     window_start = models.DateTimeField(null=True, blank=True)
     window_end = models.DateTimeField(null=True, blank=True)
+    judged_by = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="Per dimension, who judged: provider/model, or in mock-judge mode replay or offline.",
+    )
 
     class Meta:
         verbose_name = "drift run"
@@ -36,6 +42,9 @@ class PropositionSet(models.Model):
     agent_key = models.CharField(max_length=64, help_text="An agent id, or '_default' for every agent.")
     extra = models.JSONField(default=dict, blank=True)
     source_file = models.CharField(max_length=255, blank=True)
+    loaded_fingerprint = models.CharField(
+        max_length=64, blank=True, editable=False, help_text="Hash of the record as its catalogue file left it."
+    )
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
@@ -104,13 +113,14 @@ class CorrectionLog(models.Model):
         CORRECTED = "corrected"
         PASSED_AFTER_RETRY = "passed_after_retry"
         FORCED_THROUGH = "forced_through"
+        FAILED_OPEN = "failed_open", "failed open (the gate's judge did not answer in time)"
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="correction_logs")
     run = models.ForeignKey(EvaluationRun, null=True, blank=True, on_delete=models.SET_NULL, related_name="corrections")
     original_text = models.TextField()
     corrected_text = models.TextField(null=True, blank=True)
-    score = models.FloatField()
+    score = models.FloatField(null=True, blank=True, help_text="Empty when the judge gave none (failed open).")
     threshold = models.FloatField()
     reasoning = models.TextField()
     attempt_number = models.PositiveIntegerField()
@@ -123,27 +133,10 @@ class CorrectionLog(models.Model):
         indexes = [models.Index(fields=["agent", "created_at"])]
         constraints = [
             models.CheckConstraint(
-                condition=models.Q(outcome__in=["corrected", "passed_after_retry", "forced_through"]),
+                condition=models.Q(outcome__in=["corrected", "passed_after_retry", "forced_through", "failed_open"]),
                 name="correction_outcome_valid",
             )
         ]
 
     def __str__(self) -> str:
         return f"{self.agent_id}: {self.outcome}"
-
-
-class Baseline(models.Model):
-    """A golden score for one agent and dimension; a drop of more than 1.0 below it is a regression."""
-
-    agent_key = models.CharField(max_length=64)
-    dimension = models.CharField(max_length=50, help_text="A drift dimension (the scorers' registry names them).")
-    score = models.FloatField(validators=[MinValueValidator(0), MaxValueValidator(9)])
-    source_file = models.CharField(max_length=255, blank=True)
-    updated_at = models.DateTimeField(auto_now=True)
-
-    class Meta:
-        ordering = ["agent_key", "dimension"]
-        constraints = [models.UniqueConstraint(fields=["agent_key", "dimension"], name="baseline_unique")]
-
-    def __str__(self) -> str:
-        return f"{self.agent_key}/{self.dimension}: {self.score}"

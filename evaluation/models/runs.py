@@ -46,8 +46,20 @@ class RunStage(models.TextChoices):
 
 
 class RunSource(models.TextChoices):
+    """Where a run's conversation comes from: spec 001's two tutor sources, and one per other kind."""
+
     SIMULATED = "simulated", "Simulated"
     EXISTING_SESSION = "existing_session", "Session"
+    DRIFT = "drift", "Agent messages (drift)"
+    SUITE = "suite", "EVAL.md suite"
+
+
+DEFAULT_SOURCE: dict[str, str] = {
+    RunKind.TUTOR: RunSource.SIMULATED,
+    RunKind.DRIFT: RunSource.DRIFT,
+    RunKind.SUITE: RunSource.SUITE,
+}
+"""A run's source when its creator names none: drift and suite runs never read as simulated tutoring."""
 
 
 class Severity(models.TextChoices):

@@ -63,8 +63,12 @@ def create_session(request: HttpRequest) -> JsonResponse:
     if not isinstance(user, str) or len(user) > USER_MAX_CHARS:
         reason = f"must be a string of at most {USER_MAX_CHARS} characters"
         return JsonResponse({"error": f"user: {reason}", "fields": {"user": [reason]}}, status=400)
+    seed = body.get("seed")
+    if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool) or abs(seed) >= 2**53):
+        reason = "must be an integer (|seed| < 2**53) or absent"
+        return JsonResponse({"error": f"seed: {reason}", "fields": {"seed": [reason]}}, status=400)
     try:
-        session = services.session_create(topic_id=body["topic_id"], user=user)
+        session = services.session_create(topic_id=body["topic_id"], user=user, seed=seed)
     except InvalidInput as exc:
         return _invalid(exc, status=404)
     state = selectors.session_public_state(session)

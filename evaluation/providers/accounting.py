@@ -41,6 +41,8 @@ class Meter:
         self.usage = Usage()
         self.cost_usd = 0.0
         self.by_role: dict[str, Usage] = {}
+        self.by_provider: dict[str, int] = {}
+        """Calls per provider name: a report tells a run whose every call was `offline` from one that paid."""
         self._lock = threading.Lock()
 
     def restore(self, saved: dict, cost_usd: float) -> "Meter":
@@ -50,6 +52,7 @@ class Meter:
         self.by_role = {
             role: Usage(**{k: int(u.get(k, 0)) for k in fields}) for role, u in (saved.get("by_role") or {}).items()
         }
+        self.by_provider = {name: int(n) for name, n in (saved.get("by_provider") or {}).items()}
         self.cost_usd = float(cost_usd or 0.0)
         return self
 
@@ -57,10 +60,12 @@ class Meter:
         if self.limit_usd is not None and self.cost_usd >= self.limit_usd:
             raise CostLimitReached(f"cost limit reached: ${self.cost_usd:.4f} spent of a ${self.limit_usd:.4f} limit")
 
-    def add(self, role: str, usage: Usage, cost_usd: float) -> None:
+    def add(self, role: str, usage: Usage, cost_usd: float, provider: str = "") -> None:
         with self._lock:
             self.usage = self.usage + usage
             self.by_role[role] = self.by_role.get(role, Usage()) + usage
+            if provider:
+                self.by_provider[provider] = self.by_provider.get(provider, 0) + usage.calls
             self.cost_usd += cost_usd
         if self.on_change:
             try:
@@ -69,4 +74,8 @@ class Meter:
                 _release_helper_thread_connection()
 
     def as_dict(self) -> dict:
-        return {**self.usage.as_dict(), "by_role": {r: u.as_dict() for r, u in self.by_role.items()}}
+        return {
+            **self.usage.as_dict(),
+            "by_role": {r: u.as_dict() for r, u in self.by_role.items()},
+            "by_provider": dict(self.by_provider),
+        }

@@ -172,6 +172,8 @@ class Provider(ABC):
     default_model: str = ""
 
     key_env: str = ""
+    takes_seed: bool = False
+    """Whether generate() sends settings.seed to the model (runs record it, so a reader knows)."""
 
     def __init__(
         self,

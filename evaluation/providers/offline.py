@@ -31,6 +31,7 @@ def estimate_tokens(text: str) -> int:
 class OfflineProvider(Provider):
     name = "offline"
     default_model = "offline-rules-v1"
+    takes_seed = True  # rng_for: the settings' seed and the request decide every answer
 
     def generate(self, request: Request) -> Completion:
         rule = request.offline or _echo

@@ -30,6 +30,7 @@ class OpenAIProvider(Provider):
         super().__init__(**kwargs)
         # A custom base URL is usually a local OpenAI-compatible server: chat completions, maybe no key.
         self.api = self.options.get("api") or ("chat" if self.base_url else "responses")
+        self.takes_seed = self.api == "chat"  # the Responses API has no seed parameter
         # Always an explicit key: the SDK would otherwise read OPENAI_API_KEY itself, whatever the URL.
         self.client = openai.OpenAI(api_key=self.api_key or "none", base_url=self.base_url or None, max_retries=0)
         # OpenAI-compatible servers at a typed base URL get the chat wire format straight over httpx;

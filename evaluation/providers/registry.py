@@ -10,6 +10,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from evaluation.conf import setting
+from evaluation.errors import FieldProblem, InvalidInput
 from evaluation.providers.base import ROLES, GenerateSettings, MissingKeyError, Provider
 
 
@@ -185,6 +186,20 @@ def preload() -> None:
     to import, which a worker's first run would otherwise wait."""
     for vendor in VENDORS.values():
         importlib.import_module(vendor.provider_class.rpartition(".")[0])
+
+
+def keys_check(roles: list[str], override: str | None, *, field: str) -> None:
+    """Refuse a run start whose roles (with this override, else their configured providers) would need a
+    vendor key that is not set, or name an unknown provider: InvalidInput on `field`, naming the variable.
+
+    Every room's start service calls it, so every door (API 400, dashboard, admin, CLI) refuses alike.
+    """
+    try:
+        missing = require_keys(roles, override or None)
+    except ValueError as exc:  # an unknown provider: the message names the vendors on offer
+        raise InvalidInput([FieldProblem(field, str(exc))]) from None
+    if missing:
+        raise InvalidInput([FieldProblem(field, problem) for problem in missing])
 
 
 _INSTANCES: dict[str, Provider] = {}

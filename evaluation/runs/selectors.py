@@ -110,12 +110,14 @@ class CurrentRun:
     active_runs: int
 
 
-def run_current(*, run_id: str | None = None) -> CurrentRun:
-    """The named run, else the newest active run, else the newest run; NotFound for an unknown id."""
-    active = active_runs().order_by("-created_at")
+def run_current(*, run_id: str | None = None, kind: str = "") -> CurrentRun:
+    """The named run, else the newest active run, else the newest run (of `kind` when named, and then
+    counting only that kind's active runs); NotFound for an unknown id."""
+    active = active_runs(kind or None).order_by("-created_at")
     if run_id:
-        return CurrentRun(run=run_lookup(run_id), active_runs=active.count())
-    run = active.first() or EvaluationRun.objects.order_by("-created_at").first()
+        return CurrentRun(run=run_lookup(run_id, kind=kind or None), active_runs=active.count())
+    newest = EvaluationRun.objects.filter(kind=kind) if kind else EvaluationRun.objects.all()
+    run = active.first() or newest.order_by("-created_at").first()
     return CurrentRun(run=run, active_runs=active.count())
 
 

@@ -30,7 +30,7 @@ from django.utils.text import slugify
 from evaluation.conf import setting
 from evaluation.errors import CapacityReached, PlainMessage, RunBusy
 from evaluation.models import EvaluationRun, RunEvent
-from evaluation.models.runs import ACTIVE_STATUSES, RETRYABLE_STATUSES, RunStage, RunStatus
+from evaluation.models.runs import ACTIVE_STATUSES, DEFAULT_SOURCE, RETRYABLE_STATUSES, RunSource, RunStage, RunStatus
 from evaluation.runs.broadcast import Listener, broadcast
 
 log = logging.getLogger(__name__)
@@ -70,6 +70,7 @@ def run_create(*, base_id: str, kind: str, user: Any = None, **fields: Any) -> E
     """Create a queued run whose readable id (its report folder) is unique, suffixing _2, _3 on collision;
     `user` (a person or an API token's user) is recorded as who started it."""
     base = safe_run_id(base_id)
+    fields.setdefault("source", DEFAULT_SOURCE.get(kind, RunSource.SIMULATED))
     started_by = user if user is not None and getattr(user, "is_authenticated", False) else None
     for n in range(1, 1000):
         run_id = base if n == 1 else f"{base}_{n}"

@@ -10,7 +10,7 @@ from django.utils import timezone
 from evaluation.errors import FieldProblem, InvalidInput, NotFound, PlainMessage
 from evaluation.models import CacheEntry, Case, CaseResult, EvaluationRun, Suite, SuiteRun
 from evaluation.models.runs import RunKind, RunStage
-from evaluation.providers import ProviderSpec
+from evaluation.providers import ProviderSpec, keys_check
 from evaluation.runs import services as runs
 from evaluation.suites.cache import DEFAULT_PATH as FILE_CACHE_PATH
 from evaluation.suites.cache import FileCache
@@ -100,6 +100,9 @@ def suite_run_start(
                 ProviderSpec.parse(value)
             except ValueError as exc:
                 raise InvalidInput([FieldProblem(name, str(exc))]) from None
+    keys_check(["suite_agent"], model, field="model")
+    if judge:
+        keys_check(["suite_judge"], judge_model, field="judge_model")
     stamp = timezone.now().strftime("%Y%m%d_%H%M%S")
     with runs.capacity_reserved(1, queue=enqueue):
         run = runs.run_create(

@@ -2,6 +2,7 @@
 
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 
 from django.db import close_old_connections
 
@@ -11,6 +12,7 @@ from evaluation.tutoring import pipeline
 from evaluation.tutoring.server import tutor_server
 
 RunOne = Callable[[EvaluationRun, str | None], None]
+NotStarted = Callable[[EvaluationRun, Exception], None]
 
 
 def execute_batch(
@@ -20,8 +22,13 @@ def execute_batch(
     workers: int = 1,
     server_url: str | None = None,
     manage_server: bool = True,
+    not_started: NotStarted | None = None,
 ) -> list[EvaluationRun]:
-    """Execute runs (already created) with `one` and return them reloaded; comparisons are written at the end."""
+    """Execute runs (already created) with `one` and return them reloaded; comparisons are written at the end.
+
+    When the batch cannot start (no tutor server to use or start), every run is handed to `not_started`
+    with the reason, so none stays queued for good; without it the error propagates.
+    """
 
     def guarded(run: EvaluationRun, url: str | None) -> None:
         try:
@@ -30,11 +37,18 @@ def execute_batch(
             close_old_connections()
 
     needs_server = any(r.source == "simulated" and (r.agent is None or r.agent.kind == "reference") for r in runs)
-    if needs_server:
-        with tutor_server(server_url or setting("SERVER_URL"), manage=manage_server) as url:
+    with ExitStack() as stack:
+        url = server_url
+        try:
+            if needs_server:
+                url = stack.enter_context(tutor_server(server_url or setting("SERVER_URL"), manage=manage_server))
+        except Exception as exc:
+            if not_started is None:
+                raise
+            for run in runs:
+                not_started(run, exc)
+        else:
             _map(guarded, runs, url, workers)
-    else:
-        _map(guarded, runs, server_url, workers)
     for group in {r.group for r in runs if r.group}:
         pipeline.finalize_group(group)
     return list(

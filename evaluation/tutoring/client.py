@@ -20,7 +20,7 @@ from typing import Any
 import websockets
 
 from evaluation.errors import PlainMessage
-from evaluation.providers import LLM, Message
+from evaluation.providers import LLM, CostLimitReached, Message, ProviderError
 from evaluation.tutoring.simulator import StudentSimulator
 
 OnMessage = Callable[[dict[str, Any]], Awaitable[None]]
@@ -52,8 +52,14 @@ class SessionResult:
     session_id: str | None = None
     final_state: dict[str, Any] = field(default_factory=dict)
     ended_by: str = ""
-    """"max_turns", "is_complete" or "error"."""
+    """"max_turns", "is_complete" or "tutor_stopped" (the tutor stopped answering: `error` says how)."""
     error: str | None = None
+
+    @property
+    def judgeable(self) -> bool:
+        """Is there something to judge: at least one tutor reply to something the student said?"""
+        roles = [m["role"] for m in self.messages]
+        return any(a == "student" and b == "tutor" for a, b in zip(roles, roles[1:], strict=False))
 
 
 def _now() -> str:
@@ -97,6 +103,12 @@ class Conversation:
         await self.on_message(message)
         return message
 
+    def stopped(self, reason: str) -> None:
+        """The tutor stopped answering: the session ends here, like at max turns, and says why."""
+        self.result.ended_by = "tutor_stopped"
+        self.result.error = reason
+        self.log(f"tutor stopped answering: {reason}")
+
 
 class ProtocolTarget:
     """A tutor reached as a real student reaches it: POST /sessions, then the WebSocket."""
@@ -139,7 +151,8 @@ class ProtocolTarget:
                 _http_json,
                 "POST",
                 f"{self.base_url}/sessions",
-                {"topic_id": topic_id, "user": "eval-student"},
+                # The run's seed: a tutor that honours it (the reference tutor does) replays the same session.
+                {"topic_id": topic_id, "user": "eval-student", "seed": simulator.seed},
                 self.headers,
                 30,
             )
@@ -158,30 +171,33 @@ class ProtocolTarget:
         try:
             async with websockets.connect(url, additional_headers=headers, open_timeout=turn_timeout) as ws:
                 log(f"websocket open {url}")
-                reply = await self._await_assistant(ws, turn_timeout, log)
-                await conv.add("tutor", reply["content"])
-                turns = 0
-                while True:
-                    if reply.get("is_complete"):
-                        result.ended_by = "is_complete"
-                        break
-                    if turns >= max_turns:
-                        result.ended_by = "max_turns"
-                        break
-                    turns += 1
-                    transcript = [{"role": m["role"], "content": m["content"]} for m in result.messages]
-                    text, decision = await simulator.respond(transcript, turns)
-                    await conv.add("student", text, {"turn_decision": decision.as_dict()})
-                    await ws.send(json.dumps({"type": "student_message", "content": text}))
+                try:
                     reply = await self._await_assistant(ws, turn_timeout, log)
-                    await conv.add("tutor", reply["content"], {"is_complete": bool(reply.get("is_complete"))})
-        except websockets.ConnectionClosed as exc:
-            code = exc.rcvd.code if exc.rcvd else None
-            why = ": the session's credential was refused" if code == 4401 else ""
-            raise TutorUnavailable(f"the tutor closed the WebSocket (code {code or 'none'}){why}") from exc
+                    await conv.add("tutor", reply["content"])
+                    turns = 0
+                    while True:
+                        if reply.get("is_complete"):
+                            result.ended_by = "is_complete"
+                            break
+                        if turns >= max_turns:
+                            result.ended_by = "max_turns"
+                            break
+                        turns += 1
+                        transcript = [{"role": m["role"], "content": m["content"]} for m in result.messages]
+                        text, decision = await simulator.respond(transcript, turns)
+                        await conv.add("student", text, {"turn_decision": decision.as_dict()})
+                        await ws.send(json.dumps({"type": "student_message", "content": text}))
+                        reply = await self._await_assistant(ws, turn_timeout, log)
+                        await conv.add("tutor", reply["content"], {"is_complete": bool(reply.get("is_complete"))})
+                except websockets.ConnectionClosed as exc:
+                    code = exc.rcvd.code if exc.rcvd else None
+                    why = ": the session's credential was refused" if code == 4401 else ""
+                    conv.stopped(f"the tutor closed the WebSocket (code {code or 'none'}){why}")
+                except TutorUnavailable as exc:
+                    conv.stopped(str(exc))
         except (OSError, websockets.InvalidHandshake) as exc:
             raise TutorUnavailable(f"WebSocket {url} failed: {exc}") from exc
-        log(f"conversation ended: {result.ended_by}")
+        log(f"conversation ended: {result.ended_by}" + (f" ({result.error})" if result.error else ""))
         try:
             result.final_state = await asyncio.to_thread(
                 _http_json, "GET", f"{self.base_url}/sessions/{result.session_id}", None, headers, 30
@@ -234,8 +250,15 @@ class ChatTarget:
             Message("system", self.system_prompt),
             Message("user", "(The student has joined. Greet them and begin.)"),
         ]
+        conv.result.ended_by = "max_turns"
         for turn in range(max_turns + 1):
-            reply = (await self.llm.acall(history)).text.strip()
+            try:
+                reply = (await self.llm.acall(history, seed=simulator.seed * 1000 + turn)).text.strip()
+            except CostLimitReached:
+                raise
+            except ProviderError as exc:
+                conv.stopped(f"the tutor's endpoint stopped answering: {exc}")
+                break
             history.append(Message("assistant", reply))
             await conv.add("tutor", reply)
             if turn == max_turns:
@@ -244,5 +267,4 @@ class ChatTarget:
             text, decision = await simulator.respond(transcript, turn + 1)
             history.append(Message("user", text))
             await conv.add("student", text, {"turn_decision": decision.as_dict()})
-        conv.result.ended_by = "max_turns"
         return conv.result

@@ -81,7 +81,14 @@ def build_user_message(messages: list[dict[str, Any]], persona: PersonaSpec | No
             f"Description: {persona.description}",
             "Personality traits: " + ", ".join(persona.personality_traits),
             f"Correct answer probability: {persona.correct_answer_probability}",
-            "Behavioural tendencies: " + (", ".join(f"{k}={v:g}" for k, v in persona.behaviors) or "none"),
+            "Behavioural tendencies: "
+            + (
+                ", ".join(
+                    f"{b.key}={b.probability:g}" + (f" ({b.trigger})" if b.trigger != "always" else "")
+                    for b in persona.behaviors
+                )
+                or "none"
+            ),
             f"Persona-specific criteria: {PERSONA_CRITERIA.get(persona.persona_id, GENERIC_CRITERIA)}",
             "",
         ]
@@ -112,13 +119,20 @@ def quote_in_transcript(quote: str, messages: list[dict[str, Any]]) -> bool:
 
 
 def judge_conversation(
-    messages: list[dict[str, Any]], persona: PersonaSpec | None, topic: TopicSpec | None, llm: LLM
+    messages: list[dict[str, Any]],
+    persona: PersonaSpec | None,
+    topic: TopicSpec | None,
+    llm: LLM,
+    *,
+    seed: int | None = None,
 ) -> Judgement:
-    """Ask the judge; every finding gets quote_found. Raises InvalidJSONError if it never answers validly."""
+    """Ask the judge (seeded with the run's seed, where the vendor takes one); every finding gets
+    quote_found. Raises InvalidJSONError if it never answers validly."""
     result = llm.call(
         [Message("system", system_prompt()), Message("user", build_user_message(messages, persona, topic))],
         schema=judge_schema(),
         offline=JudgeRule(messages=tuple(messages), persona=persona),
+        seed=seed,
     )
     data = result.data
     summary = data["summary"]

@@ -21,12 +21,20 @@ from django.utils.dateparse import parse_datetime
 from evaluation.conf import setting
 from evaluation.models import DimensionScore, EvaluationRun, Problem, RunMessage
 from evaluation.models.runs import RunSource, RunStage, RunStatus
-from evaluation.providers import Meter, ProviderSpec, allowed_env_value, get_llm
+from evaluation.providers import Meter, ProviderSpec, allowed_env_value, estimate_cost, get_llm
 from evaluation.providers.base import InvalidJSONError
 from evaluation.runs.services import RunHandle, RunStopped
 from evaluation.tutoring import judge, reports
-from evaluation.tutoring.client import ChatTarget, ProtocolTarget, RunLog
-from evaluation.tutoring.selectors import group_runs, run_messages, run_persona, run_report_context, run_topic
+from evaluation.tutoring.client import ChatTarget, ProtocolTarget, RunLog, SessionResult, TutorUnavailable
+from evaluation.tutoring.llm_records import RECORD_KEYS, llm_record, usage_of
+from evaluation.tutoring.selectors import (
+    group_baseline,
+    group_runs,
+    run_messages,
+    run_persona,
+    run_report_context,
+    run_topic,
+)
 from evaluation.tutoring.server import tutor_server
 from evaluation.tutoring.simulator import StudentSimulator
 
@@ -47,6 +55,13 @@ def _meter(run: EvaluationRun) -> Meter:
 
 def _override(run: EvaluationRun) -> str | None:
     return run.config.get("provider") or None
+
+
+def record_llm(handle: RunHandle, role: str, record: dict[str, Any]) -> None:
+    """Store one role's record in the run's config (config["llm"][role])."""
+    run = handle.run
+    run.config = {**run.config, "llm": {**(run.config.get("llm") or {}), role: record}}
+    handle.progress(config=run.config)
 
 
 def on_failure(handle: RunHandle, exc: BaseException, message: str, text: str) -> None:
@@ -107,6 +122,7 @@ def converse(handle: RunHandle, *, server_url: str | None) -> None:
     simulator = StudentSimulator(
         persona, topic, get_llm("simulator", override=_override(run), meter=meter), seed=run.seed or 0
     )
+    record_llm(handle, "simulator", llm_record(simulator.llm, simulator.seed))
     turn_timeout = float(run.config.get("turn_timeout", 90))
     db = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"store-{run.run_id}"[:40])
     pending: list[asyncio.Future[None]] = []
@@ -178,16 +194,49 @@ def converse(handle: RunHandle, *, server_url: str | None) -> None:
     try:
         with tutor_target(run.agent, server_url, meter) as target:
             result = asyncio.run(conversation(target))
+            tutor = tutor_record(run.agent, target, result, run.seed)
     finally:
         db.submit(lambda: connection.close()).result()  # the store thread's connection goes back now, not at GC
         db.shutdown()
+    if not isinstance(target, ChatTarget) and usage_of(tutor).calls:
+        # The app ran this tutor (the reference tutor reports its usage in the session state): count it.
+        tutor_usage = usage_of(tutor)
+        meter.add("tutor", tutor_usage, estimate_cost(str(tutor.get("model") or ""), tutor_usage))
     run.config = {
         **run.config,
         "session_id": result.session_id,
         "ended_by": result.ended_by,
+        "end_reason": result.error or "",
+        "session_state": session_state(result),
         "turn_decisions": [d.as_dict() for d in simulator.turn_decisions],
+        "llm": {**(run.config.get("llm") or {}), "tutor": {k: tutor.get(k) for k in RECORD_KEYS}},
     }
     handle.progress(config=run.config, **usage())
+    if result.error and not result.judgeable:
+        raise TutorUnavailable(result.error)
+
+
+def session_state(result: SessionResult) -> dict[str, Any]:
+    """The tutor's final session state (GET /sessions/{id}), without the logs the run stores as messages."""
+    return {k: v for k, v in result.final_state.items() if k not in ("full_conversation_log", "conversation_history")}
+
+
+def tutor_record(agent: Any, target: Any, result: SessionResult, seed: int | None) -> dict[str, Any]:
+    """Which model tutored: the chat endpoint's as resolved here; a protocol tutor's as its final session
+    state reports it (the reference tutor does, with its usage); otherwise what the agent row says."""
+    if isinstance(target, ChatTarget):
+        return llm_record(target.llm, seed)
+    reported = result.final_state.get("tutor")
+    if isinstance(reported, dict) and reported.get("provider"):
+        return reported
+    return {
+        "provider": "external" if agent is not None else "reference",
+        "model": (agent.model if agent is not None else "") or "unknown",
+        "source": f"agent {agent.pk}" if agent is not None else "not reported by the tutor",
+        "temperature": None,
+        "seed": None,
+        "seed_sent": False,
+    }
 
 
 def evaluate(handle: RunHandle) -> None:
@@ -198,7 +247,8 @@ def evaluate(handle: RunHandle) -> None:
     if not messages:
         raise ValueError("nothing to evaluate: the run has no messages")
     llm = get_llm("judge", override=_override(run), meter=_meter(run))
-    verdict = judge.judge_conversation(messages, run_persona(run), run_topic(run), llm)
+    record_llm(handle, "judge", llm_record(llm, run.seed))
+    verdict = judge.judge_conversation(messages, run_persona(run), run_topic(run), llm, seed=run.seed)
     with transaction.atomic():
         DimensionScore.objects.filter(run=run).delete()
         Problem.objects.filter(run=run).delete()
@@ -268,5 +318,5 @@ def finalize_group(group: str) -> Path | None:
     if len(runs) < 2:
         return None
     folder = Path(setting("RUNS_DIR")) / group
-    reports.write_comparison(folder, group, runs)
+    reports.write_comparison(folder, group, runs, baseline=group_baseline(group))
     return folder

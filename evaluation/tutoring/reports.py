@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from evaluation.tutoring.judge import format_transcript
+from evaluation.tutoring.regression import compare, mean_ci
 from evaluation.tutoring.rubric import SUGGESTED_FIXES
 
 ARTIFACTS = (
@@ -49,6 +50,35 @@ def persona_header(persona: dict[str, Any] | None) -> list[str]:
     ]
 
 
+ENDINGS = {
+    "max_turns": "max turns reached",
+    "is_complete": "the tutor marked the session complete",
+    "tutor_stopped": "the tutor stopped answering",
+}
+
+
+def ending_lines(session: dict[str, Any] | None) -> list[str]:
+    """How the conversation ended (simulated runs), e.g. the tutor stopped answering, and why."""
+    ended_by = (session or {}).get("ended_by")
+    if not ended_by:
+        return []
+    reason = (session or {}).get("end_reason")
+    return [f"**Ended:** {ENDINGS.get(ended_by, ended_by)}" + (f" ({reason})" if reason else ""), ""]
+
+
+def models_lines(models: dict[str, Any] | None) -> list[str]:
+    """Which model played each role: provider/model, temperature and seed."""
+    if not models:
+        return []
+    cells = []
+    for role, m in models.items():
+        extra = [f"temperature {m['temperature']:g}"] if m.get("temperature") is not None else []
+        if m.get("seed") is not None:
+            extra.append(f"seed {m['seed']}" + ("" if m.get("seed_sent") else " (not sent: the vendor takes none)"))
+        cells.append(f"{role} `{m.get('provider')}/{m.get('model')}`" + (f" ({', '.join(extra)})" if extra else ""))
+    return ["**Models:** " + "; ".join(cells), ""]
+
+
 def write_run_reports(folder: Path, ctx: dict[str, Any]) -> list[Path]:
     """Write config, conversation (json + md), evaluation, review and problems; run.log is the runner's."""
     run, persona, messages, evaluation = ctx["run"], ctx.get("persona"), ctx["messages"], ctx.get("evaluation")
@@ -62,6 +92,7 @@ def write_run_reports(folder: Path, ctx: dict[str, Any]) -> list[Path]:
     md = [f"# Conversation {run['run_id']}", "", *persona_header(persona)]
     if ctx.get("topic"):
         md += [f"**Topic:** {ctx['topic']['name']} (grade {ctx['topic']['grade']})", ""]
+    md += models_lines(ctx["config"].get("llm")) + ending_lines(ctx.get("session"))
     for m in messages:
         md.append(f"**[Turn {m['turn']}] {m['role'].upper()}:** {m['content']}")
         decision = (m.get("metadata") or {}).get("turn_decision")
@@ -93,7 +124,16 @@ def review_markdown(ctx: dict[str, Any]) -> str:
             else ""
         ),
         "",
+        *models_lines(evaluation.get("models")),
+        *ending_lines(ctx.get("session")),
     ]
+    fidelity = evaluation.get("simulator_fidelity")
+    if fidelity and fidelity["strayed"]:
+        lines += [
+            "> **Warning: the simulated student strayed from its persona**, so low scores may be the student's "
+            "doing, not the tutor's: " + "; ".join(fidelity["reasons"]) + ".",
+            "",
+        ]
     lines += ["## Scores", "", "| dimension | score | |", "|---|---|---|"]
     for name, score in evaluation["scores"].items():
         lines.append(f"| {name.replace('_', ' ')} | {score:g}/10 | `{bar(score)}` |")
@@ -101,6 +141,7 @@ def review_markdown(ctx: dict[str, Any]) -> str:
     lines += ["## Summary", "", evaluation["summary"], "", "## Analysis", ""]
     for name, text in evaluation["dimension_analysis"].items():
         lines += [f"### {name.replace('_', ' ').title()} ({evaluation['scores'].get(name, 0):g}/10)", "", text, ""]
+    lines += fidelity_lines(fidelity)
     if evaluation["problems"]:
         lines += ["## Problems", ""]
         for p in evaluation["problems"]:
@@ -111,6 +152,37 @@ def review_markdown(ctx: dict[str, Any]) -> str:
                 "",
             ]
     return "\n".join(lines)
+
+
+def _pct(rate: dict[str, Any]) -> str:
+    if rate["rate"] is None:
+        return "no checked turns"
+    return f"{rate['rate']:.0%} ({rate['k']}/{rate['n']}; 95% CI {rate['low']:.0%}-{rate['high']:.0%})"
+
+
+def fidelity_lines(fidelity: dict[str, Any] | None) -> list[str]:
+    """The simulator's fidelity section of review.md."""
+    if not fidelity:
+        return []
+    lines = [
+        "## Simulator fidelity",
+        "",
+        f"- verdict: {'**strayed**' if fidelity['strayed'] else 'followed its decisions'}",
+        f"- target correct rate: {fidelity['target']:.0%}",
+        f"- decided correct (the seeded rolls): {_pct(fidelity['decided'])}",
+        f"- realised correct (answers checked against the tutor's question): {_pct(fidelity['realised'])}"
+        + (f"; {fidelity['unchecked_answers']} answer(s) not checkable" if fidelity["unchecked_answers"] else ""),
+        f"- answers contradicting their turn decision: {len(fidelity['contradictions'])}",
+    ]
+    for c in fidelity["contradictions"]:
+        told = "correctly" if c["decided_correct"] else "incorrectly"
+        lines.append(f'  - turn {c["turn"]}: told to answer {told}, wrote "{c["answer"]}" (answer: {c["expected"]})')
+    for b in fidelity["behaviours"]:
+        seen = (
+            f"shown {b['shown']} of {b['requested']}" if b["checked"] else f"requested {b['requested']}, not checkable"
+        )
+        lines.append(f"- behaviour {b['name'].replace('_', ' ')}: {seen}")
+    return [*lines, ""]
 
 
 def problems_markdown(ctx: dict[str, Any]) -> str:
@@ -176,15 +248,31 @@ def comparison_data(runs: list[dict[str, Any]]) -> dict[str, Any]:
             "runs": items,
             "mean_scores": means,
             "spread": spread,
+            "ci": {d: mean_ci([r["scores"][d] for r in scored if d in r["scores"]]) for d in dims},
             "avg_score": round(statistics.fmean(avgs), 2) if avgs else None,
             "avg_spread": round(statistics.pstdev(avgs), 2) if avgs else None,
+            "avg_ci": mean_ci(avgs),
         }
     causes = Counter(c for r in runs for c in r.get("root_causes", []))
     return {"personas": personas, "root_causes": dict(causes.most_common()), "run_count": len(runs)}
 
 
-def write_comparison(folder: Path, group: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
+def _mean_cell(mean: float, ci: tuple[float | None, float | None] | list[Any]) -> str:
+    low, high = ci
+    return f"{mean:g}" + (f" [{low:g}, {high:g}]" if low is not None else "")
+
+
+def write_comparison(
+    folder: Path, group: str, runs: list[dict[str, Any]], baseline: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """comparison.json and comparison.md. baseline: {"id", "judge", "rule", "threshold", "means"} to check
+    every persona's scores against (regression.compare)."""
     data = {"group": group, **comparison_data(runs)}
+    if baseline:
+        verdicts = compare(runs, baseline["means"], threshold=baseline["threshold"], rule=baseline["rule"])
+        data["baseline"] = {k: baseline[k] for k in ("id", "judge", "rule", "threshold")}
+        data["verdicts"] = [v.as_dict() for v in verdicts]
+        data["regressions"] = [v.as_dict() for v in verdicts if v.regression]
     _write(folder / "comparison.json", _json(data))
     dims: list[str] = []
     for p in data["personas"].values():
@@ -193,7 +281,12 @@ def write_comparison(folder: Path, group: str, runs: list[dict[str, Any]]) -> di
     lines = [
         f"# Comparison {group}",
         "",
-        f"{data['run_count']} runs" + (f", up to {repeats} per persona (mean ± spread)" if repeats > 1 else ""),
+        f"{data['run_count']} runs"
+        + (
+            f", up to {repeats} per persona: mean [95% confidence interval] (spreads in comparison.json)"
+            if repeats > 1
+            else ""
+        ),
         "",
     ]
     lines += [
@@ -201,29 +294,55 @@ def write_comparison(folder: Path, group: str, runs: list[dict[str, Any]]) -> di
         "|---" * (len(dims) + 2) + "|",
     ]
     for persona_id, p in data["personas"].items():
-        cells = [
-            (f"{p['mean_scores'][d]:g}" + (f" ± {p['spread'][d]:g}" if repeats > 1 else ""))
-            if d in p["mean_scores"]
-            else "-"
-            for d in dims
-        ]
-        avg = (
-            "failed"
-            if p["avg_score"] is None
-            else f"{p['avg_score']:g}" + (f" ± {p['avg_spread']:g}" if repeats > 1 else "")
-        )
+        cells = [_mean_cell(p["mean_scores"][d], p["ci"][d]) if d in p["mean_scores"] else "-" for d in dims]
+        avg = "failed" if p["avg_score"] is None else _mean_cell(p["avg_score"], p["avg_ci"])
         lines.append(f"| {persona_id} | " + " | ".join(cells) + f" | {avg} |")
     if repeats > 1:
-        lines += ["", "## Runs", "", "| persona | run | status | average |", "|---|---|---|---|"]
+        lines += ["", "## Runs", ""]
         for persona_id, p in data["personas"].items():
+            lines += [
+                f"### {persona_id}",
+                "",
+                "| run | status | " + " | ".join(d.replace("_", " ") for d in dims) + " | average |",
+                "|---" * (len(dims) + 3) + "|",
+            ]
             for r in p["runs"]:
-                lines.append(
-                    f"| {persona_id} | {r['run_id']} | {r['status']} | {r.get('avg_score') if r.get('avg_score') is not None else '-'} |"
-                )
+                scores = r.get("scores") or {}
+                cells = [f"{scores[d]:g}" if d in scores else "-" for d in dims]
+                avg = f"{r['avg_score']:g}" if r.get("avg_score") is not None else "-"
+                lines.append(f"| {r['run_id']} | {r['status']} | " + " | ".join(cells) + f" | {avg} |")
+            lines.append("")
+    if baseline:
+        lines += regression_lines(data)
     lines += ["", "## Root causes", "", "| root cause | count |", "|---|---|"]
     lines += [f"| {c} | {n} |" for c, n in data["root_causes"].items()] or ["| (none) | 0 |"]
     _write(folder / "comparison.md", "\n".join(lines) + "\n")
     return data
+
+
+def regression_lines(data: dict[str, Any]) -> list[str]:
+    b = data["baseline"]
+    found = data["regressions"]
+    lines = [
+        "",
+        f"## Against baseline {b['id']}",
+        "",
+        f"Judge {b['judge']}; rule: {b['rule']} (a drop beyond {b['threshold']:g}"
+        + (" whose 95% CI excludes the baseline mean" if b["rule"] == "noise-aware" else "")
+        + " is a regression).",
+        "",
+        f"**{len(found)} regression(s).**" if found else "**No regression.**",
+        "",
+        "| persona | dimension | baseline | mean [95% CI] | n | drop | verdict |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for v in data["verdicts"]:
+        mark = "**regression**" if v["regression"] else "ok"
+        lines.append(
+            f"| {v['persona_id']} | {v['dimension'].replace('_', ' ')} | {v['baseline']:g} | "
+            f"{_mean_cell(v['mean'], (v['low'], v['high']))} | {v['n']} | {v['drop']:g} | {mark}: {v['why']} |"
+        )
+    return lines
 
 
 __all__ = ["ARTIFACTS", "format_transcript", "write_comparison", "write_error", "write_run_reports"]

@@ -13,7 +13,9 @@ from evaluation.errors import NotFound
 from evaluation.models import Agent, DimensionScore, EvaluationRun, Persona, Problem, RunMessage, Topic, TutoringSession
 from evaluation.redact import redact
 from evaluation.runs.selectors import run_scores, runs_filter, runs_with_results
-from evaluation.tutoring.personas import persona_as_dict
+from evaluation.tutoring.fidelity import simulator_fidelity
+from evaluation.tutoring.personas import persona_as_dict, persona_schema
+from evaluation.tutoring.regression import Verdict, compare
 from evaluation.tutoring.reports import ARTIFACTS, comparison_data
 from evaluation.tutoring.rubric import DIMENSIONS
 from evaluation.tutoring.sessions import session_lookup, session_public_state
@@ -31,13 +33,19 @@ __all__ = [
     "RunCard",
     "comparison_context",
     "conversation",
+    "baseline_runs",
+    "group_baseline",
     "group_runs",
+    "group_verdicts",
     "persona_as_dict",
+    "persona_schema",
     "persona_get",
     "persona_list",
     "run_evaluation",
     "run_list_page",
     "run_messages",
+    "run_fidelity",
+    "run_models",
     "run_config",
     "run_persona",
     "run_report_context",
@@ -45,6 +53,9 @@ __all__ = [
     "session_lookup",
     "session_public_state",
     "start_form_choices",
+    "ScoreTrends",
+    "score_trends",
+    "tutor_runs_filtered",
     "topic_as_dict",
     "topic_get",
     "topic_list",
@@ -95,7 +106,24 @@ def run_evaluation(run: EvaluationRun) -> dict[str, Any] | None:
         "summary": run.summary,
         "judge": run.judge_label,
         "offline": run.judge_label.startswith("offline/"),
+        "models": run_models(run),
+        "simulator_fidelity": run_fidelity(run),
     }
+
+
+def run_fidelity(run: EvaluationRun) -> dict[str, Any] | None:
+    """How faithfully the simulated student followed its turn decisions (None for a real session)."""
+    persona = run_persona(run)
+    if persona is None:
+        return None
+    found = simulator_fidelity(run_messages(run), persona.correct_answer_probability)
+    return found.as_dict() if found else None
+
+
+def run_models(run: EvaluationRun) -> dict[str, dict[str, Any]]:
+    """Per role (simulator, tutor, judge): the resolved provider and model, temperature and seed the run used."""
+    stored = run.config.get("llm") or {}
+    return {role: dict(stored[role]) for role in ("simulator", "tutor", "judge") if isinstance(stored.get(role), dict)}
 
 
 def run_persona(run: EvaluationRun) -> PersonaSpec | None:
@@ -108,11 +136,11 @@ def run_persona(run: EvaluationRun) -> PersonaSpec | None:
 
 
 def run_topic(run: EvaluationRun) -> TopicSpec | None:
-    """The run's topic, else the topic an evaluated session carried in its state."""
-    if run.topic:
-        return TopicSpec.from_record(run.topic)
+    """The topic an evaluated session carried in its state (its own context wins), else the run's topic."""
     stored = run.config.get("topic")
-    return TopicSpec.from_dict(stored) if isinstance(stored, dict) else None
+    if isinstance(stored, dict) and stored:
+        return TopicSpec.from_dict(stored)
+    return TopicSpec.from_record(run.topic) if run.topic else None
 
 
 def run_config(run: EvaluationRun) -> dict[str, Any]:
@@ -125,7 +153,8 @@ def run_config(run: EvaluationRun) -> dict[str, Any]:
             "persona_id": run.persona.persona_id if run.persona else None,
             "max_turns": run.max_turns,
             "seed": run.seed,
-            **run.config,
+            # The final session state goes to conversation.json's session block, not the configuration.
+            **{k: v for k, v in run.config.items() if k != "session_state"},
         }
     )
 
@@ -139,35 +168,63 @@ def run_report_context(run: EvaluationRun) -> dict[str, Any]:
         "persona": persona.as_dict() if persona else None,
         "topic": topic.as_dict() if topic else None,
         "session": {
-            "session_id": str(run.source_session_id) if run.source_session_id else run.config.get("session_id")
+            "session_id": str(run.source_session_id) if run.source_session_id else run.config.get("session_id"),
+            "ended_by": run.config.get("ended_by") or None,
+            "end_reason": run.config.get("end_reason") or None,
+            "final_state": redact(run.config.get("session_state")) if run.config.get("session_state") else None,
         },
         "messages": run_messages(run),
         "evaluation": run_evaluation(run),
     }
 
 
+def _group_entry(run: EvaluationRun) -> dict[str, Any]:
+    return {
+        "run_id": run.run_id,
+        "persona_id": run.persona.persona_id if run.persona else None,
+        "status": run.status,
+        "repeat_index": run.repeat_index,
+        "scores": run_scores(run),
+        "avg_score": run.overall_score,
+        "root_causes": [p.root_cause for p in run.problems.all()],
+        "judge": run.judge_label,
+    }
+
+
 def group_runs(group: str) -> list[dict[str, Any]]:
     """Comparison input: every run of a multi-persona group with its scores and root causes."""
+    if not group:
+        return []
     runs = (
         runs_with_results()
         .filter(group=group)
         .prefetch_related("problems")
         .order_by("persona__persona_id", "repeat_index")
     )
-    out = []
-    for run in runs:
-        out.append(
-            {
-                "run_id": run.run_id,
-                "persona_id": run.persona.persona_id if run.persona else None,
-                "status": run.status,
-                "repeat_index": run.repeat_index,
-                "scores": run_scores(run),
-                "avg_score": run.overall_score,
-                "root_causes": [p.root_cause for p in run.problems.all()],
-            }
-        )
-    return out
+    return [_group_entry(run) for run in runs]
+
+
+def baseline_runs(ref: str) -> list[dict[str, Any]]:
+    """A baseline for a comparison: the scored runs of a comparison group, or one tutor run, by id."""
+    runs = group_runs(ref)
+    if not runs:
+        single = runs_with_results().prefetch_related("problems").filter(run_id=ref, kind="tutor").first()
+        runs = [_group_entry(single)] if single else []
+    return [r for r in runs if r["scores"]]
+
+
+def group_verdicts(group: str) -> list[Verdict] | None:
+    """A group's scores checked against the baseline it was started with (None when it has none)."""
+    baseline = group_baseline(group)
+    if baseline is None:
+        return None
+    return compare(group_runs(group), baseline["means"], threshold=baseline["threshold"], rule=baseline["rule"])
+
+
+def group_baseline(group: str) -> dict[str, Any] | None:
+    """The baseline a group was started against (its runs' config), if any."""
+    configs = EvaluationRun.objects.filter(group=group).values_list("config", flat=True)
+    return next((c["baseline"] for c in configs if isinstance(c, dict) and c.get("baseline")), None)
 
 
 @dataclass
@@ -182,20 +239,26 @@ class RunCard:
 RUN_FILTERS = ("source", "persona", "topic", "status", "date_from", "date_to")
 
 
-def run_list_page(
-    filters: dict[str, str], page_number: str | int | None, per_page: int = 24
-) -> tuple[Page, list[RunCard]]:
-    """One page of runs, newest first, in four queries whatever the number of runs or messages."""
-    runs = runs_filter(
-        EvaluationRun.objects.select_related("persona", "topic").order_by("-created_at"),
+def tutor_runs_filtered(runs: QuerySet[EvaluationRun], filters: dict[str, str]) -> QuerySet[EvaluationRun]:
+    """Tutor runs matching the dashboard's filters (RUN_FILTERS); a date it cannot read is ignored."""
+    return runs_filter(
+        runs,
         kind="tutor",
         source=filters.get("source") or "",
         persona=filters.get("persona") or "",
         topic=filters.get("topic") or "",
         status=filters.get("status") or "",
-        # The dashboard's form ignores a date it cannot read rather than failing the page.
         date_from=_date_or_none(filters.get("date_from")),
         date_to=_date_or_none(filters.get("date_to")),
+    )
+
+
+def run_list_page(
+    filters: dict[str, str], page_number: str | int | None, per_page: int = 24
+) -> tuple[Page, list[RunCard]]:
+    """One page of runs, newest first, in four queries whatever the number of runs or messages."""
+    runs = tutor_runs_filtered(
+        EvaluationRun.objects.select_related("persona", "topic").order_by("-created_at"), filters
     )
     page = Paginator(runs, per_page).get_page(page_number)
     items = list(page.object_list)
@@ -217,18 +280,20 @@ def comparison_context(group: str) -> dict[str, Any] | None:
     if not runs:
         return None
     data = comparison_data(runs)
+    baseline = group_baseline(group)
     dimensions: list[str] = []
     for p in data["personas"].values():
         dimensions += [d for d in p["mean_scores"] if d not in dimensions]
     rows = []
     for persona_id, p in data["personas"].items():
-        cells = [(p["mean_scores"].get(d), p["spread"].get(d)) for d in dimensions]
+        cells = [(p["mean_scores"].get(d), p["spread"].get(d), *p["ci"].get(d, (None, None))) for d in dimensions]
         rows.append(
             {
                 "persona_id": persona_id,
                 "cells": cells,
                 "avg": p["avg_score"],
                 "avg_spread": p["avg_spread"],
+                "avg_ci": p["avg_ci"],
                 "runs": p["runs"],
             }
         )
@@ -240,6 +305,13 @@ def comparison_context(group: str) -> dict[str, Any] | None:
         "root_causes": data["root_causes"],
         "repeats": repeats,
         "series": {pid: p["mean_scores"] for pid, p in data["personas"].items()},
+        "baseline": {k: v for k, v in baseline.items() if k != "means"} if baseline else None,
+        "verdicts": [
+            v.as_dict()
+            for v in compare(runs, baseline["means"], threshold=baseline["threshold"], rule=baseline["rule"])
+        ]
+        if baseline
+        else [],
     }
 
 
@@ -249,7 +321,10 @@ def start_form_choices() -> dict[str, Any]:
         "personas": Persona.objects.order_by("persona_id").only("persona_id", "name"),
         "topics": Topic.objects.order_by("grade", "topic_id").only("topic_id", "name", "grade", "approved"),
         "agents": Agent.objects.exclude(kind="character").only("id", "display_name"),
-        "sessions": TutoringSession.objects.select_related("topic").order_by("-created_at")[:50],
+        # Only sessions with something to judge: a session that never got a message has no conversation.
+        "sessions": TutoringSession.objects.select_related("topic")
+        .exclude(full_conversation_log=[], conversation_history=[])
+        .order_by("-created_at")[:50],
     }
 
 
@@ -298,3 +373,68 @@ def run_files(run: EvaluationRun) -> list[str]:
     if folder is None or not folder.is_dir():
         return []
     return sorted(p.name for p in folder.iterdir() if p.name in DOWNLOADABLE)
+
+
+@dataclass(frozen=True)
+class ScoreTrends:
+    """Mean judged scores of completed tutor runs, three ways: over time, per tutor version, per persona."""
+
+    dimensions: list[str]
+    times: list[str]
+    """Bucket labels, oldest first: days, or hours or minutes when the runs span less than two days."""
+    over_time: dict[str, list[float | None]]
+    """Per dimension, its mean in each time bucket (None where no run scored it)."""
+    by_tutor: dict[str, dict[str, float]]
+    """Per tutor under test ("Reference tutor", or the agent's name and model), the mean per dimension."""
+    by_persona: dict[str, dict[str, float]]
+    runs: int
+
+
+def _tutor_label(name: str | None, model: str | None) -> str:
+    if not name:
+        return "Reference tutor"
+    return f"{name} ({model})" if model else name
+
+
+def score_trends(filters: dict[str, str], *, max_runs: int = 2000) -> ScoreTrends:
+    """The charts' data for the runs the dashboard's filters select (the newest max_runs completed ones)."""
+    from statistics import fmean
+
+    runs = tutor_runs_filtered(EvaluationRun.objects.filter(status="completed"), filters).order_by("-created_at")
+    picked = runs.values("pk")[:max_runs]
+    rows = list(
+        DimensionScore.objects.filter(run__in=picked).values_list(
+            "run_id",
+            "run__created_at",
+            "run__persona__persona_id",
+            "run__agent__display_name",
+            "run__agent__model",
+            "dimension",
+            "score",
+        )
+    )
+    dimensions = [d for d in DIMENSIONS if any(r[5] == d for r in rows)]
+    dimensions += sorted({r[5] for r in rows} - set(dimensions))
+    days = {r[1].date() for r in rows}
+    hours = {r[1].replace(minute=0, second=0, microsecond=0) for r in rows}
+    fmt = "%Y-%m-%d" if len(days) > 1 else "%H:00" if len(hours) > 1 else "%H:%M"
+    buckets: dict[str, dict[str, list[float]]] = {}
+    tutors: dict[str, dict[str, list[float]]] = {}
+    personas: dict[str, dict[str, list[float]]] = {}
+    for _, created, persona, agent_name, agent_model, dimension, value in sorted(rows, key=lambda r: r[1]):
+        buckets.setdefault(created.strftime(fmt), {}).setdefault(dimension, []).append(value)
+        tutors.setdefault(_tutor_label(agent_name, agent_model), {}).setdefault(dimension, []).append(value)
+        personas.setdefault(persona or "real student", {}).setdefault(dimension, []).append(value)
+
+    def means(groups: dict[str, dict[str, list[float]]]) -> dict[str, dict[str, float]]:
+        return {key: {d: round(fmean(v), 2) for d, v in dims.items()} for key, dims in groups.items()}
+
+    times = list(buckets)
+    return ScoreTrends(
+        dimensions=dimensions,
+        times=times,
+        over_time={d: [round(fmean(buckets[t][d]), 2) if d in buckets[t] else None for t in times] for d in dimensions},
+        by_tutor=means(tutors),
+        by_persona=dict(sorted(means(personas).items())),
+        runs=len({r[0] for r in rows}),
+    )

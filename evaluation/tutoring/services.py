@@ -6,22 +6,26 @@ from typing import Any
 
 from django.utils import timezone
 
-from evaluation.errors import FieldProblem, InvalidInput, NotFound
+from evaluation.errors import FieldProblem, InvalidInput, NotFound, PlainMessage
 from evaluation.models import Agent, EvaluationRun, Persona, RunMessage, Topic, TutoringSession
 from evaluation.models.runs import RunKind, RunSource
-from evaluation.providers import ProviderSpec
+from evaluation.providers import ProviderSpec, get_llm, keys_check
 from evaluation.runs import services as runs
 from evaluation.runs.broadcast import Listener
-from evaluation.tutoring import pipeline
+from evaluation.tutoring import pipeline, selectors
 from evaluation.tutoring.batch import execute_batch
 from evaluation.tutoring.personas import KNOWN_KEYS as PERSONA_KEYS
 from evaluation.tutoring.personas import split_known, validate_persona
+from evaluation.tutoring.regression import DEFAULT_THRESHOLD, RULES, baseline_means
 from evaluation.tutoring.sessions import SessionComplete, session_advance, session_create, session_open
 from evaluation.tutoring.topics import KNOWN_KEYS as TOPIC_KEYS
 from evaluation.tutoring.topics import topic_as_dict, validate_topic
 
+REGRESSION_RULES = RULES
+
 __all__ = [
     "PERSONA_KEYS",
+    "REGRESSION_RULES",
     "SessionComplete",
     "TOPIC_KEYS",
     "resolve_personas",
@@ -39,6 +43,10 @@ __all__ = [
 ]
 
 MAX_TURNS_RANGE = (1, 100)
+
+
+class BatchNotStarted(PlainMessage, Exception):
+    """A batch's shared set-up (its tutor server) failed before any of its runs began."""
 
 
 def resolve_personas(persona: str) -> list[Persona]:
@@ -69,11 +77,18 @@ def run_start(
     turn_timeout: float = 90.0,
     cost_limit_usd: float | None = None,
     grade: int | None = None,
+    baseline: str | None = None,
+    regression_threshold: float = DEFAULT_THRESHOLD,
+    regression_rule: str = "noise-aware",
+    force_baseline: bool = False,
     enqueue: bool = True,
     started_by: str = "api",
     user: Any = None,
 ) -> list[EvaluationRun]:
-    """Create simulated runs (one per persona and repeat) and enqueue them; returns the runs."""
+    """Create simulated runs (one per persona and repeat) and enqueue them; returns the runs.
+
+    baseline: a comparison group (or one run) whose scores this batch's comparison checks for
+    regressions (regression.compare); a baseline judged by another judge is refused unless forced."""
     problems = []
     if not MAX_TURNS_RANGE[0] <= max_turns <= MAX_TURNS_RANGE[1]:
         problems.append(
@@ -88,8 +103,18 @@ def run_start(
             ProviderSpec.parse(provider)
         except ValueError as exc:
             problems.append(FieldProblem("provider", str(exc)))
+    if regression_rule not in RULES:
+        problems.append(FieldProblem("regression_rule", f"{regression_rule!r} is not one of {', '.join(RULES)}"))
+    if regression_threshold < 0:
+        problems.append(FieldProblem("regression_threshold", f"{regression_threshold} must be 0 or more"))
     if problems:
         raise InvalidInput(problems)
+    keys_check(["simulator", "judge"], provider, field="provider")
+    against = (
+        _baseline(baseline, provider, threshold=regression_threshold, rule=regression_rule, force=force_baseline)
+        if baseline
+        else None
+    )
     topic = Topic.objects.filter(topic_id=topic_id).first()
     if topic is None:
         raise NotFound(f"topic_id: no topic {topic_id!r}")
@@ -132,6 +157,7 @@ def run_start(
                         "target": agent.pk if agent else "reference",
                         "provider": provider or "",
                         **({"grade": grade} if grade is not None else {}),
+                        **({"baseline": against} if against else {}),
                         "started_by": started_by,
                         "timestamp": timezone.now().isoformat(),
                     },
@@ -140,6 +166,34 @@ def run_start(
                 if enqueue:
                     runs.run_enqueue(run)
     return created
+
+
+def _baseline(ref: str, provider: str | None, *, threshold: float, rule: str, force: bool) -> dict[str, Any]:
+    """What a batch's comparison checks against: the baseline's means per persona, its judge, the rule."""
+    runs = selectors.baseline_runs(ref)
+    if not runs:
+        raise NotFound(f"baseline: no scored tutor runs in a group or run named {ref!r}")
+    judges = sorted({r["judge"] for r in runs})
+    ours = get_llm("judge", override=provider).label
+    same = all(judge == ours or judge.startswith(ours + "-") for judge in judges)
+    if not same and not force:
+        raise InvalidInput(
+            [
+                FieldProblem(
+                    "baseline",
+                    f"{ref} was judged by {', '.join(judges)} and this batch's judge is {ours}: scores from "
+                    "different judges do not compare (force the baseline to compare anyway)",
+                )
+            ]
+        )
+    return {
+        "id": ref,
+        "judge": ", ".join(judges),
+        "forced": not same,
+        "rule": rule,
+        "threshold": threshold,
+        "means": baseline_means(runs),
+    }
 
 
 def _session_messages(session: TutoringSession) -> list[dict[str, Any]]:
@@ -177,7 +231,11 @@ def session_evaluation_start(
             ProviderSpec.parse(provider)
         except ValueError as exc:
             raise InvalidInput([FieldProblem("provider", str(exc))]) from None
-    topic_ctx = (session.state or {}).get("topic") or topic_as_dict(session.topic)
+    keys_check(["judge"], provider, field="provider")
+    # Spec 001: the topic context comes from the session's own state when it carries one.
+    state_topic = (session.state or {}).get("topic")
+    topic_ctx = state_topic if isinstance(state_topic, dict) and state_topic else topic_as_dict(session.topic)
+    topic = Topic.objects.filter(topic_id=str(topic_ctx.get("topic_id") or "")).first() or session.topic
     stamp = timezone.now().strftime("%Y%m%d_%H%M%S")
     with runs.capacity_reserved(1, queue=enqueue):
         run = runs.run_create(
@@ -186,7 +244,7 @@ def session_evaluation_start(
             user=user,
             source=RunSource.EXISTING_SESSION,
             source_session_id=session.pk,
-            topic=session.topic,
+            topic=topic,
             max_turns=len(messages),
             config={"session_id": str(session.pk), "topic": topic_ctx, "provider": provider or "", "started_by": "api"},
         )
@@ -240,4 +298,21 @@ def runs_execute_here(
     def one(run: EvaluationRun, url: str | None) -> None:
         run_execute(run.pk, run.attempt, server_url=url, listener=listener)
 
-    return execute_batch(created, one, workers=workers, server_url=server_url, manage_server=manage_server)
+    def not_started(run: EvaluationRun, exc: Exception) -> None:
+        """The batch could not start: the run ends failed through the lifecycle (error.txt included)."""
+
+        def work(handle: runs.RunHandle) -> dict[str, Any]:
+            raise BatchNotStarted(f"the batch could not start: {exc}") from None
+
+        runs.run_execute(
+            run.pk, run.attempt, work, on_failure=pipeline.on_failure, after=pipeline.after_run, listener=listener
+        )
+
+    return execute_batch(
+        created,
+        one,
+        workers=workers,
+        server_url=server_url,
+        manage_server=manage_server,
+        not_started=not_started,
+    )

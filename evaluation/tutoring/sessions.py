@@ -19,12 +19,13 @@ class SessionComplete(Exception):
     """The session has ended; no more student messages are taken."""
 
 
-def session_create(*, topic_id: str, user: str = "eval-student") -> TutoringSession:
+def session_create(*, topic_id: str, user: str = "eval-student", seed: int | None = None) -> TutoringSession:
+    """A new session; a seed (a simulated run's) makes its exercises and tutor calls replay exactly."""
     topic = Topic.objects.filter(topic_id=topic_id).first()
     if topic is None:
         raise InvalidInput([FieldProblem("topic_id", f"no topic {topic_id!r}")])
     session = TutoringSession(topic=topic, user=user or "eval-student")
-    session.state = tutor.initial_state(topic_as_dict(topic), str(session.id), setting("TUTOR_PROBLEMS"))
+    session.state = tutor.initial_state(topic_as_dict(topic), str(session.id), setting("TUTOR_PROBLEMS"), seed=seed)
     session.save()
     return session
 
@@ -109,4 +110,5 @@ def session_public_state(session: TutoringSession) -> dict[str, Any]:
         "problem_count": len(problems),
         "turn": state.get("turn", 0),
         "message_count": len(session.full_conversation_log),
+        "tutor": state.get("tutor"),
     }

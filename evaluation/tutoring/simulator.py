@@ -2,16 +2,21 @@
 
 Each turn a seeded roll decides correct or incorrect against `correct_answer_probability`; an
 incorrect turn draws one of the persona's `common_mistakes`; persona-specific behaviours fire by
-their probabilities. The decision becomes an explicit turn directive (placed per vendor by the
-provider layer) and is recorded in `turn_decisions`. The same seed gives the same decisions.
+their probabilities, on the turns their trigger allows (every turn by default). The decision becomes
+an explicit turn directive (placed per vendor by the provider layer) and is recorded in
+`turn_decisions`. The same seed gives the same decisions.
 """
 
 import random
 from typing import Any
 
 from evaluation.providers import LLM, Message
+from evaluation.text import ngram_overlap
 from evaluation.tutoring.offline import StudentRule
 from evaluation.tutoring.values import PersonaSpec, TopicSpec, TurnDecision
+
+REPEAT_OVERLAP = 0.5
+"""A tutor message repeats an earlier one when at least this share of its 3-grams occur in it."""
 
 NATURAL_VARIATION = (
     "Vary how you behave from turn to turn like a real child would: do not follow the persona like a script, "
@@ -19,8 +24,10 @@ NATURAL_VARIATION = (
 )
 
 
-def behaviour_name(key: str) -> str:
-    return key.removesuffix("_probability")
+def repeats_earlier(transcript: list[dict[str, Any]]) -> bool:
+    """Does the tutor's last message repeat one of its earlier messages?"""
+    tutor = [m["content"] for m in transcript if m["role"] == "tutor"]
+    return len(tutor) >= 2 and any(ngram_overlap(tutor[-1], earlier) >= REPEAT_OVERLAP for earlier in tutor[:-1])
 
 
 class StudentSimulator:
@@ -45,26 +52,43 @@ class StudentSimulator:
             lines.append("How you sound: " + " | ".join(style.examples))
         lines.append("Guidelines: " + " ".join(p.behavioral_notes))
         if p.behaviors:
-            lines.append(
-                "Tendencies: "
-                + ", ".join(f"{behaviour_name(k).replace('_', ' ')} (about {v:.0%} of turns)" for k, v in p.behaviors)
-            )
+            lines.append("Tendencies: " + ", ".join(b.describe() for b in p.behaviors))
         if self.topic:
             lines.append(f"You are being tutored on: {self.topic.name}.")
         lines.append(NATURAL_VARIATION)
         return "\n".join(line for line in lines if line)
 
-    def decide(self, turn: int) -> TurnDecision:
-        """Roll this turn's decision; rolls are drawn in a fixed order so a seed replays exactly."""
+    def decide(self, turn: int, transcript: list[dict[str, Any]] | None = None) -> TurnDecision:
+        """Roll this turn's decision. Every roll is drawn, in a fixed order, whether or not a behaviour's
+        trigger holds, so a seed replays exactly and triggers never shift the other rolls."""
         probability = float(self.persona.correct_answer_probability)
         roll = self.rng.random()
-        behaviours = tuple(behaviour_name(key) for key, chance in self.persona.behaviors if self.rng.random() < chance)
         correct = roll < probability
+        draws = [self.rng.random() for _ in self.persona.behaviors]
+        behaviours = tuple(
+            b.name
+            for b, draw in zip(self.persona.behaviors, draws, strict=True)
+            if draw < b.probability and self.triggered(b.trigger, correct, transcript or [])
+        )
         mistakes = self.persona.common_mistakes
         mistake = self.rng.choice(mistakes) if (not correct and mistakes) else None
         decision = TurnDecision(turn, round(roll, 6), probability, correct, mistake, behaviours)
         self.turn_decisions.append(decision)
         return decision
+
+    def triggered(self, trigger: str, correct: bool, transcript: list[dict[str, Any]]) -> bool:
+        """Does a behaviour's trigger (values.TRIGGERS) hold on this turn?"""
+        previous = self.turn_decisions[-1] if self.turn_decisions else None
+        last_tutor = next((m["content"] for m in reversed(transcript) if m["role"] == "tutor"), "")
+        return {
+            "always": True,
+            "when_correct": correct,
+            "when_incorrect": not correct,
+            "after_correct": previous is not None and previous.correct,
+            "after_incorrect": previous is not None and not previous.correct,
+            "after_repeated_explanation": repeats_earlier(transcript),
+            "after_question": "?" in last_tutor,
+        }[trigger]
 
     @staticmethod
     def directive(decision: TurnDecision) -> str:
@@ -88,7 +112,7 @@ class StudentSimulator:
         return out
 
     async def respond(self, transcript: list[dict[str, Any]], turn: int) -> tuple[str, TurnDecision]:
-        decision = self.decide(turn)
+        decision = self.decide(turn, transcript)
         last_tutor = next((m["content"] for m in reversed(transcript) if m["role"] == "tutor"), "")
         result = await self.llm.acall(
             self.messages(transcript),

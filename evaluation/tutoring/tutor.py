@@ -6,8 +6,9 @@ problem and its answer and replies with JSON saying what it wrote and whether to
 
 from typing import Any
 
-from evaluation.providers import LLM, Message
+from evaluation.providers import LLM, LLMResult, Message
 from evaluation.tutoring.exercises import exercises_for
+from evaluation.tutoring.llm_records import add_usage, llm_record
 from evaluation.tutoring.offline import TutorRule
 
 TUTOR_SCHEMA = {
@@ -22,14 +23,28 @@ TUTOR_SCHEMA = {
 MAX_ATTEMPTS = 2
 
 
-def initial_state(topic: dict[str, Any], session_id: str, problem_count: int = 8) -> dict[str, Any]:
+def initial_state(
+    topic: dict[str, Any], session_id: str, problem_count: int = 8, *, seed: int | None = None
+) -> dict[str, Any]:
+    """A new session's state. With a seed (a simulated run's), the exercises and every tutor call are
+    seeded from it, so the same seed replays the same session; without one, the session id seeds them."""
     return {
         "topic": topic,
-        "problems": [p.as_dict() for p in exercises_for(topic["topic_id"], session_id, problem_count)],
+        "problems": [
+            p.as_dict()
+            for p in exercises_for(topic["topic_id"], session_id if seed is None else f"seed:{seed}", problem_count)
+        ],
         "index": 0,
         "attempts": 0,
         "turn": 0,
+        "seed": seed,
     }
+
+
+def turn_seed(state: dict[str, Any]) -> int | None:
+    """The seed of this tutor call: derived from the session's seed and the turn (None when unseeded)."""
+    seed = state.get("seed")
+    return None if seed is None else int(seed) * 1000 + int(state["turn"])
 
 
 def system_prompt(state: dict[str, Any]) -> str:
@@ -47,6 +62,12 @@ def system_prompt(state: dict[str, Any]) -> str:
     )
 
 
+def _account(state: dict[str, Any], llm: LLM, result: LLMResult) -> None:
+    """Keep, in the session state, which model tutors and the tokens it has used (runs report both)."""
+    record = {**llm_record(llm, state.get("seed")), "usage": (state.get("tutor") or {}).get("usage") or {}}
+    state["tutor"] = add_usage(record, result.usage)
+
+
 def tutor_turn(
     state: dict[str, Any], history: list[dict[str, Any]], student_text: str | None, llm: LLM
 ) -> tuple[str, bool]:
@@ -56,7 +77,8 @@ def tutor_turn(
     if student_text is None:
         first = problems[0]["question"]
         messages = [Message("system", system_prompt(state)), Message("user", f"(Greet the student and ask: {first})")]
-        result = llm.call(messages, offline=TutorRule(state=state, opening=True))
+        result = llm.call(messages, offline=TutorRule(state=state, opening=True), seed=turn_seed(state))
+        _account(state, llm, result)
         return result.text.strip(), False
     current = problems[state["index"]]
     upcoming = problems[state["index"] + 1]["question"] if state["index"] + 1 < len(problems) else None
@@ -72,7 +94,13 @@ def tutor_turn(
     messages = [Message("system", system_prompt(state) + "\n\n" + situation)]
     for m in history[-12:]:
         messages.append(Message("assistant" if m["role"] == "tutor" else "user", m["content"]))
-    result = llm.call(messages, schema=TUTOR_SCHEMA, offline=TutorRule(state=state, student_text=student_text))
+    result = llm.call(
+        messages,
+        schema=TUTOR_SCHEMA,
+        offline=TutorRule(state=state, student_text=student_text),
+        seed=turn_seed(state),
+    )
+    _account(state, llm, result)
     data = result.data
     state["attempts"] += 1
     if data["move_on"] or state["attempts"] >= MAX_ATTEMPTS + 1:

@@ -19,6 +19,45 @@ class ResponseStyle:
     """Sample lines in the persona's voice."""
 
 
+TRIGGERS: dict[str, str] = {
+    "always": "every turn",
+    "when_correct": "a turn on which the student answers correctly",
+    "when_incorrect": "a turn on which the student answers incorrectly",
+    "after_correct": "the turn after a correct answer",
+    "after_incorrect": "the turn after an incorrect answer",
+    "after_repeated_explanation": "the tutor's last message repeats one of its earlier ones (half its 3-grams or more)",
+    "after_question": "the tutor's last message asks a question",
+}
+"""When a persona-specific behaviour may fire (personas/schema.json lists the same names)."""
+DEFAULT_TRIGGER = "always"
+"""A behaviour given as a bare probability (spec 001's files) is rolled on every turn, as before."""
+
+
+@dataclass(frozen=True)
+class Behaviour:
+    """One persona_specific_behaviors entry: a tendency, its chance, and when that chance is rolled."""
+
+    key: str
+    """As the file names it, e.g. "boredom_probability"."""
+    probability: float
+    trigger: str = DEFAULT_TRIGGER
+
+    @property
+    def name(self) -> str:
+        return self.key.removesuffix("_probability")
+
+    @classmethod
+    def from_entry(cls, key: str, value: Any) -> "Behaviour":
+        """`0.3`, or `{"probability": 0.3, "trigger": "after_correct"}` (trigger optional)."""
+        if isinstance(value, Mapping):
+            return cls(str(key), float(value["probability"]), str(value.get("trigger") or DEFAULT_TRIGGER))
+        return cls(str(key), float(value))
+
+    def describe(self) -> str:
+        when = "" if self.trigger == DEFAULT_TRIGGER else f", {self.trigger.replace('_', ' ')}"
+        return f"{self.name.replace('_', ' ')} (about {self.probability:.0%} of turns{when})"
+
+
 @dataclass(frozen=True)
 class PersonaSpec:
     """A student persona (personas/schema.json), as the simulator, the judge and the reports read it."""
@@ -33,8 +72,8 @@ class PersonaSpec:
     personality_traits: tuple[str, ...] = ()
     common_mistakes: tuple[str, ...] = ()
     behavioral_notes: tuple[str, ...] = ()
-    behaviors: tuple[tuple[str, float], ...] = ()
-    """persona_specific_behaviors: (name, chance per turn), sorted by name so a seed replays exactly."""
+    behaviors: tuple[Behaviour, ...] = ()
+    """persona_specific_behaviors, sorted by key so a seed replays exactly."""
     document: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
     """The persona as its file holds it (unknown keys included), for reports."""
 
@@ -58,7 +97,10 @@ class PersonaSpec:
             common_mistakes=tuple(data.get("common_mistakes") or ()),
             behavioral_notes=(notes,) if isinstance(notes, str) else tuple(notes),
             behaviors=tuple(
-                sorted((str(k), float(v)) for k, v in (data.get("persona_specific_behaviors") or {}).items())
+                sorted(
+                    (Behaviour.from_entry(k, v) for k, v in (data.get("persona_specific_behaviors") or {}).items()),
+                    key=lambda b: b.key,
+                )
             ),
             document=dict(data),
         )

@@ -5,8 +5,14 @@ from html import escape
 PALETTE = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"]
 
 
-def grouped_bars(series: dict[str, dict[str, float]], dimensions: list[str], *, scale: float = 10.0) -> str:
-    """One group of bars per dimension, one bar per series (persona); values 0..scale."""
+def grouped_bars(
+    series: dict[str, dict[str, float]],
+    dimensions: list[str],
+    *,
+    scale: float = 10.0,
+    label: str = "Scores by dimension and persona",
+) -> str:
+    """One group of bars per dimension, one bar per series (persona, tutor version); values 0..scale."""
     names = list(series)
     bar_w, gap, left, top, height = 10, 18, 34, 12, 180
     group_w = max(130, max(1, len(names)) * bar_w + gap)
@@ -15,7 +21,7 @@ def grouped_bars(series: dict[str, dict[str, float]], dimensions: list[str], *, 
     full_height = height + 40 + 14 * legend_rows
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" width="{width}" height="{full_height}" '
-        f'viewBox="0 0 {width} {full_height}" role="img" aria-label="Scores by dimension and persona">'
+        f'viewBox="0 0 {width} {full_height}" role="img" aria-label="{escape(label)}">'
     ]
     for tick in range(0, int(scale) + 1, 2):
         y = top + height - tick / scale * height
@@ -47,14 +53,17 @@ def grouped_bars(series: dict[str, dict[str, float]], dimensions: list[str], *, 
     return "".join(parts)
 
 
-def lines(series: dict[str, list[float | None]], labels: list[str], *, scale: float = 9.0) -> str:
-    """One line per series (dimension) over the runs, values 0..scale."""
+def lines(
+    series: dict[str, list[float | None]], labels: list[str], *, scale: float = 9.0, label: str = "Scores over time"
+) -> str:
+    """One line per series (dimension) over the runs or time buckets, values 0..scale."""
     left, top, height, step = 30, 10, 160, 70
     width = max(left + step * max(1, len(labels) - 1) + 40, left + 4 * 150)
+    full_height = height + 50 + 14 * ((len(series) + 3) // 4)  # the legend, four names a row
     parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" width="{width}" height="{height + 60}" viewBox="0 0 {width} {height + 60}" role="img" aria-label="Scores over time">'
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" width="{width}" height="{full_height}" viewBox="0 0 {width} {full_height}" role="img" aria-label="{escape(label)}">'
     ]
-    for tick in range(0, int(scale) + 1, 3):
+    for tick in range(0, int(scale) + 1, 3 if int(scale) % 3 == 0 else 2):
         y = top + height - tick / scale * height
         parts.append(
             f'<line x1="{left}" x2="{width}" y1="{y:.1f}" y2="{y:.1f}" stroke="#ddd"/><text x="{left - 6}" y="{y + 4:.1f}" font-size="10" text-anchor="end">{tick}</text>'
@@ -67,11 +76,12 @@ def lines(series: dict[str, list[float | None]], labels: list[str], *, scale: fl
                 f'<polyline fill="none" stroke="{colour}" stroke-width="2" points="{" ".join(f"{x:.1f},{y:.1f}" for x, y in points)}"/>'
             )
         parts += [
-            f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3" fill="{colour}"><title>{escape(name)}</title></circle>'
-            for x, y in points
+            f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3" fill="{colour}"><title>{escape(name)}: {v:g}</title></circle>'
+            for (x, y), v in zip(points, [v for v in values if v is not None], strict=True)
         ]
+        x, y = left + (index % 4) * 150, height + 44 + (index // 4) * 14
         parts.append(
-            f'<rect x="{left + index * 150}" y="{height + 35}" width="10" height="10" fill="{colour}"/><text x="{left + index * 150 + 14}" y="{height + 44}" font-size="10">{escape(name)}</text>'
+            f'<rect x="{x}" y="{y - 9}" width="10" height="10" fill="{colour}"/><text x="{x + 14}" y="{y}" font-size="10">{escape(name)}</text>'
         )
     for i, label in enumerate(labels):
         parts.append(

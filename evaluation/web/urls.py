@@ -7,6 +7,7 @@ from evaluation.web import views
 urlpatterns = [
     path("", views.dashboard, name="evaluation-dashboard"),
     path("start", views.start, name="evaluation-start"),
+    path("charts/", views.charts, name="evaluation-charts"),
     path("runs/status.json", views.runs_status, name="evaluation-runs-status"),
     path("runs/<str:run_id>/", views.run_report, name="evaluation-run-report"),
     path("runs/<str:run_id>/live.json", views.run_live, name="evaluation-run-live"),

@@ -5,8 +5,9 @@ from collections.abc import Callable
 from functools import wraps
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
-from django.contrib import messages
+from django.contrib import admin, messages
 from django.contrib.admin.views.decorators import staff_member_required
 from django.core.exceptions import PermissionDenied
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse, JsonResponse
@@ -41,6 +42,11 @@ def permission_needed(perm: str) -> Callable[[Callable[..., Any]], Callable[...,
     return wrap
 
 
+def _page(request: HttpRequest, template: str, context: dict[str, Any]) -> HttpResponse:
+    """Render a dashboard page inside the admin's frame (its header, navigation and site name)."""
+    return render(request, template, {**admin.site.each_context(request), **context})
+
+
 def _live_socket() -> bool:
     from django.conf import settings
 
@@ -53,9 +59,9 @@ def _live_socket() -> bool:
 def dashboard(request: HttpRequest) -> HttpResponse:
     filters = {key: request.GET.get(key, "") for key in selectors.RUN_FILTERS}
     page, cards = selectors.run_list_page(filters, request.GET.get("page"))
-    query = request.GET.copy()
-    query.pop("page", None)
-    return render(
+    choices = selectors.start_form_choices()
+    sessions = [(s, len(s.full_conversation_log or s.conversation_history or [])) for s in choices.pop("sessions")]
+    return _page(
         request,
         "evaluation/dashboard.html",
         {
@@ -63,8 +69,9 @@ def dashboard(request: HttpRequest) -> HttpResponse:
             "page": page,
             "cards": cards,
             "filters": filters,
-            "query": query.urlencode(),
-            **selectors.start_form_choices(),
+            "query": _filter_query(filters),
+            **choices,
+            "sessions": [(s, n) for s, n in sessions if n],
             "sources": RunSource.choices,
             "statuses": RunStatus.choices,
             "live_socket": _live_socket(),
@@ -138,7 +145,12 @@ def run_report(request: HttpRequest, run_id: str) -> HttpResponse:
     run = _run_or_404(run_id)
     evaluation = selectors.run_evaluation(run)
     files = selectors.run_files(run)
-    return render(
+    usage = run.token_usage or {}
+    providers = usage.get("by_provider") or {}
+    # Offline: every call went to the rule-based offline provider (runs stored before providers were
+    # counted: the run was started with provider "offline").
+    offline = set(providers) == {"offline"} if providers else (run.config or {}).get("provider") == "offline"
+    return _page(
         request,
         "evaluation/report.html",
         {
@@ -148,7 +160,8 @@ def run_report(request: HttpRequest, run_id: str) -> HttpResponse:
             "scores": list(evaluation["scores"].items()) if evaluation else [],
             "transcript": _message_rows(selectors.conversation(run)),
             "files": files,
-            "usage": run.token_usage or {},
+            "usage": usage,
+            "offline": offline,
             "live_socket": _live_socket(),
         },
     )
@@ -246,7 +259,7 @@ def comparison(request: HttpRequest, group: str) -> HttpResponse:
     ctx["root_causes_json"] = json.dumps(ctx["root_causes"])
     total = sum(ctx["root_causes"].values()) or 1
     ctx["root_cause_rows"] = [(c, n, round(100 * n / total)) for c, n in ctx["root_causes"].items()]
-    return render(request, "evaluation/comparison.html", ctx)
+    return _page(request, "evaluation/comparison.html", ctx)
 
 
 @staff_member_required
@@ -257,7 +270,7 @@ def suite_run(request: HttpRequest, run_id: str) -> HttpResponse:
     if run.kind != "suite":
         raise Http404(f"{run_id!r} is not a suite run")
     results = suite_selectors.suite_results(run)
-    return render(
+    return _page(
         request,
         "evaluation/suite_run.html",
         {
@@ -278,4 +291,38 @@ def drift_agent(request: HttpRequest, agent_id: str) -> HttpResponse:
         raise Http404(f"no agent {agent_id!r}")
     ctx["chart"] = lines(ctx["series"], ctx["labels"]) if ctx["table"] else ""
     ctx["title"] = f"Persona drift: {ctx['agent'].display_name}"
-    return render(request, "evaluation/drift_agent.html", ctx)
+    return _page(request, "evaluation/drift_agent.html", ctx)
+
+
+def _filter_query(filters: dict[str, str]) -> str:
+    """The list's filters as a query string (blank ones left out), for its pages, charts and exports."""
+    return urlencode({key: value for key, value in filters.items() if value})
+
+
+@staff_member_required
+@permission_needed("evaluation.view_evaluationrun")
+@require_GET
+def charts(request: HttpRequest) -> HttpResponse:
+    """Scores of the runs the list's filters select: per dimension over time, per tutor version, per persona."""
+    filters = {key: request.GET.get(key, "") for key in selectors.RUN_FILTERS}
+    trends = selectors.score_trends(filters)
+    has_data = bool(trends.runs)
+    return _page(
+        request,
+        "evaluation/charts.html",
+        {
+            "title": "Score charts",
+            "trends": trends,
+            "filters": filters,
+            "query": _filter_query(filters),
+            "over_time": lines(trends.over_time, trends.times, scale=10.0, label="Scores per dimension over time")
+            if has_data
+            else "",
+            "by_tutor": grouped_bars(trends.by_tutor, trends.dimensions, label="Scores per tutor version")
+            if has_data
+            else "",
+            "by_persona": grouped_bars(trends.by_persona, trends.dimensions, label="Scores per persona")
+            if has_data
+            else "",
+        },
+    )

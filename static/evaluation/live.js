@@ -1,5 +1,6 @@
 // Live progress for the dashboard and the report page: a WebSocket when the server has a shared
-// channel layer, otherwise polling every 2 s. When a watched run finishes, the page reloads.
+// channel layer (reconnecting with backoff, polling meanwhile and for good after repeated failures),
+// otherwise polling every 2 s. When the watched runs finish, the page reloads.
 (function () {
   "use strict";
   // A slider shows its value in the <output> after it (a static script: the CSP runs no inline code).
@@ -24,31 +25,74 @@
     if (el) el.textContent = value;
   }
 
-  // Run list: update the active cards' stage and detail; reload when they finish.
+  // What a card or report shows as a run's one status: the detail while it runs ("Turn 5/20"), then
+  // the lifecycle status once it has ended.
+  function cap(text) { return text ? text.charAt(0).toUpperCase() + text.slice(1) : ""; }
+  function statusText(s) {
+    if (finished.indexOf(s.run_status) >= 0) return cap(s.run_status);
+    return s.detail || s.status;
+  }
+
+  // Live updates of a list of runs: a WebSocket when the server has a shared channel layer, which
+  // reconnects with growing waits (1 s, 2 s, 4 s ... 30 s) and polls status.json meanwhile; after
+  // MAX_RECONNECTS failures in a row it stays on polling. page.dataset.liveMode says which is in use.
+  var MAX_RECONNECTS = 5;
+  function watchRuns(ids, onStatus) {
+    var pollTimer = null, failures = 0;
+    function mode(m) { page.dataset.liveMode = m; }
+    function poll() {
+      pollTimer = null;
+      if (!ids().length) return;
+      fetch("runs/status.json?ids=" + encodeURIComponent(ids().join(",")), { credentials: "same-origin" })
+        .then(function (r) { return r.json(); })
+        .then(function (data) { data.runs.forEach(onStatus); })
+        .catch(function () {})
+        .then(function () { if (page.dataset.liveMode !== "socket") pollTimer = setTimeout(poll, 2000); });
+    }
+    function startPolling() {
+      if (page.dataset.liveMode !== "polling") mode("polling");
+      if (!pollTimer) pollTimer = setTimeout(poll, 2000);
+    }
+    function connect() {
+      var ws;
+      try {
+        ws = new WebSocket((location.protocol === "https:" ? "wss://" : "ws://") + location.host + "/ws/runs/");
+      } catch (e) { startPolling(); return; }
+      ws.onopen = function () {
+        failures = 0;
+        mode("socket");
+        if (pollTimer) { clearTimeout(pollTimer); pollTimer = null; }
+        poll(); // catch up on what changed while disconnected
+      };
+      ws.onmessage = function (e) { onStatus(JSON.parse(e.data)); };
+      ws.onclose = function () {
+        if (!ids().length) return;
+        failures += 1;
+        startPolling();
+        if (failures <= MAX_RECONNECTS) {
+          var wait = Math.min(30000, 1000 * Math.pow(2, failures - 1)) * (0.8 + 0.4 * Math.random());
+          page.dataset.reconnects = String(failures);
+          setTimeout(connect, wait);
+        }
+      };
+    }
+    if (useSocket) connect();
+    else startPolling();
+  }
+
+  // Run list: update the active cards' status; reload when they have all finished.
   var cards = document.querySelector(".cards");
   if (cards && cards.dataset.active) {
-    var ids = cards.dataset.active.split(",").filter(Boolean);
-    var onStatus = function (s) {
+    var active = cards.dataset.active.split(",").filter(Boolean);
+    watchRuns(function () { return active; }, function (s) {
       var card = cards.querySelector('[data-run="' + s.run_id + '"]');
-      if (!card) return;
-      setText(card, "[data-stage]", s.status);
-      setText(card, "[data-detail]", s.detail || "");
-      if (finished.indexOf(s.status) >= 0) {
-        ids = ids.filter(function (i) { return i !== s.run_id; });
-        if (!ids.length) window.location.reload();
+      if (!card || active.indexOf(s.run_id) < 0) return;
+      setText(card, "[data-status]", statusText(s));
+      if (finished.indexOf(s.run_status) >= 0) {
+        active = active.filter(function (i) { return i !== s.run_id; });
+        if (!active.length) window.location.reload();
       }
-    };
-    if (useSocket) {
-      var ws = new WebSocket((location.protocol === "https:" ? "wss://" : "ws://") + location.host + "/ws/runs/");
-      ws.onmessage = function (e) { onStatus(JSON.parse(e.data)); };
-    } else {
-      var poll = function () {
-        fetch("runs/status.json?ids=" + encodeURIComponent(ids.join(",")), { credentials: "same-origin" })
-          .then(function (r) { return r.json(); })
-          .then(function (data) { data.runs.forEach(onStatus); if (ids.length) setTimeout(poll, 2000); });
-      };
-      setTimeout(poll, 2000);
-    }
+    });
   }
 
   // Report page of a running run: stage, "Turn 5/20", and the transcript growing turn by turn.
@@ -62,8 +106,8 @@
       fetch("live.json?after=" + last(), { credentials: "same-origin" })
         .then(function (r) { return r.json(); })
         .then(function (data) {
-          setText(page, "[data-stage]", data.status.status);
-          setText(page, "[data-detail]", data.status.detail || "");
+          setText(page, "[data-status]", cap(data.status.run_status));
+          setText(page, "[data-detail]", data.status.detail || data.status.status);
           data.messages.forEach(function (m) {
             var div = document.createElement("div");
             div.className = "msg role-" + m.role;
@@ -78,9 +122,10 @@
             div.appendChild(body);
             box.appendChild(div);
           });
-          if (finished.indexOf(data.status.status) >= 0) window.location.reload();
+          if (finished.indexOf(data.status.run_status) >= 0) window.location.reload();
           else setTimeout(tick, 2000);
-        });
+        })
+        .catch(function () { setTimeout(tick, 4000); }); // a failed poll (server restarting, 503) tries again
     };
     setTimeout(tick, 2000);
   }

@@ -92,7 +92,7 @@ def test_gate_commits_when_the_gate_is_off(api, catalog):
 
 def test_pre_invocation_answers_a_nudge_and_phrases(api, catalog):
     response = post(api, "/api/drift/agents/rex/pre-invocation", {"channel": "#general"})
-    assert response.status_code == 200 and set(response.json()) == {"nudge", "avoid_phrases"}
+    assert response.status_code == 200 and set(response.json()) == {"nudge", "avoid_phrases", "recent_messages"}
     assert post(api, "/api/drift/agents/rex/pre-invocation", {}).json()["fields"] == {
         "channel": ["This field is required."]
     }

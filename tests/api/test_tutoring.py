@@ -150,3 +150,69 @@ def test_every_start_is_409_at_capacity(api, catalog, settings, url, body):
     response = api.post(url, body, format="json")
     assert response.status_code == 409 and "EVAL_MAX_ACTIVE_RUNS" in response.json()["error"], response.content
     assert EvaluationRun.objects.count() == 2
+
+
+def test_start_with_a_grade_makes_it_the_students_grade(api, catalog):
+    response = start(api, persona_file="ace", grade=7, provider="offline")
+    assert response.status_code == 202, response.content
+    run = EvaluationRun.objects.get(run_id=response.json()["run_id"])
+    assert run.config["grade"] == 7 and run.persona.grade == 5
+    refused = start(api, persona_file="ace", grade=13)
+    assert refused.status_code == 400 and "grade" in refused.json()["fields"]
+
+
+def test_run_kinds_stay_apart_in_the_run_list_and_the_status(api, catalog):
+    """A drift or suite run never reads as a simulated tutor run, and /status can keep to one kind."""
+    from evaluation.models.runs import RunKind
+    from evaluation.runs.services import run_create
+
+    tutor = start(api, persona_file="ace", provider="offline").json()["run_id"]
+    drift = api.post("/api/drift/agents/rex/evaluate", {"judge": "offline"}, format="json").json()["run_id"]
+    suite = run_create(base_id="suite_x", kind=RunKind.SUITE).run_id
+    sources = {r["run_id"]: r["source"] for r in api.get("/api/evaluation/runs").json()["results"]}
+    assert sources == {tutor: "simulated", drift: "drift", suite: "suite"}
+    simulated = api.get("/api/evaluation/runs?source=simulated").json()["results"]
+    assert [r["run_id"] for r in simulated] == [tutor]
+    assert [r["run_id"] for r in api.get("/api/evaluation/runs?kind=tutor").json()["results"]] == [tutor]
+    # the suite run is the newest active run, but a tutoring client asks for its own kind
+    assert api.get("/api/evaluation/status").json()["run_id"] == suite
+    status = api.get("/api/evaluation/status?kind=tutor").json()
+    assert (status["run_id"], status["kind"], status["active_runs"]) == (tutor, "tutor", 1)
+    assert api.get("/api/evaluation/status?kind=drift").json()["run_id"] == drift
+    assert api.get("/api/evaluation/status?kind=nonsense").status_code == 400
+    assert api.get(f"/api/evaluation/status?kind=tutor&run_id={drift}").status_code == 404
+
+
+def test_a_re_evaluation_waiting_in_the_queue_reports_the_queued_stage(api, runs):
+    from django.utils import timezone
+
+    RunMessage.objects.create(run=runs["ace"], turn=1, role="tutor", content="Hi", timestamp=timezone.now())
+    response = api.post(f"/api/evaluation/runs/{runs['ace'].run_id}/retry-evaluation")
+    assert response.status_code == 202, response.content
+    status = api.get(f"/api/evaluation/status?run_id={runs['ace'].run_id}").json()
+    assert (status["status"], status["run_status"], status["attempt"]) == ("queued", "queued", 2)
+    assert status["detail"] == "Waiting to re-evaluate" and status["error"] is None
+
+
+def test_start_against_a_baseline_records_it_or_says_why_not(api, runs):
+    """run_ace (judged offline) as the baseline: its means are kept with the new runs; another judge is refused."""
+    from evaluation.models import DimensionScore
+
+    EvaluationRun.objects.filter(run_id="run_ace").update(judge_label="offline/offline-rules-v1")
+    response = start(api, persona_file="ace", provider="offline", runs_per_persona=2, baseline="run_ace")
+    assert response.status_code == 202, response.content
+    run = EvaluationRun.objects.get(run_id=response.json()["run_id"])
+    scores = dict(DimensionScore.objects.filter(run__run_id="run_ace").values_list("dimension", "score"))
+    assert run.config["baseline"] == {
+        "id": "run_ace",
+        "judge": "offline/offline-rules-v1",
+        "forced": False,
+        "rule": "noise-aware",
+        "threshold": 1.0,
+        "means": {"ace": {**scores, "average": 7.0}},
+    }
+    refused = start(api, persona_file="ace", provider="openai/j@http://127.0.0.1:9/v1", baseline="run_ace")
+    assert refused.status_code == 400 and "different judges do not compare" in refused.json()["fields"]["baseline"][0]
+    assert start(api, persona_file="ace", provider="offline", baseline="nothing").status_code == 404
+    bad_rule = start(api, persona_file="ace", provider="offline", baseline="run_ace", regression_rule="vibes")
+    assert bad_rule.status_code == 400 and "regression_rule" in bad_rule.json()["fields"]

@@ -90,9 +90,56 @@ def test_gate_fails_open_when_the_judge_hangs(agent, loopback, settings):
     generate, _ = drafts()
     started = time.perf_counter()
     text, log = gated_message(agent, "general", generate, llm=gate_scores(loopback, "hang"))
-    assert text == "Certainly! I'd be happy to help." and log is None
+    assert text == "Certainly! I'd be happy to help."
     assert time.perf_counter() - started < 3  # one try at 0.5 s, no retries: the message is not held up
     assert loopback.count() == 1
+    # Logged as a fail-open, with no score the judge never gave.
+    assert log.outcome == "failed_open" and log.score is None and log.attempt_number == 0
+    assert "no verdict within 0.5 s" in log.reasoning or "failed open" in log.reasoning
+
+
+def test_a_fail_open_on_a_retry_is_logged_as_such_not_with_the_first_score(agent, loopback, settings):
+    settings.EVALUATION = {**settings.EVALUATION, "GATE_TIMEOUT_SECONDS": 0.5}
+    generate, _ = drafts()
+    text, log = gated_message(agent, "general", generate, llm=gate_scores(loopback, 2, "hang"))
+    assert text == "Fine." and log.outcome == "failed_open" and log.score is None and log.attempt_number == 1
+
+
+def test_the_gate_deadline_is_overall_not_per_request(agent, loopback, settings):
+    """A reply that needs a JSON repair makes two requests; 0.6 s each must not add up past a 1 s deadline."""
+    settings.EVALUATION = {**settings.EVALUATION, "GATE_TIMEOUT_SECONDS": 1.0}
+    loopback.script(
+        Reply(text="not json at all", delay=0.6),
+        Reply(json={"score": 8, "reasoning": "fine", "feedback": ""}, delay=0.6),
+    )
+    started = time.perf_counter()
+    text, log = gated_message(
+        agent, "general", lambda feedback: "Done.", llm=gate_llm(f"openai/gate@{loopback.openai_url}")
+    )
+    elapsed = time.perf_counter() - started
+    assert text == "Done." and log.outcome == "failed_open" and "within 1 s" in log.reasoning
+    assert elapsed < 1.15, elapsed
+
+
+@pytest.mark.parametrize(
+    ("vendor", "model"), [("openai", "gpt-5-mini"), ("anthropic", "claude-haiku-4-5"), ("openai/gpt-4o", "gpt-4o")]
+)
+def test_the_gate_defaults_to_a_small_fast_model_of_its_vendor(vendor, model, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
+    assert gate_llm(vendor).provider.model == model
+
+
+def test_synthetic_speech_links_its_corrections_to_the_run(agent):
+    from evaluation.drift.characters import character_say
+    from evaluation.models import EvaluationRun
+
+    run = EvaluationRun.objects.create(run_id="drift_links", kind="drift", agent=agent)
+    for text in ["Who is doing the work here?"] * 3:
+        say(agent, "general", text)
+    character_say(agent, "general", provider="offline", run=run)
+    log = CorrectionLog.objects.get()
+    assert log.run == run and log.corrected_text.startswith("Avoid: ")
 
 
 def test_gate_off_by_default(loopback):
@@ -177,3 +224,15 @@ def test_pre_invocation_endpoint(staff_client, agent):
         "/api/drift/agents/rexy/pre-invocation", json.dumps({"channel": "#general"}), content_type="application/json"
     ).json()
     assert answer["nudge"] is None and "who is doing" in answer["avoid_phrases"]
+    assert answer["recent_messages"] == ["Who is doing the work here?"] * 3
+
+
+def test_repetition_suppression_puts_recent_messages_in_the_prompt(agent):
+    from evaluation.drift.characters import system_prompt
+    from evaluation.drift.corrections import pre_invocation
+
+    for text in ["Who is doing the work here?", "Honestly, who is doing the work here?"]:
+        say(agent, "general", text)
+    prompt = system_prompt(agent, pre_invocation(agent, "general"))
+    assert "Your recent messages, which repeat themselves:\n- Who is doing the work here?\n- Honestly," in prompt
+    assert "Avoid these phrases" in prompt and "who is doing" in prompt

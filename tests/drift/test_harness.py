@@ -10,6 +10,7 @@ from xml.etree import ElementTree as ET
 import pytest
 from django.core.management import CommandError, call_command
 
+from evaluation.drift.engine import PROMPT_VERSION
 from evaluation.models import AgentMessage, EvaluationRun
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,17 +43,25 @@ def test_mock_judge_runs_the_cast_with_no_http_and_matches_the_baselines(catalog
     assert elapsed < 60
     assert loopback.count() == 0
     runs = EvaluationRun.objects.filter(kind="drift")
-    assert sorted(runs.values_list("agent_id", flat=True)) == CAST and all(
-        r.judge_label.startswith("replay/") for r in runs
-    )
+    assert sorted(runs.values_list("agent_id", flat=True)) == CAST
+    for run in runs:
+        assert set(run.drift.judged_by.values()) == {"replay/offline-rules-v1"}, run.drift.judged_by
     for agent in CAST:
         expected = json.loads((baselines / f"{agent}.json").read_text())["dimensions"]
         got = {s.dimension: s.score for s in runs.get(agent_id=agent).dimension_scores.all()}
         assert got == pytest.approx(expected), agent
     table = (tmp_path / "t.md").read_text()
-    assert "| marigold | adherence |" in table and "No regressions." in table
+    assert "| marigold | adherence | replay/offline-rules-v1 |" in table and "No regressions." in table
+    assert "Judge: mock-judge: recorded calls of offline/offline-rules-v1 replayed" in table
     suite = ET.parse(tmp_path / "j.xml").getroot()
-    assert suite.get("tests") == "20" and suite.get("failures") == "0"
+    propositions = sum(
+        len(scores)
+        for a in CAST
+        for scores in json.loads((baselines / f"{a}.json").read_text())["proposition_scores"].values()
+    )
+    assert suite.get("tests") == str(20 + propositions) and suite.get("failures") == "0"
+    judge = suite.find("properties/property[@name='judge']").get("value")
+    assert judge.startswith("mock-judge: recorded calls of offline/offline-rules-v1")
     assert AgentMessage.objects.filter(source="cast").count() == 25
 
 
@@ -79,15 +88,38 @@ def test_a_drop_of_more_than_one_point_is_a_regression(catalog, baselines, tmp_p
     assert [f.get("message") for f in failures] == ["adherence fell 1.50 below its baseline"]
 
 
-def test_a_changed_judge_request_is_a_replay_miss_not_a_silent_pass(catalog, baselines):
+def test_a_changed_message_is_scored_by_the_offline_judge_and_the_report_says_so(catalog, baselines, tmp_path):
+    """Mock-judge scores any input: a request with no recording goes to the offline judge (main: ReplayMiss)."""
     call_command(
         "drift_run", "--mode", "mock-judge", "--baselines", str(baselines), "--agents", "ivy", stdout=StringIO()
     )
     AgentMessage.objects.filter(agent_id="ivy", source="cast").update(text="Something else entirely.")
-    with pytest.raises(CommandError, match="fingerprint"):
+    try:
         call_command(
-            "drift_run", "--mode", "mock-judge", "--baselines", str(baselines), "--agents", "ivy", stdout=StringIO()
-        )
+            "drift_run", "--mode", "mock-judge", "--baselines", str(baselines), "--agents", "ivy",
+            "--markdown", str(tmp_path / "t.md"), stdout=StringIO(),
+        )  # fmt: skip
+    except CommandError as exc:
+        assert "regression" in str(exc)
+    run = EvaluationRun.objects.filter(agent_id="ivy").latest("created_at")
+    assert run.status == "completed"
+    assert run.drift.judged_by["adherence"] == "offline/offline-rules-v1 (no recording matched)"
+    table = (tmp_path / "t.md").read_text()
+    assert "| ivy | adherence | offline/offline-rules-v1 (no recording matched) |" in table
+
+
+def test_mock_judge_reads_only_the_runs_own_source(catalog, baselines):
+    """Convergence reads the channel; a message ingested there must not change a cast replay."""
+    from evaluation.drift.services import messages_ingest_body
+
+    messages_ingest_body(json.dumps({"agent": "rex", "channel": "general", "text": "Brand new, from production."}))
+    call_command(
+        "drift_run", "--mode", "mock-judge", "--baselines", str(baselines), "--agents", "ivy", stdout=StringIO()
+    )
+    run = EvaluationRun.objects.get(agent_id="ivy")
+    assert set(run.drift.judged_by.values()) == {"replay/offline-rules-v1"}
+    expected = json.loads((baselines / "ivy.json").read_text())["dimensions"]
+    assert {s.dimension: s.score for s in run.dimension_scores.all()} == pytest.approx(expected)
 
 
 def test_baseline_command_records_what_mock_judge_replays(catalog, tmp_path):
@@ -97,6 +129,13 @@ def test_baseline_command_records_what_mock_judge_replays(catalog, tmp_path):
     )
     assert sorted(p.name for p in folder.glob("*.json")) == ["ivy.json", "rex.json"]
     assert any((folder / "recordings" / "proposition_judge").iterdir())
+    doc = json.loads((folder / "rex.json").read_text())
+    # The judge that ran, not "live": main wrote mode "live" and no provider for the offline judge.
+    assert (
+        doc["judge"] == {"provider": "offline", "model": "offline-rules-v1", "prompt": PROMPT_VERSION}
+        and doc["mode"] == "offline"
+    )
+    assert doc["proposition_scores"]["adherence"]["rex-blunt"] == pytest.approx(7.2)
     call_command(
         "drift_run", "--mode", "mock-judge", "--baselines", str(folder), "--agents", "rex,ivy", stdout=StringIO()
     )
@@ -129,3 +168,10 @@ def test_unknown_agent_and_missing_baseline_are_clear_errors(catalog, tmp_path):
         call_command(
             "drift_run", "--agents", "rex", "--mode", "mock-judge", "--baselines", str(tmp_path), stdout=StringIO()
         )
+
+
+def test_live_mode_with_no_judge_configured_says_the_offline_judge_scored(catalog, tmp_path):
+    err, out = StringIO(), StringIO()
+    call_command("drift_run", "--agents", "rex", "--baselines", str(tmp_path), stdout=out, stderr=err)
+    assert "no judge is configured for proposition_judge" in err.getvalue()
+    assert "Judge: offline/offline-rules-v1 (the offline rule-based judge: no LLM)" in out.getvalue()

@@ -139,7 +139,9 @@ def test_all_four_dimensions_and_computed_measures(agent, loopback):
     assert run.token_usage["calls"] == len(loopback.requests)
 
 
-def test_first_n_last_n_windows(agent, loopback):
+def test_first_n_last_n_bound_the_judges_context_not_what_is_judged(agent, loopback):
+    """TinyTroupe's meaning: the judge sees the first n and the last n messages of the trajectory as
+    context; every message is still judged (main judged only a slice of them)."""
     pset = PropositionSet.objects.create(dimension="adherence", agent_key="testy", extra={"last_n": 2})
     Proposition.objects.create(proposition_set=pset, proposition_id="recent", claim="x", weight=1)
     Proposition.objects.create(
@@ -147,10 +149,27 @@ def test_first_n_last_n_windows(agent, loopback):
     )
     loopback.responder = judge_with({"recent": [5] * 5, "opening": [5] * 5})
     drift_evaluate(agent=agent, dimensions=["adherence"], judge=judge(loopback))
-    asked = re.findall(r"### Check (\S+)", loopback.requests[0].body["messages"][-1]["content"])
-    assert asked == ["recent#0", "recent#1", "opening#0"]
     text = loopback.requests[0].body["messages"][-1]["content"]
-    assert "Me. Again." in text and "Short. Done." in text and "Fine. Next." not in text
+    asked = re.findall(r"### Check (\S+)", text)
+    assert asked == [f"recent#{i}" for i in range(5)] + [f"opening#{i}" for i in range(5)]
+    checks = dict(re.findall(r"### Check (\S+)\n(.*?)(?=### Check|\Z)", text, flags=re.S))
+    recent_context = checks["recent#0"].split("Trajectory (context):")[1].split("Message in")[0]
+    assert "Who does it?" in recent_context and "Me. Again." in recent_context and "Short. Done." not in recent_context
+    assert "(3 message(s) of the trajectory not shown)" in recent_context
+    opening_context = checks["opening#4"].split("Trajectory (context):")[1].split("Message in")[0]
+    # first_n from the proposition, last_n from its file: both ends, not the middle
+    assert "Short. Done." in opening_context and "Fine. Next." not in opening_context
+    assert "Message in #general:\nMe. Again." in checks["opening#4"]
+
+
+def test_first_n_and_last_n_together_show_both_ends(agent, loopback):
+    pset = PropositionSet.objects.create(dimension="fluency", agent_key="testy", extra={"first_n": 2, "last_n": 2})
+    Proposition.objects.create(proposition_set=pset, proposition_id="varied", claim="x", weight=1)
+    loopback.responder = judge_with({"varied": [6]})
+    drift_evaluate(agent=agent, dimensions=["fluency"], judge=judge(loopback))
+    text = loopback.requests[0].body["messages"][-1]["content"]
+    assert "Short. Done." in text and "Fine. Next." in text and "Who does it?" in text and "Me. Again." in text
+    assert "\nNo." not in text  # the middle message is outside both bounds
 
 
 def test_ingest_api_bulk_jsonl_all_or_nothing(staff_client, agent):
@@ -169,7 +188,7 @@ def test_ingest_api_bulk_jsonl_all_or_nothing(staff_client, agent):
         good.splitlines()[0].replace('"text": "line 0"', '"text": ""'),
         content_type="application/json",
     )
-    assert response.status_code == 400 and "body.text: is required" in response.json()["error"]
+    assert response.status_code == 400 and "body.text: This field may not be blank." in response.json()["error"]
     response = staff_client.post(
         "/api/drift/messages",
         json.dumps([{"agent": "nobody", "channel": "c", "text": "t"}]),

@@ -27,13 +27,15 @@ def anthropic_at_loopback(loopback, monkeypatch):
 
 @pytest.mark.django_db
 def test_a_suite_run_whose_model_has_no_key_ends_failed_with_the_reason(monkeypatch):
-    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-present-at-start")
     call_command("discover_suites", str(ROOT / "skills" / "greeter"), stdout=StringIO())
     suite = Suite.objects.get(name="greeter")
     from evaluation.suites import services as suites
 
     run = suites.suite_run_start(suite_id=suite.pk, model="anthropic:claude-sonnet-4-6", enqueue=False)
     assert run.status == "queued"
+    # The start refuses a missing key; a key that goes after the start is found missing by the worker.
+    monkeypatch.delenv("ANTHROPIC_API_KEY")
     assert run_task(str(run.pk), run.attempt) == "failed"
     run.refresh_from_db()
     assert run.status == "failed" and run.stage == "failed" and "ANTHROPIC_API_KEY" in run.error

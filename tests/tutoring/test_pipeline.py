@@ -61,7 +61,18 @@ def test_runs_per_persona_averages_with_spread(server, settings):
     runs = EvaluationRun.objects.order_by("repeat_index")
     assert [r.repeat_index for r in runs] == [1, 2, 3] and all(r.run_id.endswith(f"_r{r.repeat_index}") for r in runs)
     text = (Path(settings.EVALUATION["RUNS_DIR"]) / runs[0].group / "comparison.md").read_text()
-    assert "±" in text and "## Runs" in text
+    assert "up to 3 per persona: mean [95% confidence interval]" in text and "## Runs" in text
+    # one table per persona, one row per run, with the five dimensions
+    assert (
+        "### quiet_one\n\n| run | status | responsiveness | explanation quality | emotional attunement | pacing" in text
+    )
+    for run in runs:
+        scores = {s.dimension: s.score for s in run.dimension_scores.all()}
+        row = f"| {run.run_id} | completed | " + " | ".join(
+            f"{scores[d]:g}"
+            for d in ("responsiveness", "explanation_quality", "emotional_attunement", "pacing", "authenticity")
+        )
+        assert row + f" | {run.overall_score:g} |" in text, row
 
 
 @pytest.fixture
@@ -336,7 +347,7 @@ def test_grade_flag_is_the_students_grade_in_the_run_and_its_reports(server, set
     run = EvaluationRun.objects.get()
     folder = Path(settings.EVALUATION["RUNS_DIR"]) / run.run_id
     assert run.config["grade"] == 7 and run.persona.grade != 7
-    assert "grade 7" in (folder / "review.md").read_text()
+    assert "grade 7" in (folder / "review.md").read_text() and "grade 7" in (folder / "conversation.md").read_text()
     assert json.loads((folder / "conversation.json").read_text())["config"]["grade"] == 7
     with pytest.raises(CommandError, match="grade: 13 is out of range"):
         cli(persona="ace", provider="offline", topic_id=TOPIC, max_turns=2, grade=13)

@@ -46,11 +46,27 @@ def test_health_and_session_rest(server):
 
 @pytest.mark.parametrize(
     ("body", "code", "needle"),
-    [({"topic_id": "no-such-topic"}, 404, "no topic 'no-such-topic'"), ({}, 400, "topic_id: is required")],
+    [
+        ({"topic_id": "no-such-topic"}, 404, "no topic 'no-such-topic'"),
+        ({}, 400, "topic_id: is required"),
+        ({"topic_id": "comparing-decimals", "seed": "7"}, 400, "seed: must be an integer"),
+        ({"topic_id": "comparing-decimals", "seed": True}, 400, "seed: must be an integer"),
+    ],
 )
 def test_session_create_bad_input(server, body, code, needle):
     status, answer = http("POST", f"{server}/sessions", body)
     assert status == code and needle in answer["error"]
+
+
+def test_a_seeded_session_has_the_same_exercises_every_time(server):
+    """A seed (a simulated run's) decides the exercises; sessions without one differ by their id."""
+    from evaluation.models import TutoringSession
+
+    ids = [http("POST", f"{server}/sessions", {"topic_id": "comparing-decimals", "seed": 5})[1]["session_id"]]
+    ids += [http("POST", f"{server}/sessions", {"topic_id": "comparing-decimals", "seed": 5})[1]["session_id"]]
+    ids += [http("POST", f"{server}/sessions", {"topic_id": "comparing-decimals"})[1]["session_id"]]
+    problems = [TutoringSession.objects.get(pk=i).state["problems"] for i in ids]
+    assert problems[0] == problems[1] != problems[2]
 
 
 def test_unknown_session_is_404(server):

@@ -83,3 +83,99 @@ def test_offline_student_follows_the_decision_and_seed():
     assert "5/8" in turn(1, True) and "5/16" in turn(1, False)
     assert turn(1, True) == turn(1, True)
     assert len({turn(seed, True) for seed in range(1, 12)}) > 1
+
+
+def with_behaviours(behaviours, **fields):
+    return PersonaSpec.from_dict({**FILES["struggler"], "persona_specific_behaviors": behaviours, **fields})
+
+
+def test_a_behaviour_fires_only_on_the_turns_its_trigger_allows():
+    persona = with_behaviours(
+        {
+            "celebrates_breakthrough_probability": {"probability": 1.0, "trigger": "when_correct"},
+            "sulks_probability": {"probability": 1.0, "trigger": "after_incorrect"},
+            "discouragement_probability": 1.0,  # no trigger: every turn, as spec 001's files have it
+        }
+    )
+    sim = StudentSimulator(persona, None, None, seed=3)
+    decisions = [sim.decide(t) for t in range(1, 120)]
+    assert {d.correct for d in decisions} == {True, False}
+    for previous, d in zip([None, *decisions], decisions, strict=False):
+        assert ("celebrates_breakthrough" in d.behaviors) == d.correct, d
+        assert ("sulks" in d.behaviors) == (previous is not None and not previous.correct), d
+        assert "discouragement" in d.behaviors
+
+
+def test_after_repeated_explanation_fires_only_when_the_tutor_repeats_itself():
+    persona = with_behaviours(
+        {"call_out_repetition_probability": {"probability": 1.0, "trigger": "after_repeated_explanation"}}
+    )
+    sim = StudentSimulator(persona, None, None, seed=1)
+    fresh = [
+        {"role": "tutor", "content": "Add the ones first: 7 + 5 makes a new ten. What is 27 + 15?"},
+        {"role": "student", "content": "32"},
+        {"role": "tutor", "content": "Let's think about place value with a picture of tens and ones."},
+    ]
+    repeated = [*fresh[:2], {"role": "tutor", "content": "Add the ones first: 7 + 5 makes a new ten. What is 27 + 15?"}]
+    assert sim.decide(1, fresh).behaviors == ()
+    assert sim.decide(2, repeated).behaviors == ("call_out_repetition",)
+
+
+def test_files_without_triggers_replay_the_same_decisions_as_before():
+    """A bare probability and {"probability": p} (trigger 'always', the default) roll identically."""
+    bare = with_behaviours({"discouragement_probability": 0.4, "overwhelm_probability": 0.3})
+    explicit = with_behaviours(
+        {
+            "discouragement_probability": {"probability": 0.4},
+            "overwhelm_probability": {"probability": 0.3, "trigger": "always"},
+        }
+    )
+    a, b = StudentSimulator(bare, None, None, seed=9), StudentSimulator(explicit, None, None, seed=9)
+    assert [a.decide(t) for t in range(1, 60)] == [b.decide(t) for t in range(1, 60)]
+    # A trigger that holds less often never shifts the other rolls: correctness and mistakes are unchanged.
+    gated = with_behaviours(
+        {"discouragement_probability": {"probability": 0.4, "trigger": "after_correct"}, "overwhelm_probability": 0.3}
+    )
+    c = StudentSimulator(gated, None, None, seed=9)
+    assert [(d.correct, d.mistake) for d in a.turn_decisions] == [
+        (d.correct, d.mistake) for d in (c.decide(t) for t in range(1, 60))
+    ]
+
+
+def test_the_schema_documents_every_trigger_and_refuses_an_unknown_one():
+    from evaluation.tutoring.personas import validate_persona
+    from evaluation.tutoring.values import TRIGGERS
+
+    schema = json.loads((ROOT / "personas" / "schema.json").read_text())
+    behaviours = schema["properties"]["persona_specific_behaviors"]
+    assert behaviours["additionalProperties"] == {"$ref": "#/$defs/behaviour"}
+    assert all(p["$ref"] == "#/$defs/behaviour" for p in behaviours["properties"].values())
+    entry = schema["$defs"]["behaviour"]
+    assert (
+        entry["properties"]["trigger"]["enum"] == list(TRIGGERS)
+        and entry["properties"]["trigger"]["default"] == "always"
+    )
+    good = {
+        **FILES["ace"],
+        "persona_specific_behaviors": {"boredom_probability": {"probability": 0.3, "trigger": "after_correct"}},
+    }
+    assert validate_persona(good) == []
+    bad = {
+        **FILES["ace"],
+        "persona_specific_behaviors": {"boredom_probability": {"probability": 0.3, "trigger": "sometimes"}},
+    }
+    problems = validate_persona(bad, file="ace.json")
+    assert [str(p) for p in problems] == [
+        "ace.json: persona_specific_behaviors.boredom_probability.trigger: 'sometimes' is not one of "
+        "['always', 'when_correct', 'when_incorrect', 'after_correct', 'after_incorrect', "
+        "'after_repeated_explanation', 'after_question']"
+    ]
+
+
+def test_the_prompt_and_the_judge_name_a_behaviours_trigger():
+    from evaluation.tutoring.judge import build_user_message
+
+    persona = with_behaviours({"celebrates_breakthrough_probability": {"probability": 0.8, "trigger": "when_correct"}})
+    sim = StudentSimulator(persona, None, None, seed=1)
+    assert "celebrates breakthrough (about 80% of turns, when correct)" in sim.system_prompt()
+    assert "celebrates_breakthrough_probability=0.8 (when_correct)" in build_user_message([], persona, None)

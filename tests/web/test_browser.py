@@ -79,8 +79,8 @@ def test_staff_start_watch_report_and_compare(live_app, page):
     page.click("#tab-simulate button[type=submit]")
     page.wait_for_selector(".messagelist .success")
     assert page.locator(".card").count() == 2
-    first_stages = page.locator("[data-stage]").all_inner_texts()
-    assert any(stage != "completed" for stage in first_stages), first_stages  # caught while queued or running
+    first_statuses = page.locator("[data-status]").all_inner_texts()
+    assert any(status != "Completed" for status in first_statuses), first_statuses  # caught while queued or running
     # The page polls every 2 s and reloads itself when both runs have finished.
     page.wait_for_selector(".card.status-completed >> nth=1", timeout=90_000)
     assert page.locator(".card.status-completed").count() == 2

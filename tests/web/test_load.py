@@ -287,3 +287,56 @@ class RunWriter:
         self._stop.set()
         self._thread.join(10)
         assert not self.errors, f"the runs' writer failed: {self.errors}"
+
+
+STAFF_SESSION = """
+from django.contrib.auth import get_user_model
+from django.contrib.sessions.backends.db import SessionStore
+user = get_user_model().objects.get(username="loadstaff")
+session = SessionStore()
+session["_auth_user_id"] = str(user.pk)
+session["_auth_user_backend"] = "django.contrib.auth.backends.ModelBackend"
+session["_auth_user_hash"] = user.get_session_auth_hash()
+session.create()
+print(session.session_key)
+"""
+
+
+def test_dashboard_pages_beyond_the_pool_answer_503_with_retry_after_never_500(postgres, postgres_token, tmp_path):
+    env = {
+        **SERVER_ENV,
+        "DATABASE_URL": postgres,
+        "EVAL_DB_POOL_MAX": "1",
+        "EVAL_DB_POOL_TIMEOUT": "0.05",
+        "EVAL_RUNS_DIR": str(tmp_path / "runs"),
+    }
+    session = manage(env, "shell", "-c", STAFF_SESSION).strip().splitlines()[-1]
+    log = tmp_path / "web.log"
+    refusals: list[tuple[dict, str]] = []
+
+    async def one(client: httpx.AsyncClient, path: str) -> str:
+        try:
+            response = await client.get(f"{url}{path}")
+        except httpx.HTTPError as exc:
+            return type(exc).__name__
+        if response.status_code == 503:
+            refusals.append((dict(response.headers), response.text))
+        return str(response.status_code)
+
+    async def all_at_once(n: int) -> Counter:
+        limits = httpx.Limits(max_connections=n, max_keepalive_connections=n)
+        async with httpx.AsyncClient(limits=limits, cookies={"sessionid": session}, timeout=60) as client:
+            paths = ["/admin/evaluation/", "/admin/evaluation/runs/load_005/", "/admin/evaluation/charts/"]
+            return Counter(await asyncio.gather(*(one(client, paths[i % 3]) for i in range(n))))
+
+    with managed_server(env, log_path=log) as url:
+        statuses = asyncio.run(all_at_once(60))
+        with httpx.Client(cookies={"sessionid": session}, timeout=30) as client:
+            after = [client.get(f"{url}/admin/evaluation/").status_code for _ in range(5)]
+    server_log = log.read_text(errors="replace")[-3000:]
+    assert set(statuses) <= {"200", "503"}, f"the burst got {dict(statuses)}; server log:\n{server_log}"
+    assert statuses["503"] > 0, f"a one-connection pool with a 50 ms wait refused no page: {dict(statuses)}"
+    headers, body = refusals[0]
+    assert headers.get("retry-after", "").isdigit(), f"a 503 page without Retry-After: {headers}"
+    assert "database is busy" in body and "Traceback" not in body
+    assert after == [200] * 5, f"pages right after the burst got {after}"

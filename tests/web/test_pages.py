@@ -145,3 +145,136 @@ def test_artifact_download_is_limited_to_report_files(staff_client, catalog, tmp
 
 def test_admin_index_links_the_dashboard(staff_client):
     assert 'href="/admin/evaluation/"' in staff_client.get("/admin/").content.decode()
+
+
+def card_html(html, run_id):
+    return html.split(f'data-run="{run_id}"')[1].split("</a>")[0]
+
+
+def test_a_card_shows_its_status_once_and_labelled_scores_in_one_format(staff_client, catalog):
+    run = make_runs(1)[0]
+    card = card_html(staff_client.get("/admin/evaluation/").content.decode(), run.run_id)
+    assert card.count("Completed") == 1 and "completed" not in card.replace("status-completed", "")
+    assert '<span class="score-badge s6" title="average score">6.5</span>' in card
+    # every bar carries its value and its dimension, in the same one-decimal format as the average
+    values = [v.split("<")[0] for v in card.split('class="minibar-value">')[1:]]
+    names = [v.split("<")[0] for v in card.split('class="minibar-name">')[1:]]
+    assert values == ["5.0", "6.0", "7.0", "8.0", "9.0"] and names == ["resp", "expl", "emot", "pace", "auth"]
+
+
+def test_a_running_card_shows_its_progress_once(staff_client, catalog):
+    run = make_runs(1)[0]
+    EvaluationRun.objects.filter(pk=run.pk).update(status="running", stage="running_session", detail="Turn 3/20")
+    card = card_html(staff_client.get("/admin/evaluation/").content.decode(), run.run_id)
+    assert "Turn 3/20" in card and "running_session" not in card and "Running" not in card
+
+
+def test_comparison_numbers_share_the_one_decimal_format(staff_client, catalog):
+    runs = make_runs(2, group="comparison_format")
+    EvaluationRun.objects.filter(pk=runs[0].pk).update(overall_score=7)
+    html = staff_client.get("/admin/evaluation/comparisons/comparison_format/").content.decode()
+    table = html.split('<table class="heat">')[1].split("</table>")[0]
+    cells = [c.split("</td>")[0] for c in table.split('">')[1:] if c[:1].isdigit()]
+    assert cells and all(c.split(" ± ")[0].count(".") == 1 and len(c.split(" ± ")[0].split(".")[1]) == 1 for c in cells)
+
+
+@pytest.mark.parametrize(
+    ("usage", "config", "expected", "absent"),
+    [
+        (
+            {"calls": 14, "input_tokens": 7091, "by_provider": {"offline": 14}},
+            {},
+            "Offline: no LLM was called",
+            "14 LLM calls",
+        ),
+        ({"calls": 14, "input_tokens": 7091}, {"provider": "offline"}, "Offline: no LLM was called", "LLM calls ·"),
+        (
+            {"calls": 5, "input_tokens": 900, "by_provider": {"openai": 3, "offline": 2}},
+            {},
+            "5 LLM calls · 900 input tokens",
+            "Offline:",
+        ),
+    ],
+    ids=["offline", "offline-before-providers-were-counted", "mixed"],
+)
+def test_report_usage_says_offline_when_no_llm_was_called(staff_client, catalog, usage, config, expected, absent):
+    run = make_runs(1)[0]
+    EvaluationRun.objects.filter(pk=run.pk).update(token_usage=usage, config=config)
+    html = staff_client.get(f"/admin/evaluation/runs/{run.run_id}/").content.decode()
+    usage_html = html.split('<section class="usage">')[1]
+    assert expected in usage_html and absent not in usage_html
+
+
+def test_report_status_is_shown_once(staff_client, catalog):
+    run = make_runs(1)[0]
+    html = staff_client.get(f"/admin/evaluation/runs/{run.run_id}/").content.decode()
+    status = html.split('<p class="status')[1].split("</p>")[0]
+    assert (
+        "Completed" in status and "completed</b>" not in status and "Complete<" not in status.replace("Completed", "")
+    )
+
+
+def test_the_existing_session_picker_lists_only_sessions_with_messages(staff_client, catalog):
+    from evaluation.models import TutoringSession
+
+    topic = Topic.objects.filter(approved=True).first()
+    empty = TutoringSession.objects.create(topic=topic)
+    talked = TutoringSession.objects.create(
+        topic=topic,
+        full_conversation_log=[{"role": "student", "content": "hi"}, {"role": "tutor", "content": "hello"}],
+    )
+    history_only = TutoringSession.objects.create(
+        topic=topic, conversation_history=[{"role": "student", "content": "x"}]
+    )
+    html = staff_client.get("/admin/evaluation/").content.decode()
+    picker = html.split('name="session_id"')[1].split("</select>")[0]
+    assert str(empty.id) not in picker
+    assert f'value="{talked.id}"' in picker and "2 messages" in picker
+    assert f'value="{history_only.id}"' in picker and "1 message ·" in picker
+
+
+def test_charts_show_dimensions_over_time_per_tutor_version_and_per_persona(staff_client, catalog):
+    from datetime import timedelta
+
+    from evaluation.models import Agent
+
+    tutor = Agent.objects.create(id="tutor-v2", display_name="Tutor v2", kind="protocol", model="gpt-x")
+    old, new = make_runs(2)
+    EvaluationRun.objects.filter(pk=old.pk).update(created_at=timezone.now() - timedelta(days=3))
+    EvaluationRun.objects.filter(pk=new.pk).update(agent=tutor)
+    quiet = make_runs(1)[0]
+    EvaluationRun.objects.filter(pk=quiet.pk).update(persona=Persona.objects.get(persona_id="quiet_one"))
+    html = staff_client.get("/admin/evaluation/charts/").content.decode()
+    assert "3 completed runs" in html
+    for label in ("Scores per dimension over time", "Scores per tutor version", "Scores per persona"):
+        assert f'aria-label="{label}"' in html
+    by_tutor = html.split('id="chart-by-tutor"')[1].split("</section>")[0]
+    assert "Reference tutor" in by_tutor and "Tutor v2 (gpt-x)" in by_tutor
+    by_persona = html.split('id="chart-by-persona"')[1].split("</section>")[0]
+    assert ">ace<" in by_persona and ">quiet_one<" in by_persona
+    over_time = html.split('id="chart-over-time"')[1].split("</section>")[0]
+    assert "<polyline" in over_time  # two days: a line per dimension
+    # the list's filters select the charted runs
+    html = staff_client.get("/admin/evaluation/charts/?persona=quiet_one").content.decode()
+    assert "1 completed run " in html and ">ace<" not in html
+    assert "No completed runs" in staff_client.get("/admin/evaluation/charts/?persona=struggler").content.decode()
+
+
+def test_dashboard_exports_the_filtered_runs_as_csv_and_json(staff_client, catalog):
+    failed, completed = make_runs(2)
+    EvaluationRun.objects.filter(pk=failed.pk).update(status="failed")
+    html = staff_client.get("/admin/evaluation/?status=failed").content.decode()
+    links = {
+        fmt: html.split(f"format={fmt}")[0].rsplit('href="', 1)[1]
+        + f"format={fmt}"
+        + html.split(f"format={fmt}")[1].split('"')[0]
+        for fmt in ("csv", "json")
+    }
+    for link in links.values():
+        assert "status=failed" in link and "kind=tutor" in link
+    csv_response = staff_client.get(links["csv"].replace("&amp;", "&"))
+    text = b"".join(csv_response.streaming_content).decode()
+    assert csv_response.status_code == 200 and failed.run_id in text and completed.run_id not in text
+    assert "score:responsiveness" in text.splitlines()[0]
+    data = staff_client.get(links["json"].replace("&amp;", "&")).json()
+    assert data["count"] == 1 and [r["run_id"] for r in data["results"]] == [failed.run_id]

@@ -1,9 +1,13 @@
 """The README's main job: every persona against the reference tutor, offline, with reports."""
 
+from pathlib import Path
+
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
+from django.utils import timezone
 
-from evaluation.models import Persona, Topic
+from evaluation.conf import setting
+from evaluation.models import EvaluationRun, Persona, Topic
 
 
 class Command(BaseCommand):
@@ -17,6 +21,7 @@ class Command(BaseCommand):
     def handle(self, *args, **opts):
         topic = Topic.objects.filter(approved=True).order_by("grade", "topic_id").last()
         self.stdout.write(f"Catalogue: {Persona.objects.count()} personas, {Topic.objects.count()} topics.")
+        started = timezone.now()
         call_command(
             "run_evaluation",
             topic_id=topic.topic_id if topic else None,
@@ -27,3 +32,20 @@ class Command(BaseCommand):
             workers=opts["workers"],
             stdout=self.stdout,
         )
+        self.next_steps(EvaluationRun.objects.filter(created_at__gte=started).exclude(overall_score=None))
+
+    def next_steps(self, runs) -> None:
+        """Say what to read and what to run next: the lowest-scoring report, a login, the server, the dashboard."""
+        lowest = runs.order_by("overall_score", "run_id").first()
+        python = ".venv/bin/python"
+        lines = ["", "Next:"]
+        if lowest is not None:
+            folder = Path(setting("RUNS_DIR")) / lowest.run_id
+            lines.append(f"  read the lowest-scoring report   {folder / 'review.md'}")
+            lines.append(f"  and its problems                 {folder / 'problems.md'}")
+        lines += [
+            f"  create a staff login             {python} manage.py createsuperuser",
+            f"  start the server                 {python} manage.py runserver",
+            "  open the dashboard               http://127.0.0.1:8000/admin/evaluation/",
+        ]
+        self.stdout.write("\n".join(lines))

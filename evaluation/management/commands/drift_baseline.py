@@ -19,6 +19,7 @@ class Command(BaseCommand):
         parser.add_argument("--agents", required=True, help="Comma-separated agent ids, e.g. marigold,rex")
         parser.add_argument("--judge", default=None, help="Provider for the judge (default: role config, env, offline)")
         parser.add_argument("--baselines", type=Path, default=None)
+        parser.add_argument("--repeats", type=int, default=1, help="Score k times; the baseline keeps each repeat")
 
     def handle(self, *args, **opts):
         folder = opts["baselines"] or Path(setting("BASELINES_DIR"))
@@ -31,7 +32,9 @@ class Command(BaseCommand):
         if missing:
             raise CommandError("; ".join(missing))
         for agent in agents:
-            run, path = services.baseline_record(agent_id=agent.pk, judge=opts["judge"], folder=folder)
+            run, path = services.baseline_record(
+                agent_id=agent.pk, judge=opts["judge"], folder=folder, repeats=opts["repeats"]
+            )
             if path is None:
                 raise CommandError(f"{agent.pk}: {run.error}")
-            self.stdout.write(f"{agent.pk}: {run.detail} -> {path}")
+            self.stdout.write(f"{agent.pk}: {run.detail} (judge {run.judge_label}) -> {path}")

@@ -12,7 +12,10 @@ from evaluation.providers import ProviderError, require_keys
 
 
 class Command(BaseCommand):
-    help = "Evaluate character agents on the four drift dimensions; exit status 1 on a regression (a drop of more than 1.0)."
+    help = (
+        "Evaluate character agents on every drift dimension; exit status 1 on a regression (a drop of more than "
+        "1.0, beyond the noise of the repeats)."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument("--agents", default="", help="Comma-separated agent ids (default: every character agent)")
@@ -26,6 +29,19 @@ class Command(BaseCommand):
         )
         parser.add_argument("--junit", type=Path, default=None, help="Write JUnit XML here")
         parser.add_argument("--rounds", type=int, default=4, help="Synthetic mode: messages per agent")
+        parser.add_argument(
+            "--repeats", type=int, default=1, help="Evaluate each agent k times (mean and bootstrap 95%% CI per score)"
+        )
+        parser.add_argument(
+            "--rule",
+            choices=services.HARNESS_RULES,
+            default="interval",
+            help="interval (default): a drop of more than 1.0 whose 95%% CI over the repeats excludes the baseline; "
+            "fixed: the drop alone (what one repeat always uses)",
+        )
+        parser.add_argument(
+            "--force", action="store_true", help="Compare with baselines scored by another judge configuration"
+        )
 
     def handle(self, *args, **opts):
         agents = [a for a in opts["agents"].split(",") if a] or list(
@@ -48,9 +64,17 @@ class Command(BaseCommand):
                 cast_file=Path(setting("CAST_DIR")) / "messages.jsonl",
                 judge=opts["judge"],
                 rounds=opts["rounds"],
+                repeats=opts["repeats"],
+                rule=opts["rule"],
+                force=opts["force"],
             )
         except (ValueError, RuntimeError, ProviderError, InvalidInput) as exc:
             raise CommandError(str(exc)) from None
+        if report.judge.startswith("offline/") and opts["mode"] != "mock-judge" and not opts["judge"]:
+            self.stderr.write(
+                "warning: no judge is configured for proposition_judge (admin LLM configs, EVAL_PROPOSITION_JUDGE_PROVIDER "
+                "or --judge): the offline rule-based judge scored this run"
+            )
         table = services.report_markdown(report)
         self.stdout.write(table)
         if opts["markdown"]:
@@ -61,9 +85,7 @@ class Command(BaseCommand):
             raise CommandError(
                 f"{len(report.regressions)} regression(s): "
                 + ", ".join(
-                    f"{r.agent}/{r.dimension} {r.delta:+.2f}"
-                    if r.delta is not None
-                    else f"{r.agent}/{r.dimension} no score"
+                    f"{r.agent}/{r.name} {r.delta:+.2f}" if r.delta is not None else f"{r.agent}/{r.name} no score"
                     for r in report.regressions
                 )
             )

@@ -1,17 +1,16 @@
 """CLI: simulate students against a tutor, judge the conversations and write the reports."""
 
-import sys
-import threading
 from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
 from evaluation.conf import setting
 from evaluation.errors import Conflict, InvalidInput, NotFound
+from evaluation.management.progress import RunProgress
 from evaluation.models import Topic
 from evaluation.providers import require_keys
 from evaluation.runs.selectors import run_scores
-from evaluation.tutoring import services
+from evaluation.tutoring import selectors, services
 from evaluation.tutoring.selectors import DIMENSIONS
 
 
@@ -46,6 +45,24 @@ class Command(BaseCommand):
         parser.add_argument(
             "--cost-limit", type=float, default=None, help="Stop a run when its estimated cost reaches this (USD)"
         )
+        parser.add_argument(
+            "--baseline",
+            default=None,
+            help="A comparison group (or run) id to check this batch against; regressions make the command fail",
+        )
+        parser.add_argument(
+            "--regression-threshold", type=float, default=1.0, help="A drop beyond this may be a regression"
+        )
+        parser.add_argument(
+            "--regression-rule",
+            choices=["noise-aware", "fixed"],
+            default="noise-aware",
+            help="noise-aware: the drop must also lie outside the 95%% CI of the repeats (default); "
+            "fixed: any drop beyond the threshold",
+        )
+        parser.add_argument(
+            "--force-baseline", action="store_true", help="Compare with a baseline from another judge anyway"
+        )
 
     def handle(self, *args, **opts):
         topic_id = opts["topic_id"] or Topic.objects.filter(approved=True).values_list("topic_id", flat=True).first()
@@ -66,34 +83,54 @@ class Command(BaseCommand):
                 turn_timeout=opts["turn_timeout"],
                 cost_limit_usd=opts["cost_limit"],
                 grade=opts["grade"],
+                baseline=opts["baseline"],
+                regression_threshold=opts["regression_threshold"],
+                regression_rule=opts["regression_rule"],
+                force_baseline=opts["force_baseline"],
                 enqueue=False,
                 started_by="cli",
             )
         except (InvalidInput, NotFound, Conflict) as exc:
             raise CommandError(str(exc)) from exc
         self.stdout.write(f"Starting {len(runs)} run(s) on topic {topic_id!r} ({opts['workers']} at a time)...")
-        lock = threading.Lock()
-        last: dict[str, str] = {}
-
-        def show(status: dict) -> None:
-            line = f"  {status['run_id']:<48} {status['status']:<19} {status['detail']}"
-            with lock:
-                if last.get(status["run_id"]) != line:
-                    last[status["run_id"]] = line
-                    self.stdout.write(line)
-                    sys.stdout.flush()
-
-        done = services.runs_execute_here(
-            runs,
-            workers=opts["workers"],
-            server_url=opts["server_url"],
-            manage_server=not opts["skip_server"],
-            listener=show,
-        )
+        labels = {
+            r.run_id: r.persona.persona_id + (f" r{r.repeat_index}" if r.group and r.repeat_index > 1 else "")
+            for r in runs
+        }
+        with RunProgress(self.stdout, labels) as progress:
+            done = services.runs_execute_here(
+                runs,
+                workers=opts["workers"],
+                server_url=opts["server_url"],
+                manage_server=not opts["skip_server"],
+                listener=progress,
+            )
         self.print_table(done)
         failed = [r for r in done if r.status != "completed"]
         if failed:
             raise CommandError(f"{len(failed)} run(s) failed: " + "; ".join(f"{r.run_id}: {r.error}" for r in failed))
+        regressions = self.print_verdicts({r.group for r in done if r.group}, opts["baseline"])
+        if regressions:
+            raise CommandError(
+                f"{len(regressions)} regression(s) against {opts['baseline']}: "
+                + "; ".join(f"{v.persona_id} {v.dimension}: {v.why}" for v in regressions)
+            )
+
+    def print_verdicts(self, groups, baseline):
+        """Print each group's check against its baseline; returns the regressions."""
+        regressions = []
+        for group in sorted(groups):
+            verdicts = selectors.group_verdicts(group)
+            if verdicts is None:
+                continue
+            self.stdout.write(f"\nAgainst baseline {baseline}:")
+            for v in verdicts:
+                mark = "REGRESSION" if v.regression else "ok"
+                self.stdout.write(f"  {v.persona_id:<22}{v.dimension:<22}{mark:<11}{v.why}")
+            regressions += [v for v in verdicts if v.regression]
+        if baseline and not groups:
+            self.stdout.write(f"\nNo comparison with baseline {baseline}: that needs more than one run.")
+        return regressions
 
     def print_table(self, runs):
         header = (

@@ -1,0 +1,97 @@
+"""The admin site: its index groups models by what staff do there, and leaves internal tables out of it.
+
+Installed as the default admin site (`EvaluationAdminConfig` in INSTALLED_APPS), the documented way to
+change `admin.site`. Hidden models keep their pages (a run's messages, a set's propositions are edited
+inline or reached from their parent); a model in no group is listed under "Other", never lost.
+"""
+
+from typing import Any
+
+from django.contrib import admin
+from django.contrib.admin.apps import AdminConfig
+
+GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("Catalogue", ("evaluation.Persona", "evaluation.Topic", "evaluation.Agent", "evaluation.LLMConfig")),
+    (
+        "Runs and reports",
+        ("evaluation.EvaluationRun", "evaluation.CompletedRun", "evaluation.FailedRun", "evaluation.TutoringSession"),
+    ),
+    (
+        "Drift",
+        (
+            "evaluation.PropositionSet",
+            "evaluation.Baseline",
+            "evaluation.DriftRun",
+            "evaluation.PropositionScore",
+            "evaluation.CorrectionLog",
+            "evaluation.AgentMessage",
+        ),
+    ),
+    ("Suites", ("evaluation.Suite", "evaluation.SuiteRun", "evaluation.CacheEntry")),
+    (
+        "Access",
+        (
+            "auth.User",
+            "auth.Group",
+            "authtoken.TokenProxy",
+            "evaluation.EndpointCredential",
+            "axes.AccessAttempt",
+            "axes.AccessFailureLog",
+        ),
+    ),
+    ("Background work", ("django_q.Schedule", "django_q.Failure", "django_q.Success")),
+)
+"""Index sections in order, each with its models in order ("app_label.ObjectName")."""
+
+HIDDEN = frozenset(
+    {
+        "evaluation.RunMessage",  # inline on a run
+        "evaluation.RunEvent",  # inline on a run
+        "evaluation.DimensionScore",  # inline on a run
+        "evaluation.Problem",  # inline on a run
+        "evaluation.Proposition",  # inline on its proposition set
+        "evaluation.AgentEvaluationConfig",  # inline on its agent
+        "evaluation.Case",  # read from its suite
+        "evaluation.CaseResult",  # inline on a suite run
+        "django_q.OrmQ",  # the ORM broker's queue
+        "axes.AccessLog",  # every login, kept for audits
+    }
+)
+"""Internal tables: registered (their pages open), but not listed on the index."""
+
+
+class EvaluationAdminSite(admin.AdminSite):
+    site_header = "Agent evaluation"
+    site_title = "Agent evaluation"
+    index_title = "What staff do here"
+
+    def get_app_list(self, request: Any, app_label: str | None = None) -> list[dict[str, Any]]:
+        if app_label is not None:  # one app's own index page keeps Django's layout
+            return super().get_app_list(request, app_label)
+        models: dict[str, dict[str, Any]] = {}
+        for app in self._build_app_dict(request).values():
+            for model in app["models"]:
+                models[f"{app['app_label']}.{model['object_name']}"] = model
+        sections = []
+        placed = set(HIDDEN)
+        for name, members in GROUPS:
+            placed.update(members)
+            sections.append((name, [models[m] for m in members if m in models]))
+        sections.append(("Other", sorted((m for k, m in models.items() if k not in placed), key=lambda m: m["name"])))
+        return [
+            {
+                "name": name,
+                "app_label": name.lower().replace(" ", "-"),
+                "app_url": entries[0]["admin_url"],
+                "has_module_perms": True,
+                "models": entries,
+            }
+            for name, entries in sections
+            if entries
+        ]
+
+
+class EvaluationAdminConfig(AdminConfig):
+    """django.contrib.admin with EvaluationAdminSite as `admin.site`."""
+
+    default_site = "evaluation.adminsite.EvaluationAdminSite"

@@ -1,0 +1,37 @@
+"""Pages answer 503 with Retry-After, not 500, when every database connection is taken.
+
+The API maps the same condition in its exception handler (evaluation/api/errors.py); this does it for
+the dashboard, the reports and the admin, whose views raise the pool's timeout as OperationalError.
+"""
+
+import logging
+from collections.abc import Callable
+
+from django.http import HttpRequest, HttpResponse
+from django.utils.html import escape
+
+from evaluation.api.errors import DatabaseBusy, database_busy
+
+log = logging.getLogger(__name__)
+
+PAGE = """<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Busy: try again shortly</title></head>
+<body><h1>The server is busy</h1><p>{reason}</p><p>This page will answer again in a moment; reload it in {wait} s.</p></body></html>"""
+
+
+class DatabaseBusyMiddleware:
+    """A view that found no free database connection gets a 503 page instead of a server error."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        return self.get_response(request)
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        if not database_busy(exception):
+            return None
+        busy = DatabaseBusy()
+        log.warning("page %s refused with 503: %s", request.path, exception)
+        response = HttpResponse(PAGE.format(reason=escape(str(busy.detail)), wait=busy.wait), status=503)
+        response["Retry-After"] = str(busy.wait)
+        return response
