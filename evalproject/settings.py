@@ -314,6 +314,7 @@ SPECTACULAR_SETTINGS = {
         {"name": "drift", "description": "Spec 002: persona drift of character agents, runtime corrections."},
         {"name": "suites", "description": "Spec 003: EVAL.md suites run against an agent."},
         {"name": "catalogue", "description": "Topics, personas and agents: the ids a start request names."},
+        {"name": "judging", "description": "Judge validity: import labelled conversations; the judge's agreement."},
     ],
     # Two fields named `status` (a stage and a lifecycle status) and two named `kind` need their own names.
     "ENUM_NAME_OVERRIDES": {
@@ -339,7 +340,14 @@ EVALUATION = {
     "BASELINES_DIR": BASE_DIR / "baselines",
     "DRIFT_BATCH_SIZE": int(os.environ.get("EVAL_DRIFT_BATCH_SIZE", "20")),
     "GATE_TIMEOUT_SECONDS": float(os.environ.get("EVAL_GATE_TIMEOUT", "5")),
-    "SUITE_DIRS": [BASE_DIR / "skills", BASE_DIR / "agents"],
+    # Folders a suite file, and every skill, agent and tool file it names, must lie in (symlinks
+    # resolved); comma-separated, relative to the project. docs/limits.md.
+    "SUITE_DIRS": [
+        BASE_DIR / p.strip() for p in os.environ.get("EVAL_SUITE_DIRS", "skills,agents").split(",") if p.strip()
+    ],
+    # Packages whose modules a suite's `tools:`, `skills:` and `module:` keys may import by dotted
+    # name (a .py file inside a suite folder needs none); comma-separated, none by default.
+    "SUITE_TOOL_PACKAGES": [p.strip() for p in os.environ.get("EVAL_SUITE_TOOL_PACKAGES", "").split(",") if p.strip()],
     "RECORDINGS_DIR": Path(os.environ.get("EVAL_RECORDINGS_DIR", DATA_DIR / "recordings")),
     # Runs handed to workers at once; more wait `queued` and start, oldest first, as these end.
     "MAX_ACTIVE_RUNS": int(os.environ.get("EVAL_MAX_ACTIVE_RUNS", "32")),
@@ -372,6 +380,8 @@ EVALUATION = {
     "SUITE_MAX_FILE_BYTES": int(os.environ.get("EVAL_SUITE_MAX_FILE_BYTES", "1000000")),
     "SUITE_MAX_CASES": int(os.environ.get("EVAL_SUITE_MAX_CASES", "500")),
     "INGEST_MAX_RECORDS": int(os.environ.get("EVAL_INGEST_MAX_RECORDS", "5000")),
+    "IMPORT_MAX_FILE_BYTES": int(os.environ.get("EVAL_IMPORT_MAX_FILE_BYTES", "20000000")),
+    "IMPORT_MAX_RECORDS": int(os.environ.get("EVAL_IMPORT_MAX_RECORDS", "10000")),
     # Creates sessions on the session protocol (docs/session-protocol.md). Unset, it is derived from
     # SECRET_KEY, so the web tier and the workers of one install agree with nothing to configure.
     "PROTOCOL_KEY": os.environ.get("EVAL_PROTOCOL_KEY")

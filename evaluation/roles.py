@@ -11,3 +11,4 @@ class LLMRole(models.TextChoices):
     GATE = "gate"
     SUITE_AGENT = "suite_agent"
     SUITE_JUDGE = "suite_judge"
+    RUBRIC_JUDGE = "rubric_judge"

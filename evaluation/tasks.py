@@ -3,6 +3,7 @@
 import logging
 
 from evaluation.drift import services as drift
+from evaluation.judging import services as judging
 from evaluation.models import EvaluationRun
 from evaluation.models.runs import RunKind
 from evaluation.runs import services as run_services
@@ -24,6 +25,11 @@ def run_task(run_pk: str, attempt: int, action: str = "execute") -> str:
     else:
         return "missing"
     return run.status if run is not None else "skipped"
+
+
+def canary_task(rubric: str) -> str:
+    """A rubric's judge configuration changed: judge its canary set under the new one (the card shows the shift)."""
+    return str(judging.canary_rejudge(rubric=rubric))
 
 
 def runs_sweep_task() -> list[str]:

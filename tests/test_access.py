@@ -43,10 +43,13 @@ DOORS = [
     ("api-persona", "get", {"persona_id": "ace"}, None, "view_persona"),
     ("api-agents", "get", {}, None, "view_agent"),
     ("api-agent", "get", {"agent_id": "rex"}, None, "view_agent"),
+    ("api-judging-import", "post", {}, [], "add_transcript"),
+    ("api-judging-agreement", "get", {}, None, "view_judgescore"),
     ("api-docs", "get", {}, None, PUBLIC),
     ("api-redoc", "get", {}, None, PUBLIC),
     ("schema", "get", {}, None, PUBLIC),
     ("evaluation-dashboard", "get", {}, None, "view_evaluationrun"),
+    ("evaluation-charts", "get", {}, None, "view_evaluationrun"),
     ("evaluation-start", "post", {}, {"topic_id": "comparing-decimals", "personas": "ace"}, "start_run"),
     ("evaluation-runs-status", "get", {}, None, "view_evaluationrun"),
     ("evaluation-run-report", "get", RUN, None, "view_evaluationrun"),
@@ -55,13 +58,34 @@ DOORS = [
     ("evaluation-run-retry", "post", RUN, {}, "retry_run"),
     ("evaluation-run-again", "post", RUN, {}, "start_run"),
     ("evaluation-run-cancel", "post", RUN, {}, "cancel_run"),
+    ("evaluation-run-labels", "post", RUN, {}, "add_annotation"),
     ("evaluation-comparison", "get", {"group": "comparison_x"}, None, "view_evaluationrun"),
     ("evaluation-suite-run", "get", RUN, None, "view_evaluationrun"),
     ("evaluation-drift-agent", "get", {"agent_id": "rex"}, None, "view_evaluationrun"),
+    ("evaluation-judging", "get", {}, None, "view_judgescore"),
+    ("evaluation-judging-import", "post", {}, {}, "add_transcript"),
+    ("evaluation-judge-card", "get", {"configuration_id": 1}, None, "view_judgescore"),
+    ("evaluation-transcript", "get", {"transcript_id": 1}, None, "view_transcript"),
 ]
 ROLES = ["anonymous", "signed_in", "staff_no_perms", "viewer", "operator", "superuser"]
-VIEWER = {"view_evaluationrun", "view_suite", "view_topic", "view_persona", "view_agent"}
-OPERATOR = VIEWER | {"start_run", "retry_run", "cancel_run", "use_corrections", "add_agentmessage"}
+VIEWER = {
+    "view_evaluationrun",
+    "view_suite",
+    "view_topic",
+    "view_persona",
+    "view_agent",
+    "view_judgescore",
+    "view_transcript",
+}
+OPERATOR = VIEWER | {
+    "start_run",
+    "retry_run",
+    "cancel_run",
+    "use_corrections",
+    "add_agentmessage",
+    "add_transcript",
+    "add_annotation",
+}
 
 
 def expected(role: str, perm: str, api: bool) -> str:

@@ -166,7 +166,10 @@ def test_persona_form_saves_structured_fields_and_keeps_unknown_keys_as_json(sta
 def test_persona_form_edits_a_behaviours_trigger_and_keeps_the_plain_form_for_always(staff_client, catalog):
     persona = Persona.objects.get(persona_id="struggler")
     url = reverse("admin:evaluation_persona_change", args=[persona.pk])
-    behaviours = {"pushback_probability": {"probability": 0.4, "trigger": "after_incorrect"}, "boredom_probability": 0.1}
+    behaviours = {
+        "pushback_probability": {"probability": 0.4, "trigger": "after_incorrect"},
+        "boredom_probability": 0.1,
+    }
     response = staff_client.post(url, persona_post(persona_specific_behaviors=behaviours))
     assert response.status_code == 302, response.context["adminform"].form.errors
     persona.refresh_from_db()

@@ -3,7 +3,7 @@
 Layers, bottom up (docs/architecture.md):
   base     models, conf, errors, roles, jsonschema_errors, limits, redact, limits
   shared   runs (the kernel), providers, text
-  rooms    tutoring, drift, suites             (never each other, never a door)
+  rooms    tutoring, drift, suites, judging    (never each other, never a door)
   facade   catalog                             (spans rooms, through their services and selectors)
   doors    admin, api, web, protocol, management, tasks, consumers, routing, urls, templatetags, apps
 Imports inside functions count as much as imports at the top.
@@ -16,7 +16,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "evaluation"
 
 BASE = {"models", "conf", "errors", "roles", "jsonschema_errors", "limits", "redact"}
 SHARED = {"runs", "providers", "text"}
-ROOMS = {"tutoring", "drift", "suites"}
+ROOMS = {"tutoring", "drift", "suites", "judging"}
 FACADE = {"catalog"}
 DOORS = {
     "admin",

@@ -203,7 +203,8 @@ def test_eval_md_refuses_more_cases_than_the_limit(settings):
         parse_suite(cases(11))
 
 
-def test_eval_md_with_100_000_cases_is_refused_fast(tmp_path):
+def test_eval_md_with_100_000_cases_is_refused_fast(tmp_path, settings):
+    settings.EVALUATION = {**settings.EVALUATION, "SUITE_DIRS": [tmp_path]}  # a suite folder, so only size counts
     path = tmp_path / "EVAL.md"
     path.write_text(cases(100_000))
     start = time.perf_counter()

@@ -16,6 +16,7 @@ from evaluation.models import (
     RunMessage,
     SuiteRun,
 )
+from evaluation.runs import selectors as run_selectors
 from evaluation.runs import services as runs
 
 RESULT_FIELDS = (
@@ -160,7 +161,12 @@ class EvaluationRunAdmin(admin.ModelAdmin):
     def report_link(self, obj):
         if not obj.pk:
             return "-"
-        links = [format_html('<a href="{}">Open the report</a>', reverse("evaluation-run-report", args=[obj.run_id]))]
+        links = [
+            format_html(
+                '<a href="{}">Open the report</a>',
+                reverse("evaluation-run-report", args=[run_selectors.run_url_id(obj)]),
+            )
+        ]
         if obj.group:
             links.append(format_html('<a href="{}">comparison</a>', reverse("evaluation-comparison", args=[obj.group])))
         return format_html_join(" · ", "{}", ((link,) for link in links))

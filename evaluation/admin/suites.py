@@ -1,5 +1,6 @@
 """Admin for EVAL.md suites, their cases, results and the pass cache."""
 
+from django import forms
 from django.contrib import admin, messages
 from django.db.models import Count
 from django.urls import reverse
@@ -8,6 +9,7 @@ from django.utils.html import format_html
 from evaluation.admin.runs import ReadOnlyResultAdmin
 from evaluation.errors import Conflict, InvalidInput, NotFound
 from evaluation.models import CacheEntry, Case, CaseResult, Suite, SuiteRun
+from evaluation.runs import selectors as run_selectors
 from evaluation.suites import selectors, services
 
 
@@ -17,8 +19,23 @@ class CaseInline(admin.TabularInline):
     fields = ("line", "name", "prompt", "expect")
 
 
+class SuiteForm(forms.ModelForm):
+    class Meta:
+        model = Suite
+        fields = "__all__"
+
+    def clean_path(self):
+        path = self.cleaned_data["path"]
+        try:
+            services.suite_path_check(path)
+        except services.SuiteError as exc:
+            raise forms.ValidationError(exc.reason) from None
+        return path
+
+
 @admin.register(Suite)
 class SuiteAdmin(admin.ModelAdmin):
+    form = SuiteForm
     list_display = ("name", "path", "case_count", "last_run", "discovered_at")
     search_fields = ("name", "path")
     inlines = [CaseInline]
@@ -38,7 +55,7 @@ class SuiteAdmin(admin.ModelAdmin):
             return "-"
         return format_html(
             '<a href="{}">{} ({})</a>',
-            reverse("evaluation-suite-run", args=[run.run_id]),
+            reverse("evaluation-suite-run", args=[run_selectors.run_url_id(run)]),
             run.detail or run.status,
             run.created_at.strftime("%Y-%m-%d %H:%M"),
         )
@@ -64,11 +81,14 @@ class CaseAdmin(admin.ModelAdmin):
 
 @admin.register(CaseResult)
 class CaseResultAdmin(admin.ModelAdmin):
-    list_display = ("case", "run", "passed", "cached", "duration_ms", "created_at")
+    list_display = ("case", "run", "repeat", "passed", "cached", "judge_model", "duration_ms", "created_at")
     list_filter = ("passed", "cached")
     readonly_fields = (
         "run",
         "case",
+        "repeat",
+        "agent_model",
+        "judge_model",
         "passed",
         "cached",
         "checks",
@@ -90,6 +110,6 @@ class CacheEntryAdmin(admin.ModelAdmin):
 
 @admin.register(SuiteRun)
 class SuiteRunAdmin(ReadOnlyResultAdmin):
-    list_display = ("run", "suite", "model", "judge_model", "judge")
+    list_display = ("run", "suite", "model", "judge_model", "judge", "repeats")
     list_select_related = ["run", "suite"]
     search_fields = ("run__run_id", "suite_path")

@@ -86,6 +86,13 @@ class SuiteRunInput(serializers.Serializer):
         required=False, allow_blank=True, default="", help_text="The judge's provider (default: as configured)."
     )
     judge = serializers.BooleanField(required=False, default=True, help_text="False: run the checks only.")
+    repeats = serializers.IntegerField(
+        required=False,
+        default=1,
+        min_value=1,
+        max_value=services.MAX_REPEATS,
+        help_text="Times each case runs; a case passes only when all of them do (pass^k).",
+    )
 
 
 class SuiteRunStartView(APIView):
@@ -95,7 +102,7 @@ class SuiteRunStartView(APIView):
         operation_id="suites_run",
         tag="suites",
         summary="Run a suite",
-        description="Runs every case of the suite (as its file reads now) in the background.",
+        description="Runs every case of the suite (as its file reads now) in the background, `repeats` times each.",
         parameters=[SUITE_ID],
         request=SuiteRunInput,
         ok={202: RunAcceptedOutput},
@@ -113,6 +120,7 @@ class SuiteRunStartView(APIView):
 
 class CaseResultOutput(Output):
     case = serializers.CharField()
+    repeat = serializers.IntegerField(help_text="Which repeat of the case (1 to repeats).")
     passed = serializers.BooleanField()
     cached = serializers.BooleanField(help_text="True when a recorded pass with the same fingerprint was reused.")
     checks = serializers.ListField(child=serializers.DictField(), help_text="{name, passed, detail} per check.")
@@ -120,15 +128,47 @@ class CaseResultOutput(Output):
     transcript = serializers.DictField()
     duration_ms = serializers.FloatField()
     usage = serializers.DictField()
+    agent_model = serializers.CharField(help_text="The agent's provider/model as it ran.")
+    judge_model = serializers.CharField(help_text="The judge's provider/model as it ran; empty when off.")
+    judged_by = serializers.CharField(help_text="Which judge gave the verdict, in words (the offline judge says so).")
+
+
+class CaseSummaryOutput(Output):
+    case = serializers.CharField()
+    k = serializers.IntegerField(help_text="Repeats run.")
+    passes = serializers.IntegerField()
+    pass_k = serializers.BooleanField(help_text="pass^k: every repeat passed.")
+    mean = serializers.FloatField(help_text="The pass rate over the repeats.")
+    ci_low = serializers.FloatField(help_text="95% Wilson interval of the pass rate.")
+    ci_high = serializers.FloatField()
 
 
 class SuiteRunDetailOutput(RunStatusOutput):
-    passed_share = serializers.FloatField(source="overall_score", allow_null=True, help_text="0-1, once it ends.")
+    passed_share = serializers.FloatField(
+        source="overall_score", allow_null=True, help_text="0-1 share of cases that passed (all repeats), once it ends."
+    )
+    repeats = serializers.IntegerField(source="suite_run.repeats", help_text="Times each case runs.")
+    judged_by = serializers.SerializerMethodField(help_text="Which judge ran, once a case was judged.")
+    cases = serializers.SerializerMethodField()
     results = serializers.SerializerMethodField()
+
+    def _results(self, run: EvaluationRun) -> list[dict[str, Any]]:
+        # Read once per run for the three fields that use them.
+        cached: dict[Any, list[dict[str, Any]]] = self.__dict__.setdefault("_suite_results", {})
+        if run.pk not in cached:
+            cached[run.pk] = selectors.suite_results(run)
+        return cached[run.pk]
+
+    def get_judged_by(self, run: EvaluationRun) -> str:
+        return next((r["judged_by"] for r in self._results(run) if r["judged_by"]), "")
+
+    @extend_schema_field(CaseSummaryOutput(many=True))
+    def get_cases(self, run: EvaluationRun) -> Any:
+        return CaseSummaryOutput(selectors.suite_case_summaries(self._results(run)), many=True).data
 
     @extend_schema_field(CaseResultOutput(many=True))
     def get_results(self, run: EvaluationRun) -> Any:
-        return CaseResultOutput(selectors.suite_results(run), many=True).data
+        return CaseResultOutput(self._results(run), many=True).data
 
 
 class SuiteRunDetailView(APIView):
@@ -138,7 +178,10 @@ class SuiteRunDetailView(APIView):
         operation_id="suites_runs_retrieve",
         tag="suites",
         summary="One suite run",
-        description="A suite run's status and each case's result: PASS or FAIL, checks, warnings, transcript.",
+        description=(
+            "A suite run's status, the judge that ran, each case's pass^k with its pass rate and 95% interval, "
+            "and each result: PASS or FAIL, checks, warnings, transcript."
+        ),
         parameters=[run_id_parameter("A suite run's readable id or UUID.")],
         ok={200: SuiteRunDetailOutput},
         not_found="No suite run has this id.",

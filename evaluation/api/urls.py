@@ -4,7 +4,7 @@ from django.urls import path
 from drf_spectacular.views import SpectacularRedocView, SpectacularSwaggerSplitView
 from rest_framework.permissions import AllowAny
 
-from evaluation.api import catalogue, drift, runs, suites, tutoring
+from evaluation.api import catalogue, drift, judging, runs, suites, tutoring
 
 urlpatterns = [
     # spec 001's paths, kept as they were
@@ -40,6 +40,8 @@ urlpatterns = [
     path("catalogue/personas/<str:persona_id>", catalogue.PersonaDetailView.as_view(), name="api-persona"),
     path("catalogue/agents", catalogue.AgentListView.as_view(), name="api-agents"),
     path("catalogue/agents/<str:agent_id>", catalogue.AgentDetailView.as_view(), name="api-agent"),
+    path("judging/import", judging.ImportView.as_view(), name="api-judging-import"),
+    path("judging/agreement", judging.AgreementView.as_view(), name="api-judging-agreement"),
     # the schema's pages; Swagger UI's split view loads its script from a URL, not inline (strict CSP)
     path(
         "docs/",

@@ -12,7 +12,7 @@ def mark_existing_as_sent(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('evaluation', '0010_tutoring_run_sources'),
+        ('evaluation', '0012_judging'),
     ]
 
     operations = [

@@ -3,6 +3,16 @@
 from evaluation.models.agents import Agent, AgentEvaluationConfig, AgentMessage
 from evaluation.models.catalog import Persona, Topic
 from evaluation.models.drift import CorrectionLog, DriftRun, Proposition, PropositionScore, PropositionSet
+from evaluation.models.judging import (
+    Annotation,
+    CanarySet,
+    Item,
+    JudgeConfiguration,
+    JudgeScore,
+    Rubric,
+    RubricDimension,
+    Transcript,
+)
 from evaluation.models.llm import EndpointCredential, LLMConfig
 from evaluation.models.runs import (
     CompletedRun,
@@ -17,6 +27,14 @@ from evaluation.models.sessions import TutoringSession
 from evaluation.models.suites import CacheEntry, Case, CaseResult, Suite, SuiteRun
 
 __all__ = [
+    "Transcript",
+    "RubricDimension",
+    "Rubric",
+    "JudgeScore",
+    "JudgeConfiguration",
+    "Item",
+    "CanarySet",
+    "Annotation",
     "Agent",
     "AgentEvaluationConfig",
     "AgentMessage",

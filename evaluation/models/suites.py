@@ -46,6 +46,7 @@ class SuiteRun(models.Model):
     model = models.CharField(max_length=300, blank=True, help_text="Agent model override.")
     judge_model = models.CharField(max_length=300, blank=True)
     judge = models.BooleanField(default=True)
+    repeats = models.PositiveSmallIntegerField(default=1, help_text="Times each case is run (pass^k needs all k).")
 
     class Meta:
         verbose_name = "suite run"
@@ -67,10 +68,15 @@ class CaseResult(models.Model):
     usage = models.JSONField(default=dict, blank=True)
     duration_ms = models.FloatField(default=0.0)
     fingerprint = models.CharField(max_length=64, blank=True)
+    agent_model = models.CharField(max_length=300, blank=True, help_text="The agent's provider/model as it ran.")
+    judge_model = models.CharField(
+        max_length=300, blank=True, help_text="The judge's provider/model as it ran; empty when the judge was off."
+    )
+    repeat = models.PositiveSmallIntegerField(default=1, help_text="Which of the run's repeats (1 to k).")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
-        ordering = ["run", "case"]
+        ordering = ["run", "case", "repeat"]
 
     def __str__(self) -> str:
         return f"{self.case}: {'pass' if self.passed else 'fail'}"

@@ -50,6 +50,7 @@ ROLE_SETTINGS: dict[str, GenerateSettings] = {
     "gate": GenerateSettings(max_tokens=200, temperature=0.0),
     "suite_agent": GenerateSettings(max_tokens=2000),
     "suite_judge": GenerateSettings(max_tokens=1500, temperature=0.0),
+    "rubric_judge": GenerateSettings(max_tokens=2000, temperature=0.0),
 }
 SETTING_OPTIONS = ("max_tokens", "temperature", "reasoning_effort", "thinking_budget", "seed")
 

@@ -12,6 +12,12 @@ from evaluation.models import Agent, DimensionScore, EvaluationRun, Problem
 from evaluation.models.runs import ACTIVE_STATUSES
 
 
+def run_url_id(run: EvaluationRun) -> str:
+    """What a URL names the run by: its readable id, or its UUID for an old id with a '/' in it
+    (ids are slugs now, but such a run must still open; run_lookup takes either)."""
+    return run.run_id if "/" not in run.run_id else str(run.pk)
+
+
 def run_lookup(run_id: str, *, kind: str | None = None) -> EvaluationRun:
     """A run by readable id or UUID (of the given kind, if named); NotFound names what was asked for."""
     query = Q(run_id=run_id)
@@ -167,3 +173,47 @@ def agent_get(agent_id: str) -> Agent:
     if agent is None:
         raise NotFound(f"agent: no agent {agent_id!r}")
     return agent
+
+
+@dataclass(frozen=True)
+class ProblemTrends:
+    """Judges' problems by root cause: per week (the dashboard's chart) and per tutor (agent) under test."""
+
+    weeks: list[str]
+    """ISO weeks, oldest first: "2026-W47"."""
+    by_week: dict[str, list[int]]
+    """root cause -> problems found in runs created that week (aligned with weeks)."""
+    tutors: list[str]
+    by_tutor: dict[str, dict[str, int]]
+    """tutor version ("name (model)", or "Reference tutor") -> root cause -> problems."""
+    runs: int
+    """Completed tutor runs counted."""
+
+
+def problem_trends(*, weeks: int = 12) -> ProblemTrends:
+    """Problems of completed tutor runs of the last `weeks` weeks, counted by root cause."""
+    from datetime import timedelta
+
+    from django.db.models.functions import TruncWeek
+    from django.utils import timezone
+
+    since = timezone.now() - timedelta(weeks=weeks)
+    problems = Problem.objects.filter(run__kind="tutor", run__status="completed", run__created_at__gte=since)
+    week_rows = (
+        problems.annotate(week=TruncWeek("run__created_at")).values("week", "root_cause").annotate(n=Count("id"))
+    )
+    labels = sorted({r["week"].date().isocalendar()[:2] for r in week_rows})
+    names = [f"{y}-W{w:02d}" for y, w in labels]
+    by_week: dict[str, list[int]] = {}
+    for row in week_rows:
+        cause = by_week.setdefault(row["root_cause"], [0] * len(labels))
+        cause[labels.index(row["week"].date().isocalendar()[:2])] += row["n"]
+    by_tutor: dict[str, dict[str, int]] = {}
+    rows = problems.values("run__agent__display_name", "run__agent__model", "root_cause").annotate(n=Count("id"))
+    for tutor_row in rows:
+        name, model = tutor_row["run__agent__display_name"], tutor_row["run__agent__model"]
+        # labelled as the score charts label a tutor version
+        tutor = (f"{name} ({model})" if model else name) if name else "Reference tutor"
+        by_tutor.setdefault(tutor, {})[tutor_row["root_cause"]] = tutor_row["n"]
+    runs = EvaluationRun.objects.filter(kind="tutor", status="completed", created_at__gte=since).count()
+    return ProblemTrends(names, dict(sorted(by_week.items())), sorted(by_tutor), by_tutor, runs)

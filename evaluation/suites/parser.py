@@ -15,8 +15,8 @@ Rules (each has its own test):
 - A heading of any level whose text is `Prompt` or `Expect` (any case) is a section marker, not a
   case; other headings inside a section stay in its content.
 - Text before the first case, and in a case before its first section, is ignored.
-- A repeated section appends its lines to the first, joined by one newline (as SkillKit does);
-  sections are trimmed.
+- Sections are trimmed; a repeated section appends its trimmed text to the first, joined by one
+  newline (as SkillKit does), however many blank lines stood between them.
 - A case with an empty or missing Prompt or Expect is an error naming the case and the section
   (Prompt is checked first). No cases at all is an empty suite, not an error.
 - Lines inside fenced code blocks are content, never headings; a fence closes only on a line of
@@ -37,6 +37,8 @@ from markdown_it.token import Token
 
 from evaluation import limits
 from evaluation.errors import InvalidInput
+from evaluation.suites.errors import SuiteError, SuiteWarning
+from evaluation.suites.scope import SuiteScope
 
 FRONTMATTER_KEYS = ("skills", "tools", "model", "system", "agent", "module", "metadata")
 LIST_KEYS = ("skills", "tools")
@@ -44,19 +46,6 @@ SECTIONS = ("prompt", "expect")
 # Block structure only: a heading's inline token keeps its raw text, and inline parsing of every
 # paragraph would cost a third of the time for nothing.
 _MARKDOWN = MarkdownIt("commonmark").disable(["inline", "text_join"])
-
-
-class SuiteError(ValueError):
-    """A problem in an EVAL.md file; str() is 'file:line: reason'."""
-
-    def __init__(self, file: str, line: int | None, reason: str):
-        self.file, self.line, self.reason = file, line, reason
-        where = f"{file}:{line}" if line is not None else file
-        super().__init__(f"{where}: {reason}")
-
-
-class SuiteWarning(UserWarning):
-    """Something in an EVAL.md file that is kept but not used, such as an unknown frontmatter key."""
 
 
 @dataclass(frozen=True)
@@ -92,24 +81,7 @@ class EvalSuite:
 
 def _frontmatter(lines: list[str], file: str) -> tuple[dict[str, Any], int]:
     """(frontmatter, index of the first body line)."""
-    if not lines or lines[0].rstrip() != "---":
-        return {}, 0
-    for index in range(1, len(lines)):
-        if lines[index].rstrip() == "---":
-            break
-    else:
-        raise SuiteError(file, 1, "frontmatter opened with '---' is never closed by a '---' line")
-    try:
-        data = limits.yaml_load("\n".join(lines[1:index])) or {}  # aliases refused: they expand without bound
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        raise SuiteError(
-            file, (mark.line + 2) if mark else 1, f"frontmatter is not valid YAML: {getattr(exc, 'problem', exc)}"
-        ) from None
-    if not isinstance(data, dict):
-        raise SuiteError(file, 2, "frontmatter must be a mapping of keys to values")
-    # Suites are stored in JSON fields: a YAML date or a non-string key must not stop that.
-    data = json.loads(json.dumps(data, default=str))
+    data, start = _yaml_block(lines, file)
     for key in data:
         if key not in FRONTMATTER_KEYS:
             warnings.warn(
@@ -130,7 +102,40 @@ def _frontmatter(lines: list[str], file: str) -> tuple[dict[str, Any], int]:
     for key in ("model", "system", "agent", "module"):
         if key in data and data[key] is not None and not isinstance(data[key], str):
             raise SuiteError(file, _key_line(lines, key), f"{key}: must be a string")
-    return data, index + 1
+    return data, start
+
+
+def split_frontmatter(text: str, file: str, *, strings: tuple[str, ...] = ()) -> tuple[dict[str, Any], str]:
+    """(frontmatter, body) of a markdown file such as an AGENT.md; the keys in `strings` must hold
+    a string when present. Errors are SuiteErrors naming the file and line."""
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    data, start = _yaml_block(lines, file)
+    for key in strings:
+        if data.get(key) is not None and not isinstance(data[key], str):
+            raise SuiteError(file, _key_line(lines, key), f"{key}: must be a string")
+    return data, "\n".join(lines[start:])
+
+
+def _yaml_block(lines: list[str], file: str) -> tuple[dict[str, Any], int]:
+    """The YAML mapping between a first-line `---` and the next `---` line, and the body's first index."""
+    if not lines or lines[0].rstrip() != "---":
+        return {}, 0
+    for index in range(1, len(lines)):
+        if lines[index].rstrip() == "---":
+            break
+    else:
+        raise SuiteError(file, 1, "frontmatter opened with '---' is never closed by a '---' line")
+    try:
+        data = limits.yaml_load("\n".join(lines[1:index])) or {}  # aliases refused: they expand without bound
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        raise SuiteError(
+            file, (mark.line + 2) if mark else 1, f"frontmatter is not valid YAML: {getattr(exc, 'problem', exc)}"
+        ) from None
+    if not isinstance(data, dict):
+        raise SuiteError(file, 2, "frontmatter must be a mapping of keys to values")
+    # Suites are stored in JSON fields: a YAML date or a non-string key must not stop that.
+    return json.loads(json.dumps(data, default=str)), index + 1
 
 
 def _key_line(lines: list[str], key: str) -> int:
@@ -197,7 +202,8 @@ def parse_suite(text: str, path: str = "EVAL.md") -> EvalSuite:
         key = heading.text.lower()
         if key in SECTIONS:
             if cases:
-                cases[-1][2].setdefault(key, []).extend(lines[heading.end : stop])  # a repeated section appends
+                # A repeated section appends its own text, trimmed, on the next line (as SkillKit does).
+                cases[-1][2].setdefault(key, []).append("\n".join(lines[heading.end : stop]).strip())
         else:
             if len(cases) == limits.limit("SUITE_MAX_CASES"):
                 raise SuiteError(
@@ -213,7 +219,7 @@ def parse_suite(text: str, path: str = "EVAL.md") -> EvalSuite:
         if name in seen:
             raise SuiteError(path, line_no, f"case {name!r} is already defined at line {seen[name]}")
         seen[name] = line_no
-        texts = {key: "\n".join(sections.get(key, [])).strip() for key in SECTIONS}
+        texts = {key: "\n".join(filter(None, sections.get(key, []))) for key in SECTIONS}
         for key in SECTIONS:
             if not texts[key]:
                 state = "is empty" if key in sections else "is missing"
@@ -222,8 +228,11 @@ def parse_suite(text: str, path: str = "EVAL.md") -> EvalSuite:
     return suite
 
 
-def load_file(path: str | Path) -> EvalSuite:
+def load_file(path: str | Path, scope: "SuiteScope | None" = None) -> EvalSuite:
+    """Read and parse a suite file that lies inside the suite folders (scope, by default from the
+    settings); raises SuiteError naming the file (and line) on any problem."""
     p = Path(path)
+    (scope or SuiteScope.from_settings()).check_file(p, file=str(p))
     try:
         text = limits.decode_utf8(limits.read_bounded(p, "SUITE_MAX_FILE_BYTES"), field="")
     except InvalidInput as exc:  # too large (from its size, before reading it), or not UTF-8

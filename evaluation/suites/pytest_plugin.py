@@ -1,7 +1,12 @@
 """pytest plugin: every case of an EVAL.md (or *.eval.md) becomes an item `<folder>: <case name>`,
 marked `eval` and left out of the default run. `pytest -m eval` or `pytest --eval` runs them.
 
-    pytest --eval skills/ --eval-model anthropic/claude-sonnet-4-6 --eval-cache .eval_cache.jsonl
+    pytest --eval skills/ --eval-model anthropic/claude-sonnet-4-6 \
+        --eval-judge-model anthropic/claude-sonnet-4-6 --eval-cache .eval_cache.jsonl
+
+The summary names the judge that gave the verdicts (the offline rule-based judge when no judge
+model is set). With --eval-repeats K an item passes only when all K runs pass (pass^k), and the
+summary gives each case's pass rate with its 95% interval.
 """
 
 from pathlib import Path
@@ -12,6 +17,8 @@ import pytest
 from evaluation.suites.parser import SuiteError, is_suite_file, load_file
 
 WARNINGS_KEY = pytest.StashKey[list[tuple[str, str]]]()
+JUDGES_KEY = pytest.StashKey[dict[str, None]]()
+SUMMARIES_KEY = pytest.StashKey[list[str]]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -30,6 +37,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     group.addoption("--eval-timeout", type=float, default=120.0, help="seconds per LLM call")
     group.addoption("--eval-no-judge", action="store_true", help="completion check only: no judge tokens")
+    group.addoption(
+        "--eval-repeats",
+        type=int,
+        default=1,
+        help="run each case K times; it passes only when all K pass (pass^k); the cache is not used",
+    )
     parser.addini(
         "eval_dirs",
         "folders whose EVAL.md files are collected (default: everywhere pytest looks)",
@@ -44,6 +57,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "eval: an EVAL.md case (an agent run plus an LLM judge)")
     config.stash[WARNINGS_KEY] = []
+    config.stash[JUDGES_KEY] = {}
+    config.stash[SUMMARIES_KEY] = []
 
 
 def _wanted(config: pytest.Config) -> bool:
@@ -122,10 +137,12 @@ class EvalItem(pytest.Item):
 
     def runtest(self) -> None:
         from evaluation.suites.cache import FileCache
+        from evaluation.suites.repeats import summarize
         from evaluation.suites.runner import RunOptions, run_case
 
         config = self.config
         cache_path = config.getoption("--eval-cache")
+        repeats = max(1, config.getoption("--eval-repeats"))
         options = RunOptions(
             model=config.getoption("--eval-model"),
             judge_model=config.getoption("--eval-judge-model"),
@@ -133,14 +150,22 @@ class EvalItem(pytest.Item):
             cache=FileCache(cache_path) if cache_path else None,
             timeout=config.getoption("--eval-timeout"),
             use_db=False,
+            repeats=repeats,
         )
-        result = run_case(self.suite, self.case, options)
-        self.user_properties.append(("eval_cached", result.cached))
-        if not result.passed:
-            raise EvalFailed(result.failure_message())
-        for warning in result.warnings:
+        results = [run_case(self.suite, self.case, options, repeat=n) for n in range(1, repeats + 1)]
+        for result in results:
+            config.stash[JUDGES_KEY][result.judged_by] = None
+        self.user_properties.append(("eval_cached", all(r.cached for r in results)))
+        self.user_properties.append(("eval_judge", results[0].judged_by))
+        summary = summarize(self.suite.label, self.case.name, results)
+        if repeats > 1:
+            config.stash[SUMMARIES_KEY].append(summary.line())
+        if not summary.pass_k:
+            failures = "\n".join(r.failure_message() for r in results if not r.passed)
+            raise EvalFailed(failures + (f"\n{summary.line()}" if repeats > 1 else ""))
+        for warning in dict.fromkeys(w for r in results for w in r.warnings):
             config.stash[WARNINGS_KEY].append((self.name, warning))
-        if result.cached:
+        if results[0].cached:
             self.add_report_section("call", "eval", "cached pass: the scope fingerprint matched a recorded pass")
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
@@ -162,6 +187,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    judges = config.stash.get(JUDGES_KEY, {})
+    if judges:
+        terminalreporter.section("EVAL.md judge")
+        for judge in judges:
+            terminalreporter.line(f"judge: {judge}")
+    summaries = config.stash.get(SUMMARIES_KEY, [])
+    if summaries:
+        terminalreporter.section("EVAL.md pass^k")
+        for line in summaries:
+            terminalreporter.line(line)
     warnings = config.stash.get(WARNINGS_KEY, [])
     if warnings:
         terminalreporter.section("EVAL.md warnings (passing cases)")

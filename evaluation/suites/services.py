@@ -14,10 +14,12 @@ from evaluation.providers import ProviderSpec, keys_check
 from evaluation.runs import services as runs
 from evaluation.suites.cache import DEFAULT_PATH as FILE_CACHE_PATH
 from evaluation.suites.cache import FileCache
-from evaluation.suites.drafting import draft_skill
+from evaluation.suites.drafting import Round, best_round, draft_skill, draft_write
 from evaluation.suites.parser import SuiteError, discover, load_file
 from evaluation.suites.runner import CaseResult as CaseOutcome
-from evaluation.suites.runner import RunOptions, run_case, run_suite
+from evaluation.suites.runner import RunOptions, model_check, run_case, run_suite
+from evaluation.suites.runner import summaries as case_summaries
+from evaluation.suites.scope import SuiteScope
 from evaluation.suites.subjects import resolve_subject
 
 __all__ = [
@@ -26,13 +28,22 @@ __all__ = [
     "FileCache",
     "RunOptions",
     "SuiteError",
+    "Round",
+    "best_round",
+    "case_summaries",
     "draft_skill",
+    "draft_write",
     "suite_file_run",
     "suite_files",
+    "suite_path_check",
     "suite_run_execute",
     "suite_run_start",
     "suites_discover",
 ]
+
+
+MAX_REPEATS = 20
+"""Repeats one suite run may ask for (the API and the admin)."""
 
 
 class DBCache:
@@ -87,10 +98,12 @@ def suite_run_start(
     model: str | None = None,
     judge_model: str | None = None,
     judge: bool = True,
+    repeats: int = 1,
     enqueue: bool = True,
     user: Any = None,
 ) -> EvaluationRun:
-    """Create a queued run of one discovered suite (and hand it to a worker)."""
+    """Create a queued run of one discovered suite (and hand it to a worker); with repeats k > 1 each
+    case runs k times and passes only when all k do (pass^k)."""
     suite = Suite.objects.filter(pk=suite_id).first()
     if suite is None:
         raise NotFound(f"suite: no suite {suite_id}")
@@ -100,6 +113,8 @@ def suite_run_start(
                 ProviderSpec.parse(value)
             except ValueError as exc:
                 raise InvalidInput([FieldProblem(name, str(exc))]) from None
+    if not 1 <= repeats <= MAX_REPEATS:
+        raise InvalidInput([FieldProblem("repeats", f"must be from 1 to {MAX_REPEATS}")])
     keys_check(["suite_agent"], model, field="model")
     if judge:
         keys_check(["suite_judge"], judge_model, field="judge_model")
@@ -109,7 +124,13 @@ def suite_run_start(
             base_id=f"suite_{stamp}_{suite.name}", kind=RunKind.SUITE, stage=RunStage.QUEUED, user=user
         )
         SuiteRun.objects.create(
-            run=run, suite=suite, suite_path=suite.path, model=model or "", judge_model=judge_model or "", judge=judge
+            run=run,
+            suite=suite,
+            suite_path=suite.path,
+            model=model or "",
+            judge_model=judge_model or "",
+            judge=judge,
+            repeats=repeats,
         )
         if enqueue:
             runs.run_enqueue(run)
@@ -118,6 +139,12 @@ def suite_run_start(
 
 def _suite_file(path: str) -> Path:
     return Path(settings.BASE_DIR) / path if not Path(path).is_absolute() else Path(path)
+
+
+def suite_path_check(path: str) -> None:
+    """Raise SuiteError unless the suite path (relative to the project, or absolute) lies inside
+    the suite folders, symlinks resolved."""
+    SuiteScope.from_settings().check_file(_suite_file(path), file=path, key="path")
 
 
 def _run_cases(handle: runs.RunHandle) -> dict[str, Any]:
@@ -133,17 +160,27 @@ def _run_cases(handle: runs.RunHandle) -> dict[str, Any]:
     except SuiteError as exc:
         raise SuiteRunError(str(exc)) from exc
     options = RunOptions(
-        model=detail.model or None, judge_model=detail.judge_model or None, judge=detail.judge, cache=DBCache()
+        model=detail.model or None,
+        judge_model=detail.judge_model or None,
+        judge=detail.judge,
+        cache=DBCache(),
+        repeats=detail.repeats,
     )
+    # A model the run itself names is checked first: unusable, it fails the run, not each case.
+    for role, choice in (("suite_agent", detail.model), ("suite_judge", detail.judge_model if detail.judge else "")):
+        if choice:
+            model_check(role, choice, options)
     cases = {c.name: c for c in detail.suite.cases.all()}
-    passed = 0
-    total = len(parsed.cases)
+    k = detail.repeats
+    total = len(parsed.cases) * k
+    outcomes: list[CaseOutcome] = []
     handle.progress(max_turns=total, detail=f"Case 0/{total}")
-    for index, case in enumerate(parsed.cases, start=1):
+    for index, (case, repeat) in enumerate(((c, n) for c in parsed.cases for n in range(1, k + 1)), start=1):
         row = cases.get(case.name) or Case.objects.create(
             suite=detail.suite, name=case.name, prompt=case.prompt, expect=case.expect, line=case.line
         )
-        result = run_case(parsed, case, options, subject=subject)
+        cases[case.name] = row
+        result = run_case(parsed, case, options, subject=subject, repeat=repeat)
         CaseResult.objects.create(
             run=run,
             case=row,
@@ -155,12 +192,19 @@ def _run_cases(handle: runs.RunHandle) -> dict[str, Any]:
             usage=result.usage,
             duration_ms=result.duration_ms,
             fingerprint=result.fingerprint,
+            agent_model=result.agent_model,
+            judge_model=result.judge_model,
+            repeat=repeat,
         )
-        passed += result.passed
+        outcomes.append(result)
         handle.progress(detail=f"Case {index}/{total}", turn=index)
+    summaries = case_summaries(outcomes)
+    passed = sum(s.pass_k for s in summaries)
+    judged_by = outcomes[0].judged_by if outcomes else ""
+    counted = f"{passed}/{len(summaries)} passed" if k == 1 else f"{passed}/{len(summaries)} cases pass^{k}"
     return {
-        "overall_score": round(passed / total, 3) if total else None,
-        "detail": f"{passed}/{total} passed",
+        "overall_score": round(passed / len(summaries), 3) if summaries else None,
+        "detail": counted + (f"; judge: {judged_by}" if judged_by and k > 1 else ""),
     }
 
 

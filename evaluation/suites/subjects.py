@@ -2,20 +2,26 @@
 
 Order: frontmatter `skills` (folders with a SKILL.md, or Python skill/tool providers), else a
 SKILL.md beside the suite file (`EVAL.md`, `name.eval.md` or `name.EVAL.md`). `tools` are Python
-callables. `agent` (or an AGENT.md beside the suite file) boots a whole agent: its identity and
-every skill under its folder. A sidecar `name.eval.md` beside `name.py`, a `module:` key, or a
-module's own `EVAL` string anchors the suite to that module, whose source joins the fingerprint.
+callables. `agent` (or an AGENT.md beside the suite file) boots a whole agent: its identity (the
+AGENT.md body; its frontmatter `model:` is the agent's own model), the skills under its folder,
+and its sub-agents (folders under it with their own AGENT.md), each offered to it as a tool that
+delegates a task. A sidecar `name.eval.md` beside `name.py`, a `module:` key, or a module's own
+`EVAL` string anchors the suite to that module, whose source joins the fingerprint.
 
-Python providers are named by dotted path (`pkg.module`, `pkg.module:function`) or by file path
-(`skills/calc/tools.py`, `skills/calc/tools.py:add`). A module provides a skill through a `SKILL`
-string and tools through a `TOOLS` list; a callable is a tool. A tool's JSON Schema comes from its
-signature through pydantic, which also checks the model's arguments before each call.
+A path a suite names (`skills/greeter`, `tools.py`) is looked up beside the suite file, then in
+the project root; Python providers are named by file path (`skills/calc/tools.py`,
+`skills/calc/tools.py:add`) or dotted path (`pkg.module`, `pkg.module:function`). Files must lie
+inside the suite folders and dotted modules in an allowed package (scope.py). A module provides a
+skill through a `SKILL` string and tools through a `TOOLS` list; a callable is a tool. A tool's
+JSON Schema comes from its signature through pydantic, which also checks the model's arguments
+before each call.
 """
 
 import hashlib
 import importlib
 import importlib.util
 import inspect
+import os
 import re
 import sys
 from collections.abc import Callable
@@ -27,7 +33,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, PydanticUserError, ValidationError, create_model
 from pydantic.fields import FieldInfo
 
-from evaluation.suites.parser import EvalSuite, SuiteError, is_suite_file
+from evaluation.suites.parser import EvalSuite, SuiteError, is_suite_file, split_frontmatter
+from evaluation.suites.scope import SuiteScope
 
 
 @dataclass
@@ -75,28 +82,69 @@ class Subject:
     sources: dict[str, str] = field(default_factory=dict)
     """label -> sha256 of its contents, for the fingerprint"""
     module: str | None = None
+    model: str | None = None
+    """The agent's own model (its AGENT.md frontmatter `model:`), used when neither the run nor the
+    suite names one."""
+    subagents: list["SubAgent"] = field(default_factory=list)
+    """The agents this one can delegate to, each offered to it as a tool."""
+
+
+@dataclass
+class SubAgent:
+    """An agent inside another agent's folder (its own AGENT.md, skills and sub-agents)."""
+
+    name: str
+    description: str
+    subject: Subject
+    folder: Path
+
+    @property
+    def tool_name(self) -> str:
+        return "delegate_to_" + (re.sub(r"[^A-Za-z0-9_-]+", "_", self.name).strip("_") or "agent")[:48]
 
 
 def _digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def _load_module(ref: str, base: Path) -> ModuleType:
-    path = (base / ref) if not Path(ref).is_absolute() else Path(ref)
+def _import(ref: str, *, suite: EvalSuite, scope: SuiteScope, key: str) -> ModuleType:
+    """The module a suite names: a .py file (beside the suite, then in the project root, inside a
+    suite folder) or a dotted name in an allowed package. Importing runs the module's code, so any
+    exception it raises becomes a SuiteError naming the file, the key and the reason."""
     if ref.endswith(".py"):
-        if not path.is_file():
-            path = Path(ref)
-        if not path.is_file():
-            raise FileNotFoundError(f"no file {ref}")
-        name = "evalsubject_" + _digest(str(path.resolve()).encode())[:12]
+        path = _find(ref, suite, scope, Path.is_file)
+        if path is None:
+            raise SuiteError(suite.path, None, f"{key}: no file {ref} {_looked_in(ref, suite, scope)}")
+        path = scope.check_file(path, file=suite.path, key=key)
+        name = "evalsubject_" + _digest(str(path).encode())[:12]
         spec = importlib.util.spec_from_file_location(name, path)
         if spec is None or spec.loader is None:
-            raise ImportError(f"cannot import {path}")
+            raise SuiteError(suite.path, None, f"{key}: cannot import {path}")
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module
-        spec.loader.exec_module(module)
+        try:
+            spec.loader.exec_module(module)
+        except Exception as exc:
+            sys.modules.pop(name, None)
+            raise SuiteError(suite.path, None, f"{key}: cannot import {ref} ({type(exc).__name__}: {exc})") from None
         return module
-    return importlib.import_module(ref)
+    scope.check_module(ref, file=suite.path, key=key)
+    try:
+        return importlib.import_module(ref)
+    except Exception as exc:
+        raise SuiteError(suite.path, None, f"{key}: cannot import {ref} ({type(exc).__name__}: {exc})") from None
+
+
+def _find(ref: str, suite: EvalSuite, scope: SuiteScope, test: Callable[[Path], bool]) -> Path | None:
+    """The first of: ref itself when absolute, else beside the suite file, then in the project root."""
+    candidates = [Path(ref)] if Path(ref).is_absolute() else [suite.folder / ref, scope.root / ref]
+    return next((c for c in candidates if test(c)), None)
+
+
+def _looked_in(ref: str, suite: EvalSuite, scope: SuiteScope) -> str:
+    if Path(ref).is_absolute():
+        return "(absolute path)"
+    return f"beside the suite ({suite.folder}) or in the project root ({scope.root})"
 
 
 def _module_source(module: ModuleType) -> bytes:
@@ -106,13 +154,16 @@ def _module_source(module: ModuleType) -> bytes:
         return repr(sorted(vars(module))).encode()
 
 
-def resolve_reference(ref: str, base: Path) -> tuple[ModuleType, Any]:
+def resolve_reference(ref: str, *, suite: EvalSuite, scope: SuiteScope, key: str) -> tuple[ModuleType, Any]:
     """(module, the object named) for 'pkg.mod', 'pkg.mod:attr', 'file.py' or 'file.py:attr'."""
     module_ref, _, attr = ref.partition(":")
-    module = _load_module(module_ref, base)
+    module = _import(module_ref, suite=suite, scope=scope, key=key)
     obj: Any = module
     for part in filter(None, attr.split(".")):
-        obj = getattr(obj, part)
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise SuiteError(suite.path, None, f"{key}: {module_ref} has no {attr!r}") from None
     return module, obj
 
 
@@ -262,18 +313,37 @@ def _invalid_arguments(tool: str, error: ValidationError) -> str:
     return f"Invalid arguments for {tool}: " + "; ".join(problems) + ". Call the tool again with corrected arguments."
 
 
-def _add_provider(subject: Subject, ref: str, base: Path, *, as_tool: bool, suite: EvalSuite) -> None:
-    folder = base / ref
-    if not as_tool and folder.is_dir() and (folder / "SKILL.md").is_file():
-        text = (folder / "SKILL.md").read_text(encoding="utf-8")
+def _label(path: Path, suite: EvalSuite) -> str:
+    """A file's name in the fingerprint: relative to the suite's folder, so two checkouts in other
+    places (or one named by a relative and an absolute path) share cached passes."""
+    folder = suite.folder.absolute()
+    absolute = path.absolute()
+    if absolute.is_relative_to(folder):
+        return absolute.relative_to(folder).as_posix()
+    return os.path.relpath(absolute, folder).replace(os.sep, "/")
+
+
+def _read(path: Path, *, suite: EvalSuite, scope: SuiteScope, key: str) -> str:
+    """A file the suite brings in, once it is known to lie inside a suite folder."""
+    resolved = scope.check_file(path, file=suite.path, key=key)
+    try:
+        return resolved.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SuiteError(suite.path, None, f"{key}: cannot read {path} ({exc})") from None
+
+
+def _add_provider(subject: Subject, ref: str, *, as_tool: bool, suite: EvalSuite, scope: SuiteScope) -> None:
+    key = "tools" if as_tool else "skills"
+    folder = None if as_tool else _find(ref, suite, scope, lambda p: (p / "SKILL.md").is_file())
+    if folder is not None:
+        text = _read(folder / "SKILL.md", suite=suite, scope=scope, key=key)
         subject.skills.append((folder.name, text))
         subject.sources[f"skill:{ref}"] = _digest(text.encode())
         return
-    key = "tools" if as_tool else "skills"
-    try:
-        module, obj = resolve_reference(ref, base)
-    except (ImportError, AttributeError, FileNotFoundError, SyntaxError) as exc:
-        raise SuiteError(suite.path, None, f"{key}: cannot load {ref!r} ({exc})") from None
+    module_ref = ref.partition(":")[0]
+    if not as_tool and not module_ref.endswith(".py") and ("/" in module_ref or _find(ref, suite, scope, Path.exists)):
+        raise SuiteError(suite.path, None, f"skills: no SKILL.md in {ref} {_looked_in(ref, suite, scope)}")
+    module, obj = resolve_reference(ref, suite=suite, scope=scope, key=key)
     subject.sources[f"module:{ref}"] = _digest(_module_source(module))
     if callable(obj) and not isinstance(obj, ModuleType):
         subject.tools.extend(_tools([obj], suite, key))
@@ -290,20 +360,65 @@ def _tools(fns: list[Callable[..., Any]], suite: EvalSuite, key: str) -> list[To
         raise SuiteError(suite.path, None, f"{key}: {exc}") from None
 
 
-def _agent_folder(suite: EvalSuite) -> Path | None:
+def _agent_folder(suite: EvalSuite, scope: SuiteScope) -> Path | None:
     ref = suite.frontmatter.get("agent")
     if ref:
-        folder = (
-            Path(ref)
-            if Path(ref).is_absolute()
-            else (suite.folder / ref if (suite.folder / ref).exists() else Path(ref))
-        )
-        if not (folder / "AGENT.md").is_file():
-            raise SuiteError(suite.path, None, f"agent: no AGENT.md in {ref}")
+        folder = _find(ref, suite, scope, lambda p: (p / "AGENT.md").is_file())
+        if folder is None:
+            raise SuiteError(suite.path, None, f"agent: no AGENT.md in {ref} {_looked_in(ref, suite, scope)}")
         return folder
     if (suite.folder / "AGENT.md").is_file() and is_suite_file(Path(suite.path)):
         return suite.folder
     return None
+
+
+def _subagent_folders(folder: Path) -> list[Path]:
+    """The nearest folders under an agent's folder that hold their own AGENT.md: its sub-agents
+    (a sub-agent's own sub-agents are its business)."""
+    found = []
+    for here, dirs, _ in os.walk(folder):
+        dirs.sort()
+        for name in list(dirs):
+            if (Path(here) / name / "AGENT.md").is_file():
+                found.append(Path(here) / name)
+                dirs.remove(name)
+    return sorted(found)
+
+
+def _load_agent(folder: Path, subject: Subject, *, suite: EvalSuite, scope: SuiteScope) -> dict[str, Any]:
+    """Fill subject with the agent in folder: identity (AGENT.md without its frontmatter), own
+    model, the skills under its folder and its sub-agents; every file joins the sources. Returns
+    the AGENT.md frontmatter."""
+    path = folder / "AGENT.md"
+    text = _read(path, suite=suite, scope=scope, key="agent")
+    meta, body = split_frontmatter(text, str(path), strings=("model", "name", "description"))
+    subject.identity = body.strip() + "\n"
+    subject.model = meta.get("model") or None
+    subject.sources[f"agent:{_label(path, suite)}"] = _digest(text.encode())
+    subs = _subagent_folders(folder)
+    for skill in sorted(folder.rglob("SKILL.md")):
+        if any(skill.is_relative_to(sub) for sub in subs):
+            continue  # a sub-agent's skill is the sub-agent's, not this agent's
+        skill_text = _read(skill, suite=suite, scope=scope, key="agent")
+        subject.skills.append((skill.parent.name, skill_text))
+        subject.sources[f"skill:{_label(skill, suite)}"] = _digest(skill_text.encode())
+    for sub in subs:
+        child = Subject()
+        sub_meta = _load_agent(sub, child, suite=suite, scope=scope)
+        first = next((line.strip("# ").strip() for line in child.identity.splitlines() if line.strip()), "")
+        description = str(sub_meta.get("description") or first or f"the {sub.name} agent")
+        agent = SubAgent(str(sub_meta.get("name") or sub.name), description, child, sub)
+        clash = next((a for a in subject.subagents if a.tool_name == agent.tool_name), None)
+        if clash is not None:
+            raise SuiteError(
+                suite.path,
+                None,
+                f"agent: the sub-agents in {clash.folder} and {sub} are both offered as {agent.tool_name}; "
+                "give one another name: in its AGENT.md frontmatter",
+            )
+        subject.subagents.append(agent)
+        subject.sources.update(child.sources)
+    return meta
 
 
 def anchor_module(suite: EvalSuite) -> str | None:
@@ -314,38 +429,33 @@ def anchor_module(suite: EvalSuite) -> str | None:
     if path.name.lower().endswith(".eval.md") and path.name != "EVAL.md":
         sibling = path.with_name(path.name[: -len(".eval.md")] + ".py")
         if sibling.is_file():
-            return str(sibling)
+            return sibling.name
     return None
 
 
-def resolve_subject(suite: EvalSuite) -> Subject:
+def resolve_subject(suite: EvalSuite, scope: SuiteScope | None = None) -> Subject:
+    """The skills, tools, agent and anchored module a suite tests. Every file it reads lies inside
+    the suite folders and every module it imports by name in an allowed package (scope, by default
+    from the settings); any problem is a SuiteError naming the suite file, the key and the reason."""
+    scope = scope or SuiteScope.from_settings()
     subject = Subject()
-    base = suite.folder
-    agent = _agent_folder(suite)
+    agent = _agent_folder(suite, scope)
     if agent is not None:
-        identity = (agent / "AGENT.md").read_text(encoding="utf-8")
-        subject.identity = identity
-        subject.sources[f"agent:{agent}/AGENT.md"] = _digest(identity.encode())
-        for skill in sorted(agent.rglob("SKILL.md")):
-            text = skill.read_text(encoding="utf-8")
-            subject.skills.append((skill.parent.name, text))
-            subject.sources[f"skill:{skill}"] = _digest(text.encode())
+        _load_agent(agent, subject, suite=suite, scope=scope)
     skills = suite.frontmatter.get("skills")
+    base = suite.folder
     if skills:
         for ref in skills:
-            _add_provider(subject, ref, base, as_tool=False, suite=suite)
+            _add_provider(subject, ref, as_tool=False, suite=suite, scope=scope)
     elif agent is None and (base / "SKILL.md").is_file() and is_suite_file(Path(suite.path)):
-        text = (base / "SKILL.md").read_text(encoding="utf-8")
+        text = _read(base / "SKILL.md", suite=suite, scope=scope, key="SKILL.md")
         subject.skills.append((base.name, text))
-        subject.sources[f"skill:{base / 'SKILL.md'}"] = _digest(text.encode())
+        subject.sources[f"skill:{_label(base / 'SKILL.md', suite)}"] = _digest(text.encode())
     for ref in suite.frontmatter.get("tools") or []:
-        _add_provider(subject, ref, base, as_tool=True, suite=suite)
+        _add_provider(subject, ref, as_tool=True, suite=suite, scope=scope)
     module_ref = anchor_module(suite)
     if module_ref:
-        try:
-            module, _ = resolve_reference(module_ref, Path("."))
-        except (ImportError, AttributeError, FileNotFoundError, SyntaxError) as exc:
-            raise SuiteError(suite.path, None, f"module: cannot load {module_ref!r} ({exc})") from None
+        module, _ = resolve_reference(module_ref, suite=suite, scope=scope, key="module")
         subject.module = module_ref
         subject.sources[f"anchor:{module_ref}"] = _digest(_module_source(module))
         # A module that is itself a tool or skill provider is offered to the agent as such.
@@ -362,14 +472,13 @@ def module_suites(ref: str) -> list[EvalSuite]:
     """
     from evaluation.suites.parser import parse_suite
 
-    try:
-        module = _load_module(ref, Path("."))
-    except (ImportError, FileNotFoundError, SyntaxError) as exc:
-        raise SuiteError(ref, None, f"cannot load the module ({exc})") from None
+    # Named in the pytest options, relative to the working folder; confined like a suite's own names.
+    listed = EvalSuite(path=str(Path.cwd() / "eval_modules"))
+    module = _import(ref, suite=listed, scope=SuiteScope.from_settings(), key="eval_modules")
     text = getattr(module, "EVAL", None)
     if not isinstance(text, str):
         return []
     path = inspect.getsourcefile(module) or ref
     suite = parse_suite(text, f"{path}::EVAL")
-    suite.frontmatter.setdefault("module", ref)
+    suite.frontmatter.setdefault("module", path if ref.endswith(".py") else ref)
     return [suite]

@@ -89,3 +89,41 @@ def lines(
         )
     parts.append("</svg>")
     return "".join(parts)
+
+
+def confusion_matrix(levels: list[str], counts: list[list[int]], *, label: str = "") -> str:
+    """A k x k grid: rows the people's level, columns the judge's (both worst first); darker is more items."""
+    k = len(levels)
+    cell, left, top = 34, 120, 86
+    most = max((c for row in counts for c in row), default=0) or 1
+    width, height = left + k * cell + 10, top + k * cell + 24
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="chart confusion" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" role="img" aria-label="Confusion matrix {escape(label)}: people (rows) by judge (columns)">'
+    ]
+    for j, level in enumerate(levels):
+        x = left + j * cell + cell / 2
+        parts.append(
+            f'<text x="{x:.1f}" y="{top - 6}" font-size="10" text-anchor="start" transform="rotate(-45 {x:.1f} {top - 6})">{escape(level[:18])}</text>'
+        )
+    for i, level in enumerate(levels):
+        y = top + i * cell
+        parts.append(
+            f'<text x="{left - 6}" y="{y + cell / 2 + 4:.1f}" font-size="10" text-anchor="end">{escape(level[:18])}</text>'
+        )
+        for j in range(k):
+            count = counts[i][j]
+            shade = 0.08 + 0.85 * count / most if count else 0.0
+            fill = f"rgba(78,121,167,{shade:.2f})" if count else "#f6f6f6"
+            stroke = "#333" if i == j else "#ddd"
+            parts.append(
+                f'<rect x="{left + j * cell}" y="{y}" width="{cell - 2}" height="{cell - 2}" fill="{fill}" stroke="{stroke}">'
+                f"<title>people {escape(level)}, judge {escape(levels[j])}: {count}</title></rect>"
+                f'<text x="{left + j * cell + cell / 2 - 1:.1f}" y="{y + cell / 2 + 3:.1f}" font-size="10" text-anchor="middle" '
+                f'class="cell" fill="{"#fff" if shade > 0.55 else "#222"}">{count}</text>'
+            )
+    parts.append(
+        f'<text x="{left + k * cell / 2:.1f}" y="{height - 4}" font-size="10" text-anchor="middle">judge &#8594; (rows: people)</text>'
+    )
+    parts.append("</svg>")
+    return "".join(parts)

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from evaluation.web import views
+from evaluation.web import judging, views
 
 urlpatterns = [
     path("", views.dashboard, name="evaluation-dashboard"),
@@ -15,7 +15,12 @@ urlpatterns = [
     path("runs/<str:run_id>/retry", views.run_retry, name="evaluation-run-retry"),
     path("runs/<str:run_id>/again", views.run_again, name="evaluation-run-again"),
     path("runs/<str:run_id>/cancel", views.run_cancel, name="evaluation-run-cancel"),
+    path("runs/<str:run_id>/labels", judging.run_labels, name="evaluation-run-labels"),
     path("comparisons/<str:group>/", views.comparison, name="evaluation-comparison"),
     path("suites/runs/<str:run_id>/", views.suite_run, name="evaluation-suite-run"),
     path("drift/<str:agent_id>/", views.drift_agent, name="evaluation-drift-agent"),
+    path("judging/", judging.judge_cards, name="evaluation-judging"),
+    path("judging/import", judging.transcripts_upload, name="evaluation-judging-import"),
+    path("judging/<int:configuration_id>/", judging.judge_card, name="evaluation-judge-card"),
+    path("judging/transcripts/<int:transcript_id>/", judging.transcript, name="evaluation-transcript"),
 ]

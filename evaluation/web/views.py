@@ -17,6 +17,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from evaluation.drift import selectors as drift_selectors
 from evaluation.errors import Conflict, InvalidInput, NotFound
+from evaluation.judging import selectors as judging_selectors
 from evaluation.models.runs import RunSource, RunStatus
 from evaluation.runs import selectors as run_selectors
 from evaluation.runs import services as run_services
@@ -76,8 +77,22 @@ def dashboard(request: HttpRequest) -> HttpResponse:
             "statuses": RunStatus.choices,
             "live_socket": _live_socket(),
             "active_ids": [c.run.run_id for c in cards if c.run.is_active],
+            **_problem_trends(),
         },
     )
+
+
+def _problem_trends() -> dict[str, Any]:
+    """The dashboard's problem trends: a line per root cause over the weeks, and a table per tutor."""
+    trends = run_selectors.problem_trends()
+    most = max((n for counts in trends.by_week.values() for n in counts), default=0)
+    series: dict[str, list[float | None]] = {c: [float(n) for n in counts] for c, counts in trends.by_week.items()}
+    chart = ""
+    if trends.weeks:
+        chart = lines(series, trends.weeks, scale=float(max(3, most)), label="Problems per week by root cause")
+    causes = sorted({c for row in trends.by_tutor.values() for c in row})
+    table = [(tutor, [trends.by_tutor[tutor].get(c, 0) for c in causes]) for tutor in trends.tutors]
+    return {"trends": trends, "trend_chart": chart, "trend_causes": causes, "trend_table": table}
 
 
 @staff_member_required
@@ -163,6 +178,7 @@ def run_report(request: HttpRequest, run_id: str) -> HttpResponse:
             "usage": usage,
             "offline": offline,
             "live_socket": _live_socket(),
+            "labels": judging_selectors.run_labels(run, request.user) if evaluation else None,
         },
     )
 
@@ -270,6 +286,7 @@ def suite_run(request: HttpRequest, run_id: str) -> HttpResponse:
     if run.kind != "suite":
         raise Http404(f"{run_id!r} is not a suite run")
     results = suite_selectors.suite_results(run)
+    cases = suite_selectors.suite_case_summaries(results)
     return _page(
         request,
         "evaluation/suite_run.html",
@@ -277,7 +294,10 @@ def suite_run(request: HttpRequest, run_id: str) -> HttpResponse:
             "title": f"Suite run {run.run_id}",
             "run": run,
             "results": results,
-            "passed": sum(r["passed"] for r in results),
+            "cases": cases,
+            "passed": sum(c["pass_k"] for c in cases),
+            "judged_by": next((r["judged_by"] for r in results if r["judged_by"]), ""),
+            "agent_model": next((r["agent_model"] for r in results if r["agent_model"]), ""),
         },
     )
 

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 
-from evaluation.models import EvaluationRun, Suite
+from evaluation.models import EvaluationRun, Suite, SuiteRun
 
 pytestmark = pytest.mark.django_db
 ROOT = Path(__file__).resolve().parents[2]
@@ -59,3 +59,16 @@ def test_run_refuses_missing_keys_and_unknown_suites(api, suites, monkeypatch):
     )
     assert api.post("/api/suites/99999/run", {}, format="json").status_code == 404
     assert EvaluationRun.objects.filter(kind="suite").count() == 1
+
+
+def test_an_old_run_id_with_a_slash_still_answers(api, suites):
+    """Stored before run ids were slugged: the API finds it by its UUID and lists it, never a 500."""
+    api.raise_request_exception = False
+    run = EvaluationRun.objects.create(run_id="suite_20250101_000000_x/y", kind="suite", status="completed")
+    SuiteRun.objects.create(run=run, suite=suites["greeter"], suite_path=suites["greeter"].path)
+    detail = api.get(f"/api/suites/runs/{run.pk}")
+    assert detail.status_code == 200 and detail.json()["run_id"] == "suite_20250101_000000_x/y"
+    listing = api.get("/api/evaluation/runs")
+    assert listing.status_code == 200
+    assert "suite_20250101_000000_x/y" in [r["run_id"] for r in listing.json()["results"]]
+    assert api.get(f"/api/evaluation/runs/{run.pk}").status_code == 200

@@ -104,3 +104,9 @@ def test_windows_line_endings():
 def test_repeated_sections_join_their_lines():
     suite = parse("## c\n### Prompt\nfirst\n### Expect\nrubric\n### Prompt\nsecond\n### Expect\nmore\n")
     assert (suite.cases[0].prompt, suite.cases[0].expect) == ("first\nsecond", "rubric\nmore")
+
+
+def test_repeated_sections_join_with_one_newline_whatever_blank_lines_stood_between():
+    text = "## c\n### Prompt\nfirst\n\n\n### Expect\nrubric\n\n### Prompt\n\nsecond\n\n### Expect\nmore\n"
+    suite = parse(text)
+    assert (suite.cases[0].prompt, suite.cases[0].expect) == ("first\nsecond", "rubric\nmore")

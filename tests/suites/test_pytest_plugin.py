@@ -1,11 +1,14 @@
 """The pytest plugin, run as a user would: a pytest subprocess over a folder of EVAL.md files."""
 
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from evaluation.providers.loopback import Reply
 
 from .test_runner_and_cache import responder
 
@@ -18,6 +21,7 @@ def run_pytest(folder, *args):
         "DJANGO_SETTINGS_MODULE": "evalproject.settings",
         "PYTHONPATH": str(ROOT),
         "EVAL_DATA_DIR": str(folder / "data"),
+        "EVAL_SUITE_DIRS": str(folder),
     }
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rA", str(folder), *args],
@@ -112,3 +116,37 @@ def test_a_modules_eval_string_is_a_suite_anchored_to_it(tmp_path, loopback):
     code, out = run_pytest(folder, "--eval", "--eval-model", model, "--eval-judge-model", model)
     assert code == 0 and "PASSED greeting.py::greeting: says hello" in out, out
     assert loopback.requests[0].body["tools"][0]["function"]["name"] == "greet"  # the module's own TOOLS are offered
+
+
+def test_the_summary_names_the_judge_that_ran(suite_dir, loopback):
+    loopback.responder = responder()
+    model = f"openai/m@{loopback.openai_url}"
+    code, out = run_pytest(suite_dir, "--eval", "--eval-model", model, "--eval-judge-model", model)
+    assert code == 0 and "judge: openai/m" in out, out
+    # an agent model alone: the offline judge gave the verdicts, and the summary says so
+    code, out = run_pytest(suite_dir, "--eval", "--eval-model", model)
+    assert "judge: offline rule-based judge (no judge model set" in out, out
+
+
+def test_repeats_pass_only_when_every_repeat_passes(suite_dir, loopback):
+    """The judge fails the second of three judgements of 'stays polite': pass^3 fails, 2/3 passed."""
+    judged = {"n": 0}
+    base = responder()
+
+    def flaky(endpoint, body, n):
+        reply = base(endpoint, body, n)
+        if reply.json is not None and "Hello\\n" in json.dumps(body.get("messages")):
+            judged["n"] += 1
+            if judged["n"] == 2:
+                return Reply(json={"verdict": "FAIL", "reason": "judged FAIL", "warning": None})
+        return reply
+
+    loopback.responder = flaky
+    model = f"openai/m@{loopback.openai_url}"
+    code, out = run_pytest(
+        suite_dir, "--eval", "--eval-model", model, "--eval-judge-model", model, "--eval-repeats", "3"
+    )
+    assert code == 1 and "1 failed, 1 passed" in out, out
+    assert "pass^3 FAIL greeter: stays polite  2/3 passed, mean 0.67 (95% CI 0.21-0.94)" in out
+    assert "pass^3 PASS greeter: greets by name  3/3 passed, mean 1.00 (95% CI 0.44-1.00)" in out
+    assert "greeter: stays polite (repeat 2)" in out and loopback.count() == 12

@@ -14,7 +14,7 @@ def test_a_skill_beside_any_suite_file_is_loaded(tmp_path, name):
     (tmp_path / name).write_text(CASE)
     subject = resolve_subject(load_file(tmp_path / name))
     assert subject.skills == [(tmp_path.name, "# Greeter\nGreet people by name.\n")]
-    assert list(subject.sources) == [f"skill:{tmp_path / 'SKILL.md'}"]
+    assert list(subject.sources) == ["skill:SKILL.md"]
 
 
 @pytest.mark.parametrize("name", ["EVAL.md", "foo.eval.md", "foo.EVAL.md"])

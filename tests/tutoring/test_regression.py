@@ -80,4 +80,6 @@ def test_a_batch_checked_against_its_baseline(server, loopback, settings, staff_
     assert (
         f"Against baseline {baseline}" in page and '<tr class="regression"><td>quiet_one</td><td>average</td>' in page
     )
-    assert "(another judge than this batch's: compared because forced)" in page and '<small class="ci">[5.0, 5.0]' in page
+    assert (
+        "(another judge than this batch's: compared because forced)" in page and '<small class="ci">[5.0, 5.0]' in page
+    )

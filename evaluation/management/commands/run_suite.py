@@ -5,7 +5,15 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from evaluation.providers import ProviderSpec, require_keys
-from evaluation.suites.services import FILE_CACHE_PATH, FileCache, RunOptions, SuiteError, suite_file_run, suite_files
+from evaluation.suites.services import (
+    FILE_CACHE_PATH,
+    FileCache,
+    RunOptions,
+    SuiteError,
+    case_summaries,
+    suite_file_run,
+    suite_files,
+)
 
 
 class Command(BaseCommand):
@@ -24,6 +32,12 @@ class Command(BaseCommand):
             help=f"Skip cases already passed (default file {FILE_CACHE_PATH})",
         )
         parser.add_argument("--timeout", type=float, default=120.0)
+        parser.add_argument(
+            "--repeats",
+            type=int,
+            default=1,
+            help="Run each case K times: it passes only when all K pass (pass^k); prints the pass rate and its 95%% CI",
+        )
 
     def handle(self, *args, **opts):
         for role, flag, name in (
@@ -38,17 +52,23 @@ class Command(BaseCommand):
             missing = require_keys([role], flag)
             if missing:
                 raise CommandError("; ".join(missing))
+        if not 1 <= opts["repeats"] <= 100:
+            raise CommandError("--repeats: must be from 1 to 100")
         options = RunOptions(
             model=opts["model"],
             judge_model=opts["judge_model"],
             judge=not opts["no_judge"],
             cache=FileCache(opts["cache"]) if opts["cache"] else None,
             timeout=opts["timeout"],
+            repeats=opts["repeats"],
         )
         files = suite_files(opts["paths"])
         if not files:
             raise CommandError(f"no EVAL.md or *.eval.md under {', '.join(map(str, opts['paths']))}")
-        failed = total = 0
+        if opts["repeats"] > 1 and opts["cache"]:
+            self.stdout.write("note: with --repeats the cache is neither read nor written; every repeat runs")
+        everything = []
+        judges: dict[str, None] = {}
         broken: list[str] = []
         for path in files:
             try:
@@ -59,16 +79,30 @@ class Command(BaseCommand):
                 self.stderr.write(self.style.ERROR(f"ERROR {exc}"))
                 continue
             for result in results:
-                total += 1
+                judges[result.judged_by] = None
                 mark = "PASS" if result.passed else "FAIL"
                 cached = " (cached)" if result.cached else ""
-                self.stdout.write(f"{mark}{cached} {result.suite}: {result.case}  [{result.duration_ms:.0f} ms]")
+                repeat = f" [repeat {result.repeat}/{options.repeats}]" if options.repeats > 1 else ""
+                self.stdout.write(
+                    f"{mark}{cached} {result.suite}: {result.case}{repeat}  [{result.duration_ms:.0f} ms]"
+                )
                 for warning in result.warnings:
                     self.stdout.write(f"     WARNING: {warning}")
                 if not result.passed:
-                    failed += 1
                     self.stdout.write(result.failure_message())
-        self.stdout.write(f"{total - failed} passed, {failed} failed" + (f", {len(broken)} error" if broken else ""))
+            everything += results
+        cases = case_summaries(everything)
+        if options.repeats > 1:
+            self.stdout.write(f"Per case over {options.repeats} repeats:")
+            for summary in cases:
+                self.stdout.write(f"  {summary.line()}")
+        failed = sum(not c.pass_k for c in cases)
+        self.stdout.write(f"judge: {'; '.join(judges) or 'none ran'}")
+        self.stdout.write(
+            f"{len(cases) - failed} passed, {failed} failed"
+            + (f" (pass^{options.repeats})" if options.repeats > 1 else "")
+            + (f", {len(broken)} error" if broken else "")
+        )
         if failed or broken:
             raise CommandError(
                 "; ".join(([f"{failed} case(s) failed"] if failed else []) + [f"suite error: {e}" for e in broken])

@@ -1,0 +1,116 @@
+"""Judge validity: import conversations with their labels, and the judge's agreement with people."""
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter
+from rest_framework import serializers, status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from evaluation.api.schema import operation
+from evaluation.api.serializers import Output
+from evaluation.errors import NotFound
+from evaluation.judging import selectors, services
+
+FORMATS = ["auto", "json", "jsonl", "text", "candidates"]
+
+
+class ImportQuery(serializers.Serializer):
+    # not `format`: DRF reads ?format= as a choice of renderer
+    input_format = serializers.ChoiceField(choices=FORMATS, default="auto", help_text="The file's format.")
+    rubric = serializers.SlugField(
+        required=False, help_text="Read labels against this rubric (default: by record kind)."
+    )
+    # DRF's metaclass takes declared fields off the class, so this does not hide Field.source.
+    source = serializers.CharField(  # type: ignore[assignment]
+        required=False, default="", max_length=100, help_text="Default: the file name, else 'import'."
+    )
+    annotator = serializers.CharField(required=False, default="", max_length=150, help_text="Who made the labels.")
+    file = serializers.CharField(
+        required=False, default="", max_length=200, help_text="The file's name, for errors and the default source."
+    )
+    speaker_separator = serializers.CharField(required=False, default=":", max_length=10, trim_whitespace=False)
+    transcript_separator = serializers.CharField(required=False, default="---", max_length=20)
+
+
+class ImportOutput(Output):
+    file = serializers.CharField()
+    format = serializers.CharField(help_text="The format read (auto resolved).")
+    rubrics = serializers.ListField(child=serializers.CharField(), help_text="Rubrics the labels were read against.")
+    created = serializers.IntegerField()
+    updated = serializers.IntegerField()
+    unchanged = serializers.IntegerField()
+    items = serializers.IntegerField(help_text="Whole conversations or candidate responses in the file.")
+    labels = serializers.IntegerField(help_text="Annotations written.")
+    sources = serializers.ListField(child=serializers.CharField())
+
+
+class ImportView(APIView):
+    required_permission = "evaluation.add_transcript"
+
+    @operation(
+        operation_id="judging_import",
+        tag="judging",
+        summary="Import conversations with their human labels",
+        description="The body is the file: JSON or JSON lines transcripts `{id, messages: [{role, content}], metadata, "
+        "labels}`, candidate-response sets `{conversation_id, conversation_history, anno_llm_responses}`, or plain "
+        "text with `Tutor:` / `Student:` lines. All or nothing: any problem, named by record, field and line, stores "
+        "nothing. Idempotent on (source, id). The body is read as bytes whatever its content type, so a text file may go as `text/plain`. Bodies over DATA_UPLOAD_MAX_MEMORY_SIZE: use `manage.py import_transcripts`.",
+        request={
+            "application/json": OpenApiTypes.OBJECT,
+            "application/x-ndjson": OpenApiTypes.STR,
+        },
+        parameters=[
+            OpenApiParameter(name, OpenApiTypes.STR, OpenApiParameter.QUERY, description=str(field.help_text or ""))
+            for name, field in ImportQuery().fields.items()
+        ],
+        ok={201: ImportOutput},
+        invalid="A record is not valid (`fields` names it: `record 3 (id 'x').labels.pacing`), or a query parameter is not.",
+        not_found="The rubric does not exist.",
+        body=True,
+    )
+    def post(self, request: Request) -> Response:
+        query = ImportQuery(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        options = dict(query.validated_data)
+        report = services.transcripts_import(request.body, format=options.pop("input_format"), **options)
+        return Response(ImportOutput(report.as_dict()).data, status=status.HTTP_201_CREATED)
+
+
+class AgreementQuery(serializers.Serializer):
+    rubric = serializers.SlugField(help_text="A rubric slug, e.g. tutor-response.")
+    configuration = serializers.IntegerField(required=False, min_value=1, help_text="One judge configuration's id.")
+
+
+class AgreementView(APIView):
+    required_permission = "evaluation.view_judgescore"
+
+    @operation(
+        operation_id="judging_agreement",
+        tag="judging",
+        summary="The judge cards' numbers: agreement per judge configuration and dimension",
+        description="For each judge configuration of the rubric (newest first): per dimension, the judge against "
+        "people (quadratic-weighted Cohen's kappa, Spearman's rho, exact and within-one agreement), people against "
+        "each other and the judge against its repeats (Krippendorff's alpha, ordinal), each with a 95% bootstrap "
+        "interval and n; the human ceiling (alternative-annotator test); the confusion matrix; the largest "
+        "disagreements; and the change on the canary set against the previous configuration.",
+        parameters=[
+            OpenApiParameter("rubric", OpenApiTypes.STR, OpenApiParameter.QUERY, required=True),
+            OpenApiParameter("configuration", OpenApiTypes.INT, OpenApiParameter.QUERY),
+        ],
+        ok={200: OpenApiTypes.OBJECT},
+        invalid="The rubric is missing, or a parameter is not valid.",
+        not_found="The rubric or the configuration does not exist.",
+    )
+    def get(self, request: Request) -> Response:
+        query = AgreementQuery(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        services.rubric_get(query.validated_data["rubric"])
+        configurations = selectors.configurations(query.validated_data["rubric"])
+        wanted = query.validated_data.get("configuration")
+        if wanted is not None:
+            configurations = [c for c in configurations if c.pk == wanted]
+            if not configurations:
+                raise NotFound(f"no judge configuration {wanted} of rubric {query.validated_data['rubric']!r}")
+        tables = [selectors.table_as_dict(selectors.agreement_table(c)) for c in configurations]
+        return Response({"rubric": query.validated_data["rubric"], "configurations": tables})

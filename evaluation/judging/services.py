@@ -1,0 +1,478 @@
+"""Judging's writes: import transcripts, load rubrics, judge items, label items, keep canaries."""
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from evaluation.errors import FieldProblem, InvalidInput, NotFound
+from evaluation.judging import importing
+from evaluation.judging.judge import JudgeReport, judge_items
+from evaluation.judging.rubrics import rubric_problems, rubric_rows
+from evaluation.judging.values import RubricSpec, rubric_spec
+from evaluation.models import (
+    Annotation,
+    CanarySet,
+    Item,
+    JudgeConfiguration,
+    JudgeScore,
+    Rubric,
+    RubricDimension,
+    Topic,
+    Transcript,
+)
+
+DEFAULT_RUBRIC = {"session": "tutor-session", "response": "tutor-response"}
+"""The rubric a record's labels are read against when the caller names none."""
+
+__all__ = [
+    "ImportReport",
+    "JudgeReport",
+    "annotation_set",
+    "canary_rejudge",
+    "canary_rejudge_later",
+    "canary_set",
+    "rubric_get",
+    "run_labels_set",
+    "rubric_load",
+    "transcripts_import",
+    "transcripts_judge",
+]
+
+
+@dataclass(frozen=True)
+class ImportReport:
+    """What one import did. Nothing is stored unless every record was valid."""
+
+    file: str
+    format: str
+    rubrics: tuple[str, ...]
+    """The rubrics the labels were read against."""
+    created: int
+    updated: int
+    unchanged: int
+    items: int
+    """Items (whole conversations or candidate responses) in the file."""
+    labels: int
+    """Annotations written (created or changed)."""
+    sources: tuple[str, ...] = field(default=())
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "file": self.file,
+            "format": self.format,
+            "rubrics": list(self.rubrics),
+            "created": self.created,
+            "updated": self.updated,
+            "unchanged": self.unchanged,
+            "items": self.items,
+            "labels": self.labels,
+            "sources": list(self.sources),
+        }
+
+    def __str__(self) -> str:
+        return (
+            f"{self.file or 'body'} ({self.format}): {self.created} created, {self.updated} updated, "
+            f"{self.unchanged} unchanged; {self.items} items, {self.labels} labels written "
+            f"(rubric {', '.join(self.rubrics) or '-'})"
+        )
+
+
+def import_limit() -> int:
+    """The most bytes an import reads (EVALUATION['IMPORT_MAX_FILE_BYTES']); doors read one byte more to tell."""
+    return importing.limit("IMPORT_MAX_FILE_BYTES")
+
+
+def rubric_get(slug: str) -> Rubric:
+    rubric = Rubric.objects.filter(slug=slug).first()
+    if rubric is None:
+        known = ", ".join(Rubric.objects.values_list("slug", flat=True)) or "none"
+        raise NotFound(f"no rubric {slug!r}; rubrics: {known}")
+    return rubric
+
+
+def rubric_load(path: Path) -> Rubric:
+    """Create or replace a rubric from its JSON document (dimensions with labels keep their rows)."""
+    doc = importing.json_loads(path.read_bytes(), field="", file=str(path))
+    problems = rubric_problems(doc, file=str(path))
+    if problems:
+        raise InvalidInput(problems)
+    fields, dims = rubric_rows(doc)
+    with transaction.atomic():
+        rubric, _ = Rubric.objects.update_or_create(slug=doc["slug"], defaults=fields)
+        for dim in dims:
+            RubricDimension.objects.update_or_create(rubric=rubric, name=dim["name"], defaults=dim)
+        rubric.dimensions.exclude(name__in=[d["name"] for d in dims]).filter(annotations__isnull=True).delete()
+    return rubric
+
+
+def transcripts_import(
+    data: bytes | str | Path,
+    *,
+    format: str = "auto",
+    rubric: str | None = None,
+    file: str = "",
+    source: str = "",
+    annotator: str = "",
+    speaker_separator: str = ":",
+    transcript_separator: str = "---",
+) -> ImportReport:
+    """Import a file of conversations, all or nothing; idempotent on (source, external id).
+
+    data: the file's bytes or text, or its path. Labels are checked against `rubric` (a slug), else tutor-session
+    for transcripts and tutor-response for candidate-response sets; a value off the scale is
+    refused naming the value and the allowed ones. A record without labels is imported unlabelled.
+    """
+    if isinstance(data, Path):
+        path = data
+        file = file or str(path)
+        if not path.is_file():
+            raise NotFound(f"{path}: no such file")
+        if path.stat().st_size > importing.limit("IMPORT_MAX_FILE_BYTES"):
+            raise importing.too_large(
+                "", f"the file is {path.stat().st_size} bytes", "IMPORT_MAX_FILE_BYTES", file=file
+            )
+        raw = path.read_bytes()
+    else:
+        raw = data.encode() if isinstance(data, str) else data
+    fmt, records = importing.parse(
+        raw,
+        format=format,
+        file=file,
+        source=source,
+        annotator=annotator,
+        speaker_separator=speaker_separator,
+        transcript_separator=transcript_separator,
+    )
+    chosen = rubric_spec(rubric_get(rubric)) if rubric else None
+    specs: dict[str, RubricSpec] = {}
+    problems: list[FieldProblem] = []
+    topics = _topics({r.topic_id for r in records if r.topic_id})
+    scored: dict[int, list[tuple[str, Any, str, float]]] = {}  # record index -> (key, dimension id, value, score)
+    for index, record in enumerate(records):
+        if record.topic_id and record.topic_id not in topics:
+            problems.append(FieldProblem(f"{record.where}.topic", f"no topic {record.topic_id!r}", file, record.line))
+        if not record.labelled:
+            continue
+        if chosen is not None:
+            if chosen.unit != record.kind:
+                problems.append(
+                    FieldProblem(
+                        record.where,
+                        f"labels {record.kind}s but rubric {chosen.slug!r} judges {chosen.unit}s",
+                        file,
+                        record.line,
+                    )
+                )
+                continue
+            spec = chosen
+        else:
+            slug = DEFAULT_RUBRIC[record.kind]
+            if slug not in specs:
+                specs[slug] = rubric_spec(rubric_get(slug))
+            spec = specs[slug]
+        out = scored.setdefault(index, [])
+        for item in record.items:
+            for label in item.labels:
+                dim = spec.dimension(label.dimension)
+                if dim is None:
+                    names = ", ".join(d.name for d in spec.dimensions)
+                    problems.append(
+                        FieldProblem(
+                            label.where,
+                            f"rubric {spec.slug!r} has no dimension {label.dimension!r} ({names})",
+                            file,
+                            record.line,
+                        )
+                    )
+                    continue
+                level = dim.scale.level_of(label.value)
+                if level is None:
+                    problems.append(
+                        FieldProblem(
+                            label.where,
+                            f"{label.value!r} is not on the scale of {spec.slug}.{dim.name}; allowed: {dim.scale.allowed()}",
+                            file,
+                            record.line,
+                        )
+                    )
+                    continue
+                out.append((item.key, (dim.id, label.annotator), level, float(dim.scale.score_of(level))))
+    if problems:
+        raise InvalidInput(problems)
+    used = sorted({chosen.slug} if chosen else set(specs))
+    return _store(records, scored, topics, fmt, file, tuple(used))
+
+
+def _topics(ids: set[str]) -> dict[str, Topic]:
+    return {t.topic_id: t for t in Topic.objects.filter(topic_id__in=ids)} if ids else {}
+
+
+def _store(
+    records: list[importing.ParsedTranscript],
+    scored: dict[int, list[tuple[str, Any, str, float]]],
+    topics: dict[str, Topic],
+    fmt: str,
+    file: str,
+    rubrics: tuple[str, ...],
+) -> ImportReport:
+    created = updated = unchanged = labels = 0
+    with transaction.atomic():
+        existing = {}
+        for source in {r.source for r in records}:
+            ids = [r.external_id for r in records if r.source == source]
+            for row in Transcript.objects.filter(source=source, external_id__in=ids).only(
+                "id", "source", "external_id", "content_hash"
+            ):
+                existing[(row.source, row.external_id)] = row
+        to_create: list[Transcript] = []
+        to_update: list[Transcript] = []
+        changed: list[int] = []
+        for index, record in enumerate(records):
+            digest = record.content_hash()
+            fields = {
+                "messages": [{"role": role, "content": content} for role, content in record.messages],
+                "metadata": record.metadata,
+                "topic": topics.get(record.topic_id),
+                "content_hash": digest,
+            }
+            found = existing.get((record.source, record.external_id))
+            if found is None:
+                to_create.append(Transcript(source=record.source, external_id=record.external_id, **fields))
+                changed.append(index)
+            elif found.content_hash != digest:
+                for name, value in fields.items():
+                    setattr(found, name, value)
+                found.updated_at = timezone.now()
+                to_update.append(found)
+                changed.append(index)
+            else:
+                unchanged += 1
+        Transcript.objects.bulk_create(to_create, batch_size=500)
+        Transcript.objects.bulk_update(
+            to_update, ["messages", "metadata", "topic", "content_hash", "updated_at"], batch_size=500
+        )
+        created, updated = len(to_create), len(to_update)
+        if changed:
+            rows = {}
+            for source in {records[i].source for i in changed}:
+                ids = [records[i].external_id for i in changed if records[i].source == source]
+                for row in Transcript.objects.filter(source=source, external_id__in=ids).only(
+                    "id", "source", "external_id"
+                ):
+                    rows[(row.source, row.external_id)] = row.pk
+            items = [
+                Item(
+                    transcript_id=rows[(records[i].source, records[i].external_id)],
+                    key=item.key,
+                    response=item.response,
+                )
+                for i in changed
+                for item in records[i].items
+            ]
+            Item.objects.bulk_create(
+                items,
+                batch_size=500,
+                update_conflicts=True,
+                unique_fields=["transcript", "key"],
+                update_fields=["response"],
+            )
+            item_ids = {
+                (t, k): pk
+                for pk, t, k in Item.objects.filter(transcript_id__in=list(rows.values())).values_list(
+                    "id", "transcript_id", "key"
+                )
+            }
+            now = timezone.now()
+            annotations = []
+            for i in changed:
+                transcript_id = rows[(records[i].source, records[i].external_id)]
+                for key, (dimension_id, annotator), level, score in scored.get(i, []):
+                    annotations.append(
+                        Annotation(
+                            item_id=item_ids[(transcript_id, key)],
+                            dimension_id=dimension_id,
+                            annotator=annotator,
+                            value=level,
+                            score=score,
+                            updated_at=now,
+                        )
+                    )
+            Annotation.objects.bulk_create(
+                annotations,
+                batch_size=500,
+                update_conflicts=True,
+                unique_fields=["item", "dimension", "annotator"],
+                update_fields=["value", "score", "updated_at"],
+            )
+            labels = len(annotations)
+    return ImportReport(
+        file=file,
+        format=fmt,
+        rubrics=rubrics,
+        created=created,
+        updated=updated,
+        unchanged=unchanged,
+        items=sum(len(r.items) for r in records),
+        labels=labels,
+        sources=tuple(sorted({r.source for r in records})),
+    )
+
+
+def annotation_set(*, item_id: int, dimension_id: int, value: Any, user: Any = None, annotator: str = "") -> Annotation:
+    """A person's label of one item on one dimension (annotator = the user's name); replaces their earlier one."""
+    item = Item.objects.filter(pk=item_id).first()
+    dimension = RubricDimension.objects.select_related("rubric").filter(pk=dimension_id).first()
+    if item is None or dimension is None:
+        raise NotFound("no such item or dimension")
+    spec = rubric_spec(dimension.rubric).dimension(dimension.name)
+    assert spec is not None
+    level = spec.scale.level_of(value)
+    if level is None:
+        raise InvalidInput(
+            [FieldProblem(dimension.name, f"{value!r} is not on the scale; allowed: {spec.scale.allowed()}")]
+        )
+    name = annotator or (user.get_username() if user is not None else "")
+    if not name:
+        raise InvalidInput([FieldProblem("annotator", "is required")])
+    annotation, _ = Annotation.objects.update_or_create(
+        item=item,
+        dimension=dimension,
+        annotator=name,
+        defaults={"value": level, "score": float(spec.scale.score_of(level)), "user": user},
+    )
+    return annotation
+
+
+RUN_SOURCE = "run"
+"""The source of the transcripts made from this app's own runs, so staff labels of a run sit beside imported ones."""
+
+
+def run_item(run: Any, rubric: Rubric) -> Item:
+    """The run's newest conversation as a transcript (source "run", id its run id) and its session item, with
+    the run's judge scores recorded under a configuration of their own, so agreement covers runs too."""
+    from evaluation.models import DimensionScore, RunMessage
+
+    attempt = RunMessage.objects.filter(run=run).order_by("-attempt").values_list("attempt", flat=True).first() or 0
+    messages = [
+        {"role": m.role, "content": m.content}
+        for m in RunMessage.objects.filter(run=run, attempt=attempt).order_by("turn", "id")
+    ]
+    if not messages:
+        raise InvalidInput([FieldProblem("run", f"run {run.run_id} has no conversation to label")])
+    transcript, _ = Transcript.objects.update_or_create(
+        source=RUN_SOURCE,
+        external_id=run.run_id,
+        defaults={
+            "messages": messages,
+            "metadata": {"persona": run.persona.persona_id if run.persona else None, "judge": run.judge_label},
+            "topic": run.topic,
+            "content_hash": f"run:{run.pk}:{attempt}",
+        },
+    )
+    item, _ = Item.objects.get_or_create(transcript=transcript, key="")
+    spec = rubric_spec(rubric)
+    scores = {d.dimension: d.score for d in DimensionScore.objects.filter(run=run)}
+    if run.judge_label and scores:
+        configuration, _ = JudgeConfiguration.objects.get_or_create(
+            key=f"{run.judge_label} | the runs' own judge | {spec.slug} v{spec.version}",
+            defaults={
+                "rubric": rubric,
+                "provider": run.judge_label,
+                "prompt_hash": "runs-judge",
+                "rubric_version": spec.version,
+            },
+        )
+        for dim in spec.dimensions:
+            level = dim.scale.level_of(round(scores[dim.name])) if dim.name in scores else None
+            if level is not None:
+                JudgeScore.objects.update_or_create(
+                    item=item,
+                    dimension_id=dim.id,
+                    configuration=configuration,
+                    repeat=1,
+                    defaults={"value": level, "score": float(dim.scale.score_of(level))},
+                )
+    return item
+
+
+def run_labels_set(*, run_id: str, user: Any, values: dict[str, str], rubric: str = "tutor-session") -> int:
+    """A staff member's labels of a run's conversation (annotator = their user name); blank values are skipped."""
+    from evaluation.models import EvaluationRun
+
+    run = EvaluationRun.objects.filter(run_id=run_id).select_related("persona", "topic").first()
+    if run is None:
+        raise NotFound(f"no run {run_id!r}")
+    found = rubric_get(rubric)
+    names = {d.name: d.pk for d in found.dimensions.all()}
+    unknown = sorted(set(values) - set(names))
+    if unknown:
+        raise InvalidInput([FieldProblem(name, f"rubric {rubric!r} has no such dimension") for name in unknown])
+    with transaction.atomic():
+        item = run_item(run, found)
+        written = 0
+        for name, value in values.items():
+            if str(value).strip():
+                annotation_set(item_id=item.pk, dimension_id=names[name], value=value, user=user)
+                written += 1
+    return written
+
+
+def canary_set(*, name: str, rubric: str, item_ids: list[int]) -> CanarySet:
+    """Mark labelled items as a rubric's canary: a new judge configuration re-judges them first."""
+    spec = rubric_get(rubric)
+    labelled = set(
+        Annotation.objects.filter(item_id__in=item_ids, dimension__rubric=spec).values_list("item_id", flat=True)
+    )
+    missing = sorted(set(item_ids) - labelled)
+    if missing:
+        raise InvalidInput([FieldProblem("items", f"items {missing[:10]} have no labels on rubric {rubric!r}")])
+    canary, _ = CanarySet.objects.get_or_create(name=name, defaults={"rubric": spec})
+    if canary.rubric_id != spec.pk:
+        raise InvalidInput([FieldProblem("name", f"canary {name!r} belongs to rubric {canary.rubric.slug!r}")])
+    canary.items.add(*item_ids)
+    return canary
+
+
+def transcripts_judge(
+    *,
+    rubric: str,
+    provider: str | None = None,
+    repeats: int = 1,
+    workers: int = 4,
+    only_missing: bool = True,
+    item_ids: list[int] | None = None,
+) -> JudgeReport:
+    """Judge imported items with a rubric (canary items first, under a new configuration)."""
+    if repeats < 1 or repeats > 20:
+        raise InvalidInput([FieldProblem("repeats", "must be from 1 to 20")])
+    if workers < 1 or workers > 64:
+        raise InvalidInput([FieldProblem("workers", "must be from 1 to 64")])
+    return judge_items(
+        rubric_spec(rubric_get(rubric)),
+        provider=provider,
+        repeats=repeats,
+        workers=workers,
+        only_missing=only_missing,
+        item_ids=item_ids,
+    )
+
+
+def canary_rejudge(*, rubric: str, provider: str | None = None, repeats: int = 1) -> JudgeReport:
+    """Judge the rubric's canary items under the current judge configuration (nothing else); items it
+    already judged are skipped, so a configuration that did not change costs no call."""
+    if not CanarySet.objects.filter(rubric__slug=rubric).exists():
+        raise NotFound(f"rubric {rubric!r} has no canary set: mark labelled items as one in the admin first")
+    return transcripts_judge(rubric=rubric, provider=provider, repeats=repeats, item_ids=[])
+
+
+def canary_rejudge_later(*, rubric: str) -> bool:
+    """After this transaction commits, queue the canary's re-judging on a worker; False when there is no canary."""
+    if not CanarySet.objects.filter(rubric__slug=rubric).exists():
+        return False
+    from django_q.tasks import async_task
+
+    transaction.on_commit(lambda: async_task("evaluation.tasks.canary_task", rubric, task_name=f"canary-{rubric}"))
+    return True

@@ -1,0 +1,49 @@
+"""Judge imported conversations (or candidate responses) with a rubric; the canary set goes first."""
+
+from django.core.management.base import BaseCommand, CommandError
+
+from evaluation.errors import InvalidInput, NotFound
+from evaluation.judging import services
+from evaluation.providers import MissingKeyError
+
+
+class Command(BaseCommand):
+    help = (
+        "Judge every imported item of the rubric's unit with the rubric_judge role's provider (or --provider), "
+        "k times each. Items already judged under the same configuration are skipped."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("--rubric", required=True, help="A rubric slug, e.g. tutor-response")
+        parser.add_argument("--provider", default=None, help="offline, openai/gpt-5.2, anthropic:claude-opus-4-6, ...")
+        parser.add_argument("--repeats", type=int, default=1, help="Judge each item k times (self-consistency)")
+        parser.add_argument("--workers", type=int, default=4, help="Calls in flight at once")
+        parser.add_argument("--again", action="store_true", help="Judge items already judged under this configuration")
+        parser.add_argument(
+            "--canary-only",
+            action="store_true",
+            help="Judge only the rubric's canary set (after a configuration change)",
+        )
+
+    def handle(self, *args, **opts):
+        try:
+            if opts["canary_only"]:
+                report = services.canary_rejudge(
+                    rubric=opts["rubric"], provider=opts["provider"], repeats=opts["repeats"]
+                )
+                self.stdout.write(f"Judged {report}")
+                return
+            report = services.transcripts_judge(
+                rubric=opts["rubric"],
+                provider=opts["provider"],
+                repeats=opts["repeats"],
+                workers=opts["workers"],
+                only_missing=not opts["again"],
+            )
+        except (InvalidInput, NotFound, MissingKeyError, ValueError) as exc:
+            raise CommandError(str(exc)) from None
+        for line in report.failed[:20]:
+            self.stderr.write(self.style.WARNING(f"failed: {line}"))
+        self.stdout.write(f"Judged {report}")
+        if report.failed:
+            raise CommandError(f"{len(report.failed)} call(s) failed; the others are stored. Run again to retry them.")
