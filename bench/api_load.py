@@ -30,48 +30,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from _django import ROOT, percentile
+from _harness import postgres_cluster
 
 WARMUP = 50
-
-
-@contextmanager
-def postgres_cluster() -> Iterator[str]:
-    """A throwaway PostgreSQL on 127.0.0.1 (initdb as the postgres user when run as root); its URL."""
-    pgbins = sorted(Path("/usr/lib/postgresql").glob("*/bin"))
-    if not pgbins:
-        sys.exit("--postgres: no PostgreSQL binaries under /usr/lib/postgresql (apt-get install postgresql)")
-    pgbin = pgbins[-1]
-    folder = Path(tempfile.mkdtemp(prefix="eval-bench-pg."))
-    as_postgres = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
-    if os.geteuid() == 0:
-        shutil.chown(folder, "postgres")
-    from evaluation.tutoring.server import free_port
-
-    port = free_port()
-    try:
-        subprocess.run(
-            [*as_postgres, str(pgbin / "initdb"), "-D", str(folder / "data"), "-A", "trust", "-U", "postgres"],
-            check=True,
-            capture_output=True,
-        )
-        options = f"-h 127.0.0.1 -p {port} -k {folder} -c fsync=off -c synchronous_commit=off"
-        subprocess.run(
-            [*as_postgres, str(pgbin / "pg_ctl"), "-D", str(folder / "data"), "-l", str(folder / "log"), "-w"]
-            + ["-o", options, "start"],
-            check=True,
-            capture_output=True,
-        )
-        import psycopg
-
-        with psycopg.connect(f"postgresql://postgres@127.0.0.1:{port}/postgres", autocommit=True) as conn:
-            conn.execute("CREATE DATABASE evaluation")
-        yield f"postgres://postgres@127.0.0.1:{port}/evaluation"
-    finally:
-        subprocess.run(
-            [*as_postgres, str(pgbin / "pg_ctl"), "-D", str(folder / "data"), "-m", "immediate", "stop"],
-            capture_output=True,
-        )
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 @contextmanager

@@ -1,17 +1,23 @@
-"""The provider layer's own overhead per call, against the loopback server with zero latency.
+"""The provider layer's own cost per call, against the fake LLM at zero latency in its own process.
 
-For each vendor it times N calls made with the bare SDK and N made through get_llm(...).call(),
-and prints both and their difference (what our retries, limits, JSON handling and accounting cost).
+Variants: the bare SDKs, and the same calls through get_llm(...).call() (retries, limits, JSON
+handling and accounting included): OpenAI's Responses API, chat completions for an OpenAI-
+compatible base URL (over httpx, and through the SDK), Anthropic's streamed Messages API, and the
+offline provider. Each repeat runs every variant once, in a shuffled order, for --calls calls after
+a warm-up that is not counted; figures are the median (min-max) over the repeats of this process's
+CPU per call (the fake LLM's CPU is not in it) and of the wall time per call.
 
-    python bench/providers_overhead.py [--calls 300]
+    python bench/providers_overhead.py [--calls 200] [--repeats 5]
 """
 
 import argparse
 import os
-import statistics
+import random
 import time
+from collections.abc import Callable
 
-from _django import setup, summary
+from _django import setup
+from _harness import fake_llm, load_average, spread
 
 setup()
 
@@ -19,66 +25,79 @@ import anthropic  # noqa: E402
 import openai  # noqa: E402
 
 from evaluation.providers import Message, Meter, ProviderSpec, get_llm  # noqa: E402
-from evaluation.providers.loopback import LoopbackLLMServer  # noqa: E402
 
 SCHEMA = {"type": "object", "properties": {"score": {"type": "integer"}}, "required": ["score"]}
 
 
-def timed(fn, n: int) -> list[float]:
-    for _ in range(10):  # warm the connection pool
-        fn()
-    out = []
+def per_call(fn: Callable[[], object], n: int) -> tuple[float, float]:
+    """(CPU ms, wall ms) per call of this process."""
+    cpu, wall = time.process_time(), time.perf_counter()
     for _ in range(n):
-        started = time.perf_counter()
         fn()
-        out.append((time.perf_counter() - started) * 1000)
-    return out
+    return (time.process_time() - cpu) / n * 1000, (time.perf_counter() - wall) / n * 1000
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--calls", type=int, default=300)
+    parser.add_argument("--calls", type=int, default=200)
+    parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
     os.environ.setdefault("OPENAI_API_KEY", "bench")
     os.environ.setdefault("ANTHROPIC_API_KEY", "bench")
     messages = [Message("system", "You grade."), Message("user", "Is 2+2=4?")]
     raw_messages = [{"role": m.role, "content": m.content} for m in messages]
-    with LoopbackLLMServer() as server:
+    with fake_llm(0.0) as server:
         oa = openai.OpenAI(base_url=server.openai_url, max_retries=0)
         an = anthropic.Anthropic(base_url=server.anthropic_url, max_retries=0)
 
-        def raw_anthropic():
+        def raw_anthropic() -> None:
             with an.messages.stream(model="m", max_tokens=100, system="You grade.", messages=raw_messages[1:]) as s:
                 s.get_final_message()
 
-        cases = [
-            (
-                "openai responses",
-                lambda: oa.responses.create(model="m", input=raw_messages, max_output_tokens=100),
-                ProviderSpec("openai", "m", server.openai_url, {"api": "responses"}),
-            ),
-            (
-                "openai chat",
-                lambda: oa.chat.completions.create(model="m", messages=raw_messages, max_tokens=100),
-                ProviderSpec("openai", "m", server.openai_url, {"api": "chat"}),
-            ),
-            ("anthropic stream", raw_anthropic, ProviderSpec("anthropic", "m", server.anthropic_url)),
-        ]
-        print(f"Provider-layer overhead, loopback server, zero latency, {args.calls} calls each\n")
-        for label, raw_call, spec in cases:
+        def ours(spec: ProviderSpec | str, **kwargs: object) -> Callable[[], object]:
             llm = get_llm("tutor", override=spec, meter=Meter())
-            raw = timed(raw_call, args.calls)
-            ours = timed(lambda llm=llm: llm.call(messages), args.calls)
-            ours_json = timed(lambda llm=llm: llm.call(messages, schema=SCHEMA), args.calls)
-            print(summary(f"{label}: bare SDK", raw))
-            print(summary(f"{label}: through get_llm", ours))
-            print(summary(f"{label}: get_llm + JSON", ours_json))
-            print(
-                f"{label}: layer overhead median {statistics.median(ours) - statistics.median(raw):+.3f} ms, "
-                f"with JSON parse+validate {statistics.median(ours_json) - statistics.median(raw):+.3f} ms\n"
-            )
-        offline = get_llm("tutor", override="offline")
-        print(summary("offline provider (no HTTP)", timed(lambda: offline.call(messages), args.calls)))
+            return lambda: llm.call(messages, **kwargs)
+
+        responses = ProviderSpec("openai", "m", server.openai_url, {"api": "responses"})
+        chat = ProviderSpec("openai", "m", server.openai_url, {"api": "chat"})
+        chat_sdk = ProviderSpec("openai", "m", server.openai_url, {"api": "chat", "client": "sdk"})
+        claude = ProviderSpec("anthropic", "m", server.anthropic_url)
+        variants: dict[str, Callable[[], object]] = {
+            "openai responses: bare SDK": lambda: oa.responses.create(
+                model="m", input=raw_messages, max_output_tokens=100
+            ),
+            "openai responses: get_llm": ours(responses),
+            "openai responses: get_llm + JSON": ours(responses, schema=SCHEMA),
+            "openai chat: bare SDK": lambda: oa.chat.completions.create(
+                model="m", messages=raw_messages, max_tokens=100
+            ),
+            "openai chat: get_llm (httpx)": ours(chat),
+            "openai chat: get_llm (httpx) + JSON": ours(chat, schema=SCHEMA),
+            "openai chat: get_llm (SDK)": ours(chat_sdk),
+            "anthropic stream: bare SDK": raw_anthropic,
+            "anthropic stream: get_llm": ours(claude),
+            "anthropic stream: get_llm + JSON": ours(claude, schema=SCHEMA),
+            "offline (no HTTP)": ours("offline"),
+        }
+        for fn in variants.values():  # warm-up: imports, connection pools, first-call caches
+            per_call(fn, 20)
+        cpu: dict[str, list[float]] = {name: [] for name in variants}
+        wall: dict[str, list[float]] = {name: [] for name in variants}
+        order = list(variants)
+        rng = random.Random(7)
+        for _ in range(args.repeats):
+            rng.shuffle(order)
+            for name in order:
+                c, w = per_call(variants[name], args.calls)
+                cpu[name].append(c)
+                wall[name].append(w)
+    print(
+        f"Provider layer per call, fake LLM at zero latency in its own process, {args.calls} calls x "
+        f"{args.repeats} repeats, variants interleaved; {load_average()}\n"
+    )
+    print(f"{'variant':<38} {'CPU ms per call':<26} wall ms per call")
+    for name in variants:
+        print(f"{name:<38} {spread(cpu[name], '{:.3f}'):<26} {spread(wall[name], '{:.3f}')}")
 
 
 if __name__ == "__main__":

@@ -1,19 +1,21 @@
 """EVAL.md harness speed: parse 10,000 cases and fingerprint them; a fully cached re-run of 1,000 cases.
 
+The first run calls the fake LLM (the loopback server in a process of its own, zero latency); the
+re-run reloads the cache from disk and must make no LLM call.
+
 python bench/suites.py [--cases 10000] [--cached 1000]
 """
 
 import argparse
-import os
 import tempfile
 import time
 from pathlib import Path
 
 from _django import setup
+from _harness import fake_llm, load_average
 
 setup()
 
-from evaluation.providers.loopback import LoopbackLLMServer, Reply  # noqa: E402
 from evaluation.suites.cache import FileCache, fingerprint  # noqa: E402
 from evaluation.suites.parser import parse_suite  # noqa: E402
 from evaluation.suites.runner import RunOptions, run_case  # noqa: E402
@@ -41,6 +43,7 @@ def main() -> None:
     folder = Path(tempfile.mkdtemp(prefix="eval-bench-"))
     (folder / "SKILL.md").write_text("Answer arithmetic questions and explain in one sentence.\n")
     text = suite_text(args.cases)
+    print(load_average())
     started = time.perf_counter()
     suite = parse_suite(text, str(folder / "EVAL.md"))
     parsed = time.perf_counter() - started
@@ -60,35 +63,32 @@ def main() -> None:
 
     small = parse_suite(suite_text(args.cached), str(folder / "EVAL.md"))
     cache = FileCache(folder / "cache.json")
-    server = LoopbackLLMServer(
-        responder=lambda endpoint, body, n: (
-            Reply(json={"verdict": "PASS", "reason": "ok", "warning": None})
-            if body.get("response_format")
-            else Reply(text="The answer, explained.")
-        )
-    ).start()
-    os.environ.setdefault("OPENAI_API_KEY", "bench")
+    with fake_llm(0.0) as server:
+        cold, warm, passes, cached, calls_first, second_calls = cached_runs(server, small, subject, cache, folder)
+    print(
+        f"first run of {args.cached} cases against the fake LLM (0 ms latency, {passes} passed, {calls_first} LLM calls): {cold:.2f} s"
+    )
+    print(
+        f"fully cached re-run of {args.cached} cases: {warm * 1000:.0f} ms ({warm / args.cached * 1000:.2f} ms/case), {cached} served from the cache, {second_calls} LLM calls"
+    )
+
+
+def cached_runs(server, small, subject, cache, folder):
     model = f"openai/bench@{server.openai_url}"
     options = RunOptions(model=model, judge_model=model, cache=cache, use_db=False)
     started = time.perf_counter()
     first = [run_case(small, c, options, subject=subject) for c in small.cases]
     cold = time.perf_counter() - started
     passes = sum(r.passed for r in first)
+    calls_first = server.count()  # before the re-run: a cache hit is not an LLM call
     # Reload the cache from disk, as a new process (or CI with a restored cache) would.
     options.cache = FileCache(folder / "cache.json")
     started = time.perf_counter()
     second = [run_case(small, c, options, subject=subject) for c in small.cases]
     warm = time.perf_counter() - started
     cached = sum(r.cached for r in second)
-    calls_first = server.count()
     second_calls = server.count() - calls_first
-    server.stop()
-    print(
-        f"first run of {args.cached} cases against the loopback LLM (0 ms latency, {passes} passed, {calls_first} LLM calls): {cold:.2f} s"
-    )
-    print(
-        f"fully cached re-run of {args.cached} cases: {warm * 1000:.0f} ms ({warm / args.cached * 1000:.2f} ms/case), {cached} served from the cache, {second_calls} LLM calls"
-    )
+    return cold, warm, passes, cached, calls_first, second_calls
 
 
 if __name__ == "__main__":

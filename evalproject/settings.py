@@ -271,6 +271,10 @@ else:
 Q_CLUSTER = {
     "name": "evaluation",
     "workers": int(os.environ.get("EVAL_Q_WORKERS", "2")),
+    # Tasks a cluster takes from the broker ahead of its workers (django-q2's default is workers
+    # squared): near the worker count, so with several clusters no task waits in one while another's
+    # worker is idle (docs/scaling.md).
+    "queue_limit": int(os.environ.get("EVAL_Q_QUEUE_LIMIT") or os.environ.get("EVAL_Q_WORKERS", "2")),
     "timeout": int(os.environ.get("EVAL_TASK_TIMEOUT", "3600")),
     "retry": int(os.environ.get("EVAL_TASK_TIMEOUT", "3600")) + 60,
     "max_attempts": 1,
@@ -345,7 +349,10 @@ EVALUATION = {
     # name (a .py file inside a suite folder needs none); comma-separated, none by default.
     "SUITE_TOOL_PACKAGES": [p.strip() for p in os.environ.get("EVAL_SUITE_TOOL_PACKAGES", "").split(",") if p.strip()],
     "RECORDINGS_DIR": Path(os.environ.get("EVAL_RECORDINGS_DIR", DATA_DIR / "recordings")),
+    # Runs handed to workers at once; more wait `queued` and start, oldest first, as these end.
     "MAX_ACTIVE_RUNS": int(os.environ.get("EVAL_MAX_ACTIVE_RUNS", "32")),
+    # Runs that may wait beyond those; a start that would exceed it is refused with 409.
+    "MAX_QUEUED_RUNS": int(os.environ.get("EVAL_MAX_QUEUED_RUNS", "1000")),
     # Rows one export (CSV or JSON) may hold; a bigger export is refused with the limit in the message.
     "EXPORT_MAX_ROWS": int(os.environ.get("EVAL_EXPORT_MAX_ROWS", "10000")),
     # Environment variables whose value may be sent somewhere other than their vendor's own endpoint:

@@ -33,12 +33,21 @@ def canary_task(rubric: str) -> str:
 
 
 def runs_sweep_task() -> list[str]:
-    """django-q2 schedule (every minute): runs whose worker stopped beating are marked interrupted."""
-    return run_services.runs_interrupt_stale()
+    """django-q2 schedule (every minute): runs whose worker stopped beating are marked interrupted,
+    tasks a broker lost are sent again, and waiting runs take the slots that are free."""
+    ended = run_services.runs_interrupt_stale()
+    run_services.runs_resend_lost()
+    run_services.runs_dispatch()
+    return ended
 
 
 def sweep_on_worker_start(sender: object = None, proc_name: str = "", **kwargs: object) -> None:
-    """A worker process that starts (after a crash, say) first ends the runs whose worker died."""
+    """A worker process that starts (after a crash, say) first ends the runs whose worker died,
+    and imports the LLM vendors' modules, so its first run does not wait for them."""
+    from evaluation.providers.registry import preload
+
+    preload()
     ended = run_services.runs_interrupt_stale()
     if ended:
         log.warning("%s: marked interrupted on start: %s", proc_name, ", ".join(ended))
+    run_services.runs_dispatch_safely()

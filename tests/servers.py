@@ -61,3 +61,43 @@ def _stop_group(process: subprocess.Popen) -> None:
 
 
 SERVER_ENV = {"EVAL_TUTOR_PROVIDER": "offline", "EVAL_LLM_PROVIDER": "", "EVAL_Q_SYNC": "1"}
+
+
+@contextmanager
+def redis_server(folder: Path) -> Iterator[str]:
+    """A throwaway redis-server on loopback (no persistence) -> its URL; fails with its log if it does
+    not answer within 10 s."""
+    import shutil
+    import socket
+    import time
+
+    from evaluation.tutoring.server import free_port
+
+    binary = shutil.which("redis-server")
+    if binary is None:
+        raise RuntimeError("redis-server is not installed (.ci/run installs it)")
+    port, log = free_port(), folder / "redis.log"
+    proc = subprocess.Popen(
+        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+        + ["--dir", str(folder), "--logfile", str(log)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        deadline = time.monotonic() + 10
+        while True:
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            if proc.poll() is not None or time.monotonic() > deadline:
+                text = log.read_text(errors="replace")[-2000:] if log.exists() else "(no log written)"
+                raise RuntimeError(f"redis-server did not answer on 127.0.0.1:{port} within 10 s:\n{text}")
+            time.sleep(0.05)
+        yield f"redis://127.0.0.1:{port}/0"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)

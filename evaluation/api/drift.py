@@ -71,7 +71,7 @@ class DriftEvaluateView(APIView):
         ok={202: RunAcceptedOutput},
         invalid="An unknown dimension, sample_size out of range, or a judge that is unknown or lacks its API key.",
         not_found=UNKNOWN_AGENT,
-        conflict="As many runs are active as EVAL_MAX_ACTIVE_RUNS allows; try again later.",
+        conflict="As many runs already wait as EVAL_MAX_QUEUED_RUNS allows; try again later.",
         body=True,
     )
     def post(self, request: Request, agent_id: str) -> Response:

@@ -173,7 +173,7 @@ class RunRetryView(APIView):
         parameters=[run_id_parameter()],
         ok={202: RunAcceptedOutput},
         not_found=UNKNOWN_RUN,
-        conflict="The run is still queued or running, or as many runs are active as EVAL_MAX_ACTIVE_RUNS allows.",
+        conflict="The run is still queued or running, or as many runs already wait as EVAL_MAX_QUEUED_RUNS allows.",
     )
     def post(self, request: Request, run_id: str) -> Response:
         run = services.run_requeue(selectors.run_lookup(run_id), user=request.user)

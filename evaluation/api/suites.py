@@ -108,7 +108,7 @@ class SuiteRunStartView(APIView):
         ok={202: RunAcceptedOutput},
         invalid="model or judge_model is unknown or lacks its API key.",
         not_found=UNKNOWN_SUITE,
-        conflict="As many runs are active as EVAL_MAX_ACTIVE_RUNS allows; try again later.",
+        conflict="As many runs already wait as EVAL_MAX_QUEUED_RUNS allows; try again later.",
         body=True,
     )
     def post(self, request: Request, suite_id: int) -> Response:

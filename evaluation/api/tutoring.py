@@ -13,7 +13,7 @@ from evaluation.models.runs import RunStatus
 from evaluation.runs import selectors as run_selectors
 from evaluation.tutoring import services
 
-CAPACITY = "As many runs are active as EVAL_MAX_ACTIVE_RUNS allows; try again later."
+CAPACITY = "As many runs already wait as EVAL_MAX_QUEUED_RUNS allows; try again later."
 
 
 class StartInput(serializers.Serializer):

@@ -93,7 +93,18 @@ class EvaluationRun(models.Model):
     attempt = models.PositiveIntegerField(
         default=1, help_text="Bumped by every retry; a task for another attempt does nothing."
     )
-    heartbeat_at = models.DateTimeField(null=True, blank=True, help_text="Last progress of the running attempt.")
+    heartbeat_at = models.DateTimeField(
+        null=True, blank=True, help_text="Last progress of the running attempt (or when its task was sent)."
+    )
+    queue_action = models.CharField(
+        max_length=10,
+        blank=True,
+        default="",
+        help_text="What the queued attempt's task does (execute, evaluate); empty: run in the starting process.",
+    )
+    sent_attempt = models.PositiveIntegerField(
+        default=0, help_text="The attempt whose task was handed to the workers; below `attempt`, it waits its turn."
+    )
     worker = models.CharField(max_length=120, blank=True, help_text="host:pid of the worker running it.")
     detail = models.CharField(max_length=200, blank=True)
     turn = models.PositiveIntegerField(default=0)

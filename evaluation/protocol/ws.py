@@ -75,7 +75,7 @@ class TutorSessionConsumer(AsyncJsonWebsocketConsumer):
             return
         await self.send_json({"type": "typing"})
         try:
-            entry, complete = await _concurrent(services.session_advance)(self.session_id, text.strip())
+            entry, complete, state = await _concurrent(services.session_advance)(self.session_id, text.strip())
         except services.SessionComplete as exc:
             await self.send_json({"type": "error", "message": str(exc)})
             return
@@ -85,7 +85,7 @@ class TutorSessionConsumer(AsyncJsonWebsocketConsumer):
         await self.send_json(
             {"type": "assistant", "content": entry["content"], "turn": entry["turn"], "is_complete": complete}
         )
-        await self.send_json({"type": "state_update", "state": await _state(self.session_id)})
+        await self.send_json({"type": "state_update", "state": state})
 
     async def decode_json(self, text_data: str) -> Any:
         try:

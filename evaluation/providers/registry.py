@@ -182,6 +182,13 @@ def require_keys(roles: list[str], override: str | None = None) -> list[str]:
     return problems
 
 
+def preload() -> None:
+    """Import every vendor's module now (a worker at start): the openai package alone takes seconds
+    to import, which a worker's first run would otherwise wait."""
+    for vendor in VENDORS.values():
+        importlib.import_module(vendor.provider_class.rpartition(".")[0])
+
+
 def keys_check(roles: list[str], override: str | None, *, field: str) -> None:
     """Refuse a run start whose roles (with this override, else their configured providers) would need a
     vendor key that is not set, or name an unknown provider: InvalidInput on `field`, naming the variable.

@@ -23,6 +23,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.db import IntegrityError, connection, transaction
+from django.db.models import Count, F, Q
 from django.utils import timezone
 from django.utils.text import slugify
 
@@ -84,33 +85,128 @@ def run_create(*, base_id: str, kind: str, user: Any = None, **fields: Any) -> E
     raise RuntimeError(f"could not find a free run id for {base}")
 
 
-@contextmanager
-def capacity_reserved(adding: int) -> Iterator[None]:
-    """A transaction in which `adding` runs may be created without exceeding EVAL_MAX_ACTIVE_RUNS.
+WAITING = Q(status=RunStatus.QUEUED) & ~Q(queue_action="") & ~Q(sent_attempt=F("attempt"))
+"""Queued runs whose task has not been handed to the workers yet: they wait for a free slot."""
 
-    The check and the inserts share one transaction under a lock: PostgreSQL takes an advisory
-    transaction lock; SQLite's IMMEDIATE transactions already hold the database's write lock.
+
+@dataclass(frozen=True)
+class Occupancy:
+    """Active runs, split into those holding a slot (running, sent to a worker, or run in-process)
+    and those waiting in the queue for one."""
+
+    holding: int
+    waiting: int
+
+
+def _lock_capacity() -> None:
+    """Serialise capacity decisions across processes for the rest of the transaction: PostgreSQL
+    takes an advisory transaction lock; SQLite's IMMEDIATE transactions already hold the write lock."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_CAPACITY_LOCK_KEY])
+
+
+def occupancy() -> Occupancy:
+    counts = EvaluationRun.objects.filter(status__in=ACTIVE_STATUSES).aggregate(
+        total=Count("pk"), waiting=Count("pk", filter=WAITING)
+    )
+    return Occupancy(holding=counts["total"] - counts["waiting"], waiting=counts["waiting"])
+
+
+@contextmanager
+def capacity_reserved(adding: int, *, queue: bool = True) -> Iterator[None]:
+    """A transaction in which `adding` runs may be created.
+
+    Queued runs (`queue=True`, handed to workers by `run_enqueue`) never exceed EVAL_MAX_ACTIVE_RUNS
+    at once: beyond it they wait, and only a queue longer than EVAL_MAX_QUEUED_RUNS is refused. Runs
+    the caller executes in its own process (`queue=False`, the CLI) cannot wait, so they need free
+    slots now. The check and the inserts share one transaction under the capacity lock.
     """
     with transaction.atomic():
-        if connection.vendor == "postgresql":
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_CAPACITY_LOCK_KEY])
-        limit = setting("MAX_ACTIVE_RUNS")
-        active = EvaluationRun.objects.filter(status__in=ACTIVE_STATUSES).count()
-        if active + adding > limit:
-            raise CapacityReached(
-                f"{active} runs are active and the limit is {limit} (EVAL_MAX_ACTIVE_RUNS); "
-                f"{adding} more cannot start now"
-            )
+        _lock_capacity()
+        limit = int(setting("MAX_ACTIVE_RUNS"))
+        now = occupancy()
+        free = max(0, limit - now.holding)
+        if not queue:
+            if now.holding + now.waiting + adding > limit:
+                raise CapacityReached(
+                    f"{now.holding + now.waiting} runs are active and the limit is {limit} (EVAL_MAX_ACTIVE_RUNS); "
+                    f"{adding} more cannot start now"
+                )
+        else:
+            queue_limit = int(setting("MAX_QUEUED_RUNS"))
+            if now.waiting + max(0, adding - free) > queue_limit:
+                raise CapacityReached(
+                    f"{now.holding} runs are active (EVAL_MAX_ACTIVE_RUNS is {limit}) and {now.waiting} wait; "
+                    f"the queue limit is {queue_limit} (EVAL_MAX_QUEUED_RUNS), so {adding} more cannot be queued now"
+                )
         yield
 
 
 def run_enqueue(run: EvaluationRun, action: str = "execute") -> None:
-    """Hand the run's current attempt to a worker once the transaction commits."""
+    """Queue the run's current attempt: its task goes to a worker once the transaction commits and a
+    slot is free (EVAL_MAX_ACTIVE_RUNS); until then it waits `queued`, oldest first."""
+    EvaluationRun.objects.filter(pk=run.pk).update(queue_action=action)
+    run.queue_action = action
+    transaction.on_commit(runs_dispatch_safely)
+
+
+def runs_dispatch() -> list[str]:
+    """Hand waiting runs to the workers, oldest first, while fewer than EVAL_MAX_ACTIVE_RUNS hold a
+    slot; returns their ids. Called when runs are queued, when a run ends, and by the sweep schedule."""
+    sent: list[tuple[str, int, str, str]] = []
+    with transaction.atomic():
+        _lock_capacity()
+        free = int(setting("MAX_ACTIVE_RUNS")) - occupancy().holding
+        if free <= 0:
+            return []
+        now = timezone.now()
+        waiting = EvaluationRun.objects.filter(WAITING).order_by("created_at", "run_id")
+        for pk, attempt, action, run_id in waiting.values_list("pk", "attempt", "queue_action", "run_id")[:free]:
+            if EvaluationRun.objects.filter(pk=pk, attempt=attempt, status=RunStatus.QUEUED).update(
+                sent_attempt=attempt, heartbeat_at=now
+            ):
+                sent.append((str(pk), attempt, action, run_id))
+        transaction.on_commit(lambda: _send(sent))
+    return [run_id for *_, run_id in sent]
+
+
+def runs_dispatch_safely() -> None:
+    """runs_dispatch for places where a failure must not break anything else (the sweep retries)."""
+    try:
+        runs_dispatch()
+    except Exception:
+        log.warning("handing queued runs to workers failed; the sweep schedule tries again", exc_info=True)
+
+
+def _send(tasks: list[tuple[str, int, str, str]]) -> None:
     from django_q.tasks import async_task
 
-    pk, attempt, name = str(run.pk), run.attempt, f"{action} {run.run_id}"[:100]
-    transaction.on_commit(lambda: async_task(TASK, pk, attempt, action, task_name=name))
+    for pk, attempt, action, run_id in tasks:
+        try:
+            async_task(TASK, pk, attempt, action, task_name=f"{action} {run_id}"[:100])
+        except Exception:
+            # The broker refused it: the run waits again, and the next dispatch sends it.
+            log.warning("could not hand run %s to the broker", run_id, exc_info=True)
+            EvaluationRun.objects.filter(pk=pk, attempt=attempt, sent_attempt=attempt).update(sent_attempt=0)
+
+
+def runs_resend_lost(*, stale_after: float | None = None) -> list[str]:
+    """Send again the tasks of runs that were handed to the workers but not begun within the stale
+    limit (a broker that lost them, a cluster killed with them prefetched); a duplicate does nothing."""
+    limit = float(stale_after if stale_after is not None else setting("RUN_STALE_AFTER"))
+    cutoff = timezone.now() - timedelta(seconds=limit)
+    lost = EvaluationRun.objects.filter(
+        status=RunStatus.QUEUED, sent_attempt=F("attempt"), heartbeat_at__lt=cutoff
+    ).exclude(queue_action="")
+    resent = []
+    for pk, attempt, action, run_id in lost.values_list("pk", "attempt", "queue_action", "run_id"):
+        if EvaluationRun.objects.filter(pk=pk, attempt=attempt, status=RunStatus.QUEUED).update(
+            heartbeat_at=timezone.now()
+        ):
+            resent.append((str(pk), attempt, action, run_id))
+    _send(resent)
+    return [run_id for *_, run_id in resent]
 
 
 def run_requeue(
@@ -151,6 +247,7 @@ def run_cancel(run: EvaluationRun, *, user: Any = None) -> EvaluationRun:
         raise RunBusy(f"run {run.run_id} is {run.status}; only queued or running runs can be cancelled")
     _event(run, RunStatus.CANCELLED, actor_of(user))
     broadcast(run)
+    transaction.on_commit(runs_dispatch_safely)  # its slot is free
     return run
 
 
@@ -175,6 +272,8 @@ def runs_interrupt_stale(*, stale_after: float | None = None) -> list[str]:
             run.refresh_from_db()
             _event(run, RunStatus.INTERRUPTED, "sweeper", reason)
             broadcast(run)
+    if ended:
+        transaction.on_commit(runs_dispatch_safely)  # their slots are free
     return ended
 
 
@@ -319,6 +418,7 @@ def run_execute(
                 after(run)
             except Exception:
                 log.warning("after-run step of %s failed", run.run_id, exc_info=True)
+        runs_dispatch_safely()  # this run's slot is free: the oldest waiting run takes it
     return run
 
 

@@ -119,7 +119,7 @@ def suite_run_start(
     if judge:
         keys_check(["suite_judge"], judge_model, field="judge_model")
     stamp = timezone.now().strftime("%Y%m%d_%H%M%S")
-    with runs.capacity_reserved(1):
+    with runs.capacity_reserved(1, queue=enqueue):
         run = runs.run_create(
             base_id=f"suite_{stamp}_{suite.name}", kind=RunKind.SUITE, stage=RunStage.QUEUED, user=user
         )

@@ -9,6 +9,7 @@ mixes with it; the reason lands in the run's error and in error.txt.
 import asyncio
 import logging
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,7 @@ from evaluation.models import DimensionScore, EvaluationRun, Problem, RunMessage
 from evaluation.models.runs import RunSource, RunStage, RunStatus
 from evaluation.providers import Meter, ProviderSpec, allowed_env_value, estimate_cost, get_llm
 from evaluation.providers.base import InvalidJSONError
-from evaluation.runs.services import RunHandle
+from evaluation.runs.services import RunHandle, RunStopped
 from evaluation.tutoring import judge, reports
 from evaluation.tutoring.client import ChatTarget, ProtocolTarget, RunLog, SessionResult, TutorUnavailable
 from evaluation.tutoring.llm_records import RECORD_KEYS, llm_record, usage_of
@@ -102,59 +103,75 @@ def tutor_target(agent: Any, server_url: str | None, meter: Meter) -> Iterator[A
 
 
 def converse(handle: RunHandle, *, server_url: str | None) -> None:
-    """Simulate the conversation, storing every message as it arrives (under the current attempt)."""
+    """Simulate the conversation, storing every message as it arrives (under the current attempt).
+
+    The stores run in order on one thread of the run's own, which keeps one database connection for
+    the whole conversation, while the conversation goes on: the next message is sent without
+    waiting for its store. A store's failure (or RunStopped, when the run was cancelled)
+    surfaces at the next message, so the worker notices within one turn. Token usage and cost are
+    saved with each turn's progress instead of after every LLM call.
+    """
     run = handle.run
     persona, topic = run_persona(run), run_topic(run)
     if persona is None or topic is None:
         raise ValueError("a simulated run needs a persona and a topic")
     folder = run_folder(run)
     runlog = RunLog(folder / "run.log")
-    meter = _meter(run)
+    stored = EvaluationRun.objects.values("token_usage", "cost_usd").get(pk=run.pk)
+    meter = Meter(limit_usd=run.cost_limit_usd).restore(stored["token_usage"] or {}, stored["cost_usd"])
     simulator = StudentSimulator(
         persona, topic, get_llm("simulator", override=_override(run), meter=meter), seed=run.seed or 0
     )
     record_llm(handle, "simulator", llm_record(simulator.llm, simulator.seed))
     turn_timeout = float(run.config.get("turn_timeout", 90))
+    db = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"store-{run.run_id}"[:40])
+    pending: list[asyncio.Future[None]] = []
+
+    def usage() -> dict[str, Any]:
+        return {"token_usage": meter.as_dict(), "cost_usd": meter.cost_usd}
+
+    def store(message: dict[str, Any]) -> None:
+        stopped = None
+        with transaction.atomic():  # the message and the turn's progress in one commit
+            RunMessage.objects.create(
+                run=run,
+                attempt=run.attempt,
+                turn=message["turn"],
+                role=message["role"],
+                content=message["content"],
+                timestamp=parse_datetime(message["timestamp"]) or timezone.now(),
+                metadata=message["metadata"],
+            )
+            if message["role"] == "student":
+                turn = message["metadata"]["turn_decision"]["turn"]
+                try:
+                    handle.progress(turn=turn, detail=f"Turn {turn}/{run.max_turns}", **usage())
+                except RunStopped as exc:
+                    stopped = exc  # the message is kept all the same
+        if stopped is not None:
+            raise stopped
+
+    async def in_order(fn: Any, *args: Any) -> None:
+        """Queue fn on the run's store thread once the previous store has finished (by then it has
+        had a whole LLM call's time), so at most one is in flight and a cancelled run stops within
+        one message; raise what the previous store raised (RunStopped, a database error)."""
+        while pending:
+            await pending.pop(0)
+        pending.append(asyncio.get_running_loop().run_in_executor(db, fn, *args))
 
     async def on_message(message: dict[str, Any]) -> None:
-        def store() -> None:
-            try:
-                RunMessage.objects.create(
-                    run=run,
-                    attempt=run.attempt,
-                    turn=message["turn"],
-                    role=message["role"],
-                    content=message["content"],
-                    timestamp=parse_datetime(message["timestamp"]) or timezone.now(),
-                    metadata=message["metadata"],
-                )
-                if message["role"] == "student":
-                    turn = message["metadata"]["turn_decision"]["turn"]
-                    handle.progress(turn=turn, detail=f"Turn {turn}/{run.max_turns}")
-            finally:
-                # Give the connection back now (to the pool, on PostgreSQL): this thread is one of
-                # asyncio's helpers, and what it keeps open stays open until the garbage collector runs.
-                connection.close()
-
-        await asyncio.to_thread(store)
+        await in_order(store, message)
 
     async def on_session(session_id: str) -> None:
-        def store() -> None:
-            try:
-                run.config = {**run.config, "session_id": session_id}
-                handle.progress(config=run.config)
-            finally:
-                connection.close()  # this thread ends here: give the connection back
+        def save() -> None:
+            run.config = {**run.config, "session_id": session_id}
+            handle.progress(config=run.config)
 
-        await asyncio.to_thread(store)
+        await in_order(save)
 
-    runlog(
-        f"run {run.run_id} attempt {run.attempt}: persona {persona.persona_id}, topic {topic.topic_id}, "
-        f"max_turns {run.max_turns}, seed {run.seed}"
-    )
-    with tutor_target(run.agent, server_url, meter) as target:
-        result = asyncio.run(
-            target.converse(
+    async def conversation(target: Any) -> Any:
+        try:
+            result = await target.converse(
                 simulator,
                 topic.topic_id,
                 max_turns=run.max_turns,
@@ -163,12 +180,28 @@ def converse(handle: RunHandle, *, server_url: str | None) -> None:
                 log=runlog,
                 on_session=on_session,
             )
-        )
-        tutor = tutor_record(run.agent, target, result, run.seed)
+        except BaseException:
+            await asyncio.gather(*pending, return_exceptions=True)  # what arrived is stored all the same
+            raise
+        for waiting in pending:
+            await waiting  # every message is stored before the run goes on; a failed store fails it
+        return result
+
+    runlog(
+        f"run {run.run_id} attempt {run.attempt}: persona {persona.persona_id}, topic {topic.topic_id}, "
+        f"max_turns {run.max_turns}, seed {run.seed}"
+    )
+    try:
+        with tutor_target(run.agent, server_url, meter) as target:
+            result = asyncio.run(conversation(target))
+            tutor = tutor_record(run.agent, target, result, run.seed)
+    finally:
+        db.submit(lambda: connection.close()).result()  # the store thread's connection goes back now, not at GC
+        db.shutdown()
     if not isinstance(target, ChatTarget) and usage_of(tutor).calls:
         # The app ran this tutor (the reference tutor reports its usage in the session state): count it.
-        usage = usage_of(tutor)
-        meter.add("tutor", usage, estimate_cost(str(tutor.get("model") or ""), usage))
+        tutor_usage = usage_of(tutor)
+        meter.add("tutor", tutor_usage, estimate_cost(str(tutor.get("model") or ""), tutor_usage))
     run.config = {
         **run.config,
         "session_id": result.session_id,
@@ -178,7 +211,7 @@ def converse(handle: RunHandle, *, server_url: str | None) -> None:
         "turn_decisions": [d.as_dict() for d in simulator.turn_decisions],
         "llm": {**(run.config.get("llm") or {}), "tutor": {k: tutor.get(k) for k in RECORD_KEYS}},
     }
-    handle.progress(config=run.config)
+    handle.progress(config=run.config, **usage())
     if result.error and not result.judgeable:
         raise TutorUnavailable(result.error)
 

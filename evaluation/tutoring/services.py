@@ -133,7 +133,7 @@ def run_start(
     stamp = timezone.now().strftime("%Y%m%d_%H%M%S")
     group = f"comparison_{stamp}_{uuid.uuid4().hex[:6]}" if count > 1 else ""
     created = []
-    with runs.capacity_reserved(count):
+    with runs.capacity_reserved(count, queue=enqueue):
         for index, p in enumerate(personas):
             for repeat in range(1, runs_per_persona + 1):
                 suffix = f"_r{repeat}" if runs_per_persona > 1 else ""
@@ -237,7 +237,7 @@ def session_evaluation_start(
     topic_ctx = state_topic if isinstance(state_topic, dict) and state_topic else topic_as_dict(session.topic)
     topic = Topic.objects.filter(topic_id=str(topic_ctx.get("topic_id") or "")).first() or session.topic
     stamp = timezone.now().strftime("%Y%m%d_%H%M%S")
-    with runs.capacity_reserved(1):
+    with runs.capacity_reserved(1, queue=enqueue):
         run = runs.run_create(
             base_id=f"run_{stamp}_session",
             kind=RunKind.TUTOR,

@@ -1,5 +1,7 @@
 """The reference tutor's sessions: create one, advance it by a student message, read it back."""
 
+import threading
+from collections import OrderedDict
 from typing import Any
 
 from django.db import transaction
@@ -8,7 +10,7 @@ from django.utils import timezone
 from evaluation.conf import setting
 from evaluation.errors import FieldProblem, InvalidInput
 from evaluation.models import Topic, TutoringSession
-from evaluation.providers import get_llm
+from evaluation.providers import LLM, get_llm
 from evaluation.tutoring import tutor
 from evaluation.tutoring.topics import topic_as_dict
 
@@ -46,28 +48,50 @@ def session_open(session_id: str) -> dict[str, Any] | None:
         session = TutoringSession.objects.select_for_update().get(pk=session_id)
         if session.full_conversation_log:
             return None
-        reply, _ = tutor.tutor_turn(session.state, [], None, get_llm("tutor"))
+        reply, _ = tutor.tutor_turn(session.state, [], None, _tutor_llm(str(session_id)))
         entry = _append(session, "tutor", reply)
         session.save()
     return entry
 
 
-def session_advance(session_id: str, student_text: str) -> tuple[dict[str, Any], bool]:
-    """Record the student's message and the tutor's reply; returns (tutor entry, is_complete)."""
-    session = TutoringSession.objects.get(pk=session_id)
+_TUTOR_LLMS: OrderedDict[str, LLM] = OrderedDict()
+_TUTOR_LLMS_LOCK = threading.Lock()
+_TUTOR_LLMS_KEPT = 1024
+
+
+def _tutor_llm(session_id: str) -> LLM:
+    """The tutor's LLM, resolved once per session in this process (not a config lookup every turn):
+    a session keeps the tutor it started with; a new session picks up a changed config."""
+    with _TUTOR_LLMS_LOCK:
+        llm = _TUTOR_LLMS.get(session_id)
+        if llm is not None:
+            _TUTOR_LLMS.move_to_end(session_id)
+            return llm
+    llm = get_llm("tutor")
+    with _TUTOR_LLMS_LOCK:
+        _TUTOR_LLMS[session_id] = llm
+        while len(_TUTOR_LLMS) > _TUTOR_LLMS_KEPT:
+            _TUTOR_LLMS.popitem(last=False)
+    return llm
+
+
+def session_advance(session_id: str, student_text: str) -> tuple[dict[str, Any], bool, dict[str, Any]]:
+    """Record the student's message and the tutor's reply; returns (tutor entry, is_complete, the
+    session's public state after it)."""
+    session = TutoringSession.objects.select_related("topic").get(pk=session_id)
     if session.is_complete:
         raise SessionComplete("this session is complete")
     history = list(session.full_conversation_log)
     _append(session, "student", student_text)
     # Stored before the tutor answers: a failing tutor must not lose what the student said.
-    session.save(update_fields=["full_conversation_log", "conversation_history"])
+    session.save(update_fields=["full_conversation_log", "conversation_history", "updated_at"])
     reply, complete = tutor.tutor_turn(
-        session.state, history + [session.full_conversation_log[-1]], student_text, get_llm("tutor")
+        session.state, history + [session.full_conversation_log[-1]], student_text, _tutor_llm(str(session_id))
     )
     entry = _append(session, "tutor", reply)
     session.is_complete = complete
-    session.save()
-    return entry, complete
+    session.save(update_fields=["full_conversation_log", "conversation_history", "state", "is_complete", "updated_at"])
+    return entry, complete, session_public_state(session)
 
 
 def session_lookup(session_id: Any) -> TutoringSession | None:

@@ -183,7 +183,7 @@ def test_retry_queues_a_new_attempt_of_a_failed_run(api, db, django_capture_on_c
 
 
 def test_retry_is_refused_at_capacity(api, db, settings):
-    settings.EVALUATION = {**settings.EVALUATION, "MAX_ACTIVE_RUNS": 1}
+    settings.EVALUATION = {**settings.EVALUATION, "MAX_ACTIVE_RUNS": 1, "MAX_QUEUED_RUNS": 0}
     make_run("run_busy", status="running")
     make_run("run_broke", status="failed")
     response = api.post("/api/evaluation/runs/run_broke/retry")

@@ -85,11 +85,19 @@ def test_start_refuses_a_body_over_the_upload_limit(api, catalog, settings):
     assert response.status_code == 413 and "the limit is 1000 bytes" in response.json()["error"]
 
 
-def test_start_at_capacity_is_409(api, catalog, settings):
-    settings.EVALUATION = {**settings.EVALUATION, "MAX_ACTIVE_RUNS": 1}
+def test_a_start_beyond_the_active_limit_waits_and_a_full_queue_is_409(
+    api, catalog, settings, django_capture_on_commit_callbacks
+):
+    settings.EVALUATION = {**settings.EVALUATION, "MAX_ACTIVE_RUNS": 1, "MAX_QUEUED_RUNS": 1}
     make_run("run_busy", status="running")
-    response = start(api, persona_file="ace")
-    assert response.status_code == 409 and "limit is 1" in response.json()["error"]
+    with django_capture_on_commit_callbacks(execute=True):
+        response = start(api, persona_file="ace")
+    assert response.status_code == 202 and response.json()["status"] == "queued", response.content
+    waiting = EvaluationRun.objects.get(run_id=response.json()["run_id"])
+    assert (waiting.status, waiting.sent_attempt) == ("queued", 0)  # no task yet: the one slot is taken
+    full = start(api, persona_file="ace")
+    assert full.status_code == 409, full.content
+    assert "the queue limit is 1 (EVAL_MAX_QUEUED_RUNS)" in full.json()["error"]
 
 
 def test_evaluate_session_queues_a_judged_copy(api, catalog, django_capture_on_commit_callbacks):
@@ -138,7 +146,7 @@ def test_every_start_is_409_at_capacity(api, catalog, settings, url, body):
         body = {"session_id": str(session.pk)}
     make_run("run_done")
     make_run("run_busy", status="running")
-    settings.EVALUATION = {**settings.EVALUATION, "MAX_ACTIVE_RUNS": 1}
+    settings.EVALUATION = {**settings.EVALUATION, "MAX_ACTIVE_RUNS": 1, "MAX_QUEUED_RUNS": 0}
     response = api.post(url, body, format="json")
     assert response.status_code == 409 and "EVAL_MAX_ACTIVE_RUNS" in response.json()["error"], response.content
     assert EvaluationRun.objects.count() == 2

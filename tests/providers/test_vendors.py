@@ -22,17 +22,19 @@ SCORE_SCHEMA = {
     "required": ["score", "reason"],
 }
 VENDORS = {
-    "openai-responses": ("openai", "gpt-5.2", "responses", "responses"),
-    "openai-chat": ("openai", "llama3", "chat", "chat"),
-    "anthropic": ("anthropic", "claude-opus-4-6", None, "messages"),
+    "openai-responses": ("openai", "gpt-5.2", {"api": "responses"}, "responses"),
+    # An OpenAI-compatible server at a typed base URL: chat completions over httpx, and through the SDK.
+    "openai-chat": ("openai", "llama3", {"api": "chat"}, "chat"),
+    "openai-chat-sdk": ("openai", "llama3", {"api": "chat", "client": "sdk"}, "chat"),
+    "anthropic": ("anthropic", "claude-opus-4-6", {}, "messages"),
 }
 
 
 @pytest.fixture(params=list(VENDORS))
 def vendor(request, loopback):
-    provider, model, api, endpoint = VENDORS[request.param]
+    provider, model, options, endpoint = VENDORS[request.param]
     base_url = loopback.anthropic_url if provider == "anthropic" else loopback.openai_url
-    spec = ProviderSpec(provider, model, base_url, {"api": api} if api else {})
+    spec = ProviderSpec(provider, model, base_url, options)
     return spec, endpoint
 
 

@@ -85,7 +85,10 @@ def test_a_killed_worker_leaves_an_interrupted_run_that_retry_completes(staff_cl
     assert messages.filter(attempt=2, role="student").count() >= 1
 
 
-def test_a_task_over_its_time_limit_ends_failed_never_running(staff_client, real_queue, worker_env, tmp_path):
+def test_a_task_over_its_time_limit_ends_failed_never_running(staff_client, real_queue, worker_env, loopback, tmp_path):
+    # At least 24 student turns (8 problems, 3 tries each at a wrong answer) x 0.3 s: well past 3 s,
+    # however fast the harness gets.
+    loopback.latency = 0.3
     log = tmp_path / "q.log"
     with qcluster_worker({**worker_env, "EVAL_TASK_TIMEOUT": "3"}, log):
         run_id = start(staff_client, max_turns=40)

@@ -129,11 +129,11 @@ def test_api_start_bad_input(server, api, body, code, needle):
     assert EvaluationRun.objects.count() == 0
 
 
-def test_api_refuses_when_active_runs_are_at_the_limit(server, api, settings):
-    settings.EVALUATION = {**settings.EVALUATION, "MAX_ACTIVE_RUNS": 1}
+def test_api_refuses_when_the_queue_is_at_its_limit(server, api, settings):
+    settings.EVALUATION = {**settings.EVALUATION, "MAX_ACTIVE_RUNS": 1, "MAX_QUEUED_RUNS": 0}
     EvaluationRun.objects.create(run_id="run_busy", status="running")
     response = post(api, "/api/evaluation/start", {"topic_id": TOPIC, "persona_file": "ace.json"})
-    assert response.status_code == 409 and "limit is 1" in response.json()["error"]
+    assert response.status_code == 409 and "queue limit is 0" in response.json()["error"]
 
 
 def test_api_needs_staff_or_token(server, client, staff_user, q_sync):

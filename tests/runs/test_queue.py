@@ -1,0 +1,156 @@
+"""Batches queue instead of failing: beyond EVAL_MAX_ACTIVE_RUNS runs wait `queued` and start, oldest
+first, as slots free; only a queue beyond EVAL_MAX_QUEUED_RUNS is refused."""
+
+import json
+import shutil
+import time
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+from django_q.models import OrmQ
+from rest_framework.authtoken.models import Token
+
+from evaluation.errors import CapacityReached
+from evaluation.models import EvaluationRun
+from evaluation.runs import services as runs
+from evaluation.tutoring import services as tutoring
+from evaluation.tutoring.server import managed_server
+from tests.servers import SERVER_ENV, database_url_for_tests, qcluster_worker, redis_server
+
+TOPIC = "two-digit-addition-regrouping"
+
+
+@pytest.fixture
+def real_queue(monkeypatch):
+    """Tasks go to the ORM broker (a row each) instead of running in the calling process."""
+    from django_q.conf import Conf
+
+    monkeypatch.setattr(Conf, "SYNC", False)
+
+
+def sent(run_ids):
+    return sorted(EvaluationRun.objects.filter(run_id__in=run_ids, sent_attempt=1).values_list("run_id", flat=True))
+
+
+@pytest.mark.django_db
+def test_runs_beyond_the_limit_wait_and_the_oldest_starts_when_a_slot_frees(
+    catalog, settings, real_queue, django_capture_on_commit_callbacks
+):
+    settings.EVALUATION = {**settings.EVALUATION, "MAX_ACTIVE_RUNS": 2}
+    with django_capture_on_commit_callbacks(execute=True):
+        created = tutoring.run_start(topic_id=TOPIC, persona="ace", runs_per_persona=5)
+    ids = [r.run_id for r in created]
+    assert sent(ids) == sorted(ids[:2]) and OrmQ.objects.count() == 2  # two tasks; three runs wait
+    assert runs.occupancy() == runs.Occupancy(holding=2, waiting=3)
+
+    # A worker runs the first one to the end: its slot goes to the oldest waiting run.
+    with django_capture_on_commit_callbacks(execute=True):
+        runs.run_execute(created[0].pk, 1, lambda handle: {})
+    assert EvaluationRun.objects.get(run_id=ids[0]).status == "completed"
+    assert sent(ids) == sorted(ids[:3]) and OrmQ.objects.count() == 3
+
+    # Cancelling a waiting run frees no slot; cancelling one that holds a slot hands it on.
+    with django_capture_on_commit_callbacks(execute=True):
+        runs.run_cancel(created[4])
+    assert sent(ids) == sorted(ids[:3])
+    with django_capture_on_commit_callbacks(execute=True):
+        runs.run_cancel(created[1])
+    assert sent(ids) == sorted(ids[:4]) and OrmQ.objects.count() == 4
+
+
+@pytest.mark.django_db
+def test_a_queue_beyond_its_limit_is_refused_naming_the_limit(catalog, settings):
+    settings.EVALUATION = {**settings.EVALUATION, "MAX_ACTIVE_RUNS": 2, "MAX_QUEUED_RUNS": 3}
+    tutoring.run_start(topic_id=TOPIC, persona="ace", runs_per_persona=5)  # 2 take the slots, 3 wait
+    with pytest.raises(CapacityReached, match=r"the queue limit is 3 \(EVAL_MAX_QUEUED_RUNS\)"):
+        tutoring.run_start(topic_id=TOPIC, persona="ace")
+    assert EvaluationRun.objects.count() == 5
+
+
+@pytest.mark.django_db
+def test_a_task_the_broker_lost_is_sent_again(catalog, real_queue, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True):
+        (run,) = tutoring.run_start(topic_id=TOPIC, persona="ace")
+    assert OrmQ.objects.count() == 1
+    OrmQ.objects.all().delete()  # the broker lost it (a cluster killed with it prefetched, say)
+    assert runs.runs_resend_lost(stale_after=60) == []  # sent just now: it may still be on its way
+    EvaluationRun.objects.filter(pk=run.pk).update(heartbeat_at=timezone.now() - timedelta(minutes=5))
+    assert runs.runs_resend_lost(stale_after=60) == [run.run_id]
+    assert OrmQ.objects.count() == 1
+
+
+BATCH, LIMIT = 64, 8
+
+
+@pytest.mark.skipif(shutil.which("redis-server") is None, reason="redis-server is not installed (.ci/run installs it)")
+@pytest.mark.django_db(transaction=True)
+def test_a_64_run_batch_with_a_limit_of_8_completes_on_redis_with_at_most_8_running(catalog, staff_user, tmp_path):
+    """Two real qcluster processes of 5 workers (10 in all, more than the limit) on a real Redis
+    broker, a daphne web process that takes the start and serves the reference tutor."""
+    with redis_server(tmp_path) as redis_url:
+        env = {
+            **SERVER_ENV,
+            "EVAL_Q_SYNC": "0",
+            "DATABASE_URL": database_url_for_tests(),
+            "REDIS_URL": redis_url,
+            "EVAL_RUNS_DIR": str(tmp_path / "runs"),
+            "EVAL_MAX_ACTIVE_RUNS": str(LIMIT),
+            "EVAL_Q_WORKERS": "5",
+        }
+        token = Token.objects.create(user=staff_user).key
+        with managed_server(env, log_path=tmp_path / "web.log") as url:
+            worker_env = {**env, "EVAL_SERVER_URL": url}
+            with (
+                qcluster_worker(worker_env, tmp_path / "q1.log"),
+                qcluster_worker(worker_env, tmp_path / "q2.log"),
+            ):
+                started = time.monotonic()
+                response = post_start(url, token, persona_file="all", runs_per_persona=BATCH // 8, max_turns=2)
+                assert len(response["run_ids"]) == BATCH, response
+                peak_running, peak_holding = 0, 0
+                while time.monotonic() - started < 110:
+                    active = EvaluationRun.objects.filter(status__in=("queued", "running"))
+                    peak_running = max(peak_running, active.filter(status="running").count())
+                    peak_holding = max(peak_holding, runs.occupancy().holding)
+                    if not active.exists():
+                        break
+                    time.sleep(0.05)
+    logs = "\n".join((tmp_path / name).read_text(errors="replace")[-1500:] for name in ("q1.log", "q2.log"))
+    outcome = _statuses()
+    assert outcome == {"completed": BATCH}, f"{outcome}\n{logs}"
+    assert peak_running <= LIMIT and peak_holding <= LIMIT
+    # The same from the stored transitions: no moment when more than 8 runs were between begin and end.
+    intervals = EvaluationRun.objects.values_list("started_at", "completed_at")
+    edges = sorted(
+        [(start, 1) for start, _ in intervals] + [(end, -1) for _, end in intervals],
+    )  # at a tie, an end (-1) sorts before a start
+    overlap = peak_overlap = 0
+    for _, step in edges:
+        overlap += step
+        peak_overlap = max(peak_overlap, overlap)
+    assert peak_overlap <= LIMIT, peak_overlap
+    assert peak_overlap >= LIMIT // 2, f"the workers never ran the batch in parallel ({peak_overlap} at most)"
+    workers = set(EvaluationRun.objects.values_list("worker", flat=True))
+    assert len(workers) > 5, f"the batch ran on {len(workers)} worker processes: {workers}"
+
+
+def _statuses() -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for status in EvaluationRun.objects.values_list("status", flat=True):
+        counts[status] = counts.get(status, 0) + 1
+    return counts
+
+
+def post_start(url: str, token: str, **body) -> dict:
+    import urllib.request
+
+    request = urllib.request.Request(
+        f"{url}/api/evaluation/start",
+        data=json.dumps({"topic_id": TOPIC, "seed": 3, **body}).encode(),
+        method="POST",
+        headers={"content-type": "application/json", "Authorization": f"Token {token}"},
+    )
+    with urllib.request.urlopen(request, timeout=60) as response:
+        assert response.status == 202
+        return json.loads(response.read())
