@@ -115,6 +115,23 @@ def test_list_answers_what_the_summary_serializer_writes(api, runs, django_asser
     assert [r["run_id"] for r in page["results"]] == tutor_runs[1:2] and page["count"] == len(tutor_runs) == 3
 
 
+def test_list_builds_no_run_instances(api, runs):
+    """A page of the list is read as plain columns: no run (with its JSON columns) is built per row."""
+    from django.db.models.signals import post_init
+
+    built = []
+
+    def count(sender, instance, **kwargs):
+        built.append(instance)
+
+    post_init.connect(count, sender=EvaluationRun)
+    try:
+        body = api.get("/api/evaluation/runs").json()
+    finally:
+        post_init.disconnect(count, sender=EvaluationRun)
+    assert len(body["results"]) == 4 and built == []
+
+
 def test_dashboard_and_api_share_the_filter(staff_client, api, runs):
     # The dashboard lists tutor runs only; an impossible date is ignored there (a form field), not a 500.
     page = staff_client.get("/admin/evaluation/?persona=ace&date_to=2026-13-45")
