@@ -9,7 +9,8 @@ The two active runs are simulated, not driven by a qcluster: both are marked run
 thread stores a message and beats the heartbeat for each every 0.25 s, the writes a worker makes
 per turn. Each repeat sends --requests requests, half to /api/evaluation/runs (token) and half to
 /admin/evaluation/runs/<run_id>/ (a staff session), at most --concurrency at a time, after a
-warm-up that is not counted. The load generator shares the machine's cores with the server.
+warm-up that is not counted. The load generator shares the machine's cores with the server; each line
+ends with the 1-minute load average, since other work on the machine moves the figures.
 --web-processes N starts N daphne processes on one listening socket (`daphne --fd`, docs/scaling.md).
 """
 
@@ -227,7 +228,8 @@ def run(args: argparse.Namespace) -> None:
                 print(
                     f"concurrency {concurrency:>3}: errors {sum(error_counts)}/{args.requests * args.repeats}   "
                     f"p50 {spread(p50s)} ms   p99 {spread(p99s)} ms   {spread(rates)} req/s   "
-                    f"(median (min-max) of {args.repeats} repeats of {args.requests})"
+                    f"(median (min-max) of {args.repeats} repeats of {args.requests}; "
+                    f"load average {os.getloadavg()[0]:.1f})"
                 )
         locked = "database is locked" in log.read_text(errors="replace")
         print(f"active runs' writes meanwhile: {active.writes}; 'database is locked' in the server log: {locked}")

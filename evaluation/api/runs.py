@@ -11,7 +11,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from evaluation.api.export import export_max_rows, runs_csv_stream
-from evaluation.api.pagination import Pagination, paginated
+from evaluation.api.pagination import Pagination, paginated_rows
 from evaluation.api.schema import operation, run_id_parameter
 from evaluation.api.serializers import (
     CurrentStatusInput,
@@ -46,7 +46,10 @@ class RunListView(APIView):
     def get(self, request: Request) -> Response:
         filters = RunFilterInput(data=request.query_params)
         filters.is_valid(raise_exception=True)
-        return paginated(self, request, selectors.run_list(**filters.validated_data), RunSummaryOutput)
+        rows = selectors.run_summary_rows(**filters.validated_data)
+        return paginated_rows(
+            self, request, rows, lambda page: RunSummaryOutput.summaries_data(selectors.run_summaries(page))
+        )
 
 
 class RunExportView(APIView):

@@ -150,6 +150,37 @@ class RunSummaryOutput(Output):
     def get_scores(self, run: EvaluationRun) -> dict[str, float]:
         return run_selectors.run_scores(run)
 
+    @staticmethod
+    def summaries_data(summaries: list[run_selectors.RunSummary]) -> list[dict[str, Any]]:
+        """The same JSON as RunSummaryOutput(runs, many=True).data, for the run list's page.
+
+        DRF builds each field of each row through its field objects, most of a page's cost; the list
+        reads plain values (run_summary_rows) and writes them here, field for field as declared above.
+        """
+        return [
+            {
+                "run_id": s.run_id,
+                "id": str(s.id),
+                "kind": s.kind,
+                "timestamp": s.timestamp.isoformat(),
+                "completed_at": s.completed_at.isoformat() if s.completed_at is not None else None,
+                "status": s.status,
+                "stage": s.stage,
+                "attempt": s.attempt,
+                "topic_id": s.topic_id,
+                "persona_id": s.persona_id,
+                "agent_id": s.agent_id,
+                "message_count": s.message_count,
+                "avg_score": float(s.avg_score) if s.avg_score is not None else None,
+                "scores": s.scores,
+                "source": s.source,
+                "source_session_id": str(s.source_session_id) if s.source_session_id is not None else None,
+                "group": s.group or None,
+                "repeat_index": s.repeat_index,
+            }
+            for s in summaries
+        ]
+
 
 class MessageOutput(Output):
     turn = serializers.IntegerField()

@@ -2,13 +2,13 @@
 
 import uuid
 from dataclasses import dataclass
-from datetime import date
+from datetime import date, datetime
 from typing import Any
 
 from django.db.models import Count, Prefetch, Q, QuerySet
 
 from evaluation.errors import FieldProblem, InvalidInput, NotFound
-from evaluation.models import Agent, DimensionScore, EvaluationRun, Problem
+from evaluation.models import Agent, DimensionScore, EvaluationRun, Problem, RunMessage
 from evaluation.models.runs import ACTIVE_STATUSES
 
 
@@ -106,6 +106,83 @@ def runs_filter(
 def run_list(**filters: Any) -> QuerySet[EvaluationRun]:
     """Runs of every kind with their results loaded, newest first, filtered as runs_filter does."""
     return runs_filter(runs_with_results().order_by("-created_at", "run_id"), **filters)
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """One run as the run list shows it (spec 001's run-list entry), read without building the model."""
+
+    run_id: str
+    id: uuid.UUID
+    kind: str
+    timestamp: datetime
+    completed_at: datetime | None
+    status: str
+    stage: str
+    attempt: int
+    topic_id: str | None
+    persona_id: str | None
+    agent_id: str | None
+    message_count: int
+    avg_score: float | None
+    scores: dict[str, float]
+    """dimension -> score, in the order the judge gave them."""
+    source: str
+    source_session_id: uuid.UUID | None
+    group: str
+    repeat_index: int
+
+
+_SUMMARY_COLUMNS = {
+    "run_id": "run_id",
+    "id": "id",
+    "kind": "kind",
+    "timestamp": "created_at",
+    "completed_at": "completed_at",
+    "status": "status",
+    "stage": "stage",
+    "attempt": "attempt",
+    "topic_id": "topic__topic_id",
+    "persona_id": "persona__persona_id",
+    "agent_id": "agent_id",
+    "avg_score": "overall_score",
+    "source": "source",
+    "source_session_id": "source_session_id",
+    "group": "group",
+    "repeat_index": "repeat_index",
+}
+
+
+def run_summary_rows(**filters: Any) -> QuerySet[EvaluationRun, dict[str, Any]]:
+    """The run list's rows as run_list orders and filters them: the summary's own columns only, one query
+    per page (no model instances, no JSON columns); run_summaries completes a page of them."""
+    runs = runs_filter(EvaluationRun.objects.order_by("-created_at", "run_id"), **filters)
+    return runs.values(*_SUMMARY_COLUMNS.values())
+
+
+def run_summaries(rows: list[dict[str, Any]]) -> list[RunSummary]:
+    """A page of run_summary_rows with each run's message count and scores: two queries for the whole page."""
+    pks = [row["id"] for row in rows]
+    counts = dict(
+        RunMessage.objects.filter(run_id__in=pks)
+        .order_by()
+        .values("run_id")
+        .annotate(n=Count("id"))
+        .values_list("run_id", "n")
+    )
+    scores: dict[uuid.UUID, dict[str, float]] = {pk: {} for pk in pks}
+    for run_pk, dimension, score in (
+        DimensionScore.objects.filter(run_id__in=pks).order_by("id").values_list("run_id", "dimension", "score")
+    ):
+        scores[run_pk][dimension] = score
+    return [
+        RunSummary(
+            **{name: row[column] for name, column in _SUMMARY_COLUMNS.items()},
+            message_count=counts.get(row["id"], 0),
+            scores=scores[row["id"]],
+        )
+        for row in rows
+    ]
 
 
 @dataclass(frozen=True)

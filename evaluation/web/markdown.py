@@ -4,6 +4,7 @@ Transcripts come from students and agents, so opening a report must not make the
 browser fetch anything: an image is shown as a link to it (``[image: alt]``), never loaded.
 """
 
+from functools import lru_cache
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -45,9 +46,11 @@ _MD.add_render_rule("link_close", _link_close)
 _TAGS = nh3.ALLOWED_TAGS - {"img"}
 
 
+@lru_cache(maxsize=4096)
 def render_markdown(text: str) -> str:
     """HTML that shows what the text says, runs nothing (no scripts, handlers or javascript: links)
-    and loads nothing (images become links)."""
+    and loads nothing (images become links). Cached by text: a report is read many times while its
+    messages stay the same, and parsing plus sanitising is most of what its page costs."""
     return nh3.clean(
         _MD.render(text or "", {}), tags=_TAGS, url_schemes=_LINK_SCHEMES, link_rel="noopener noreferrer nofollow"
     )

@@ -88,6 +88,50 @@ def test_list_pages(api, runs):
     assert len(api.get("/api/evaluation/runs?limit=100000").json()["results"]) == 4  # lowered to the maximum
 
 
+def test_list_answers_what_the_summary_serializer_writes(api, runs, django_assert_max_num_queries):
+    """The list builds its page from plain columns; each row is exactly RunSummaryOutput's shape."""
+    import uuid
+
+    from django.utils import timezone
+
+    from evaluation.api.serializers import RunSummaryOutput
+    from evaluation.runs import selectors
+
+    EvaluationRun.objects.filter(run_id="run_ace").update(
+        group="cmp-1", source_session_id=uuid.uuid4(), completed_at=timezone.now(), attempt=2, repeat_index=3
+    )
+    for turn, role in enumerate(["student", "tutor", "student"], start=1):
+        RunMessage.objects.create(run=runs["ace"], turn=turn, role=role, content="hi", timestamp=timezone.now())
+    expected = RunSummaryOutput(selectors.run_list(), many=True).data
+    with django_assert_max_num_queries(5):  # token, count, page, message counts, scores
+        body = api.get("/api/evaluation/runs").json()
+    assert json.loads(json.dumps(body["results"])) == json.loads(json.dumps(expected))
+    assert [list(row) for row in body["results"]] == [list(row) for row in expected]  # same keys, same order
+    ace = next(r for r in body["results"] if r["run_id"] == "run_ace")
+    assert ace["message_count"] == 3 and ace["group"] == "cmp-1" and ace["attempt"] == 2
+    assert ace["completed_at"] and ace["source_session_id"] and list(ace["scores"]) == ["responsiveness", "pacing"]
+    page = api.get("/api/evaluation/runs?limit=1&offset=1&kind=tutor").json()
+    tutor_runs = [r["run_id"] for r in expected if r["kind"] == "tutor"]
+    assert [r["run_id"] for r in page["results"]] == tutor_runs[1:2] and page["count"] == len(tutor_runs) == 3
+
+
+def test_list_builds_no_run_instances(api, runs):
+    """A page of the list is read as plain columns: no run (with its JSON columns) is built per row."""
+    from django.db.models.signals import post_init
+
+    built = []
+
+    def count(sender, instance, **kwargs):
+        built.append(instance)
+
+    post_init.connect(count, sender=EvaluationRun)
+    try:
+        body = api.get("/api/evaluation/runs").json()
+    finally:
+        post_init.disconnect(count, sender=EvaluationRun)
+    assert len(body["results"]) == 4 and built == []
+
+
 def test_dashboard_and_api_share_the_filter(staff_client, api, runs):
     # The dashboard lists tutor runs only; an impossible date is ignored there (a form field), not a 500.
     page = staff_client.get("/admin/evaluation/?persona=ace&date_to=2026-13-45")
