@@ -5,8 +5,6 @@ import asyncio
 import json
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -17,8 +15,8 @@ import pytest
 import websockets
 
 from evaluation.models import EvaluationRun
-from evaluation.tutoring.server import free_port, managed_server
-from tests.servers import SERVER_ENV, database_url_for_tests
+from evaluation.tutoring.server import managed_server
+from tests.servers import SERVER_ENV, database_url_for_tests, redis_server
 
 ROOT = Path(__file__).resolve().parents[2]
 REDIS = shutil.which("redis-server")
@@ -31,36 +29,8 @@ pytestmark = [
 
 @pytest.fixture
 def redis_url(tmp_path) -> Iterator[str]:
-    """A redis-server of our own on loopback; the test fails with its log if it does not answer within 10 s."""
-    port = free_port()
-    log = tmp_path / "redis.log"
-    proc = subprocess.Popen(
-        [REDIS, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
-        + ["--dir", str(tmp_path), "--logfile", str(log)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.STDOUT,
-    )
-    try:
-        deadline = time.monotonic() + 10
-        while True:
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            if proc.poll() is not None or time.monotonic() > deadline:
-                text = log.read_text(errors="replace")[-2000:] if log.exists() else "(no log written)"
-                pytest.fail(
-                    f"redis-server did not answer on 127.0.0.1:{port} within 10 s (exit {proc.poll()}):\n{text}"
-                )
-            time.sleep(0.05)
-        yield f"redis://127.0.0.1:{port}/0"
-    finally:
-        if proc.poll() is None:
-            os.kill(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                os.kill(proc.pid, signal.SIGKILL)
-                proc.wait(5)
+    with redis_server(tmp_path) as url:
+        yield url
 
 
 BROADCAST = """

@@ -5,17 +5,15 @@ receives the run's progress as the worker broadcasts it."""
 import asyncio
 import json
 import shutil
-import socket
-import subprocess
-import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import websockets
 from rest_framework.authtoken.models import Token
 
-from evaluation.tutoring.server import free_port, managed_server
-from tests.servers import SERVER_ENV, database_url_for_tests, qcluster_worker
+from evaluation.tutoring.server import managed_server
+from tests.servers import SERVER_ENV, database_url_for_tests, qcluster_worker, redis_server
 
 ROOT = Path(__file__).resolve().parents[2]
 REDIS = shutil.which("redis-server")
@@ -26,21 +24,9 @@ pytestmark = [
 
 
 @pytest.fixture
-def redis_url(tmp_path):
-    port = free_port()
-    proc = subprocess.Popen(
-        [REDIS, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", str(tmp_path)],
-        stdout=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                break
-        time.sleep(0.05)
-    yield f"redis://127.0.0.1:{port}/0"
-    proc.terminate()
-    proc.wait(10)
+def redis_url(tmp_path) -> Iterator[str]:
+    with redis_server(tmp_path) as url:
+        yield url
 
 
 def test_worker_progress_reaches_a_staff_websocket_through_redis(catalog, staff_user, client, redis_url, tmp_path):
