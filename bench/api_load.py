@@ -31,7 +31,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from _django import ROOT, percentile
-from _harness import postgres_cluster
+from _harness import postgres_cluster, tree_cpu
 
 WARMUP = 50
 
@@ -214,11 +214,15 @@ def run(args: argparse.Namespace) -> None:
         with daphne_processes(env, args.web_processes, log) as url, ActiveRuns() as active:
             asyncio.run(load(url, [api, report] * (WARMUP // 2), 10))
             for concurrency in args.concurrency:
-                p50s, p99s, rates, error_counts = [], [], [], []
+                p50s, p99s, rates, error_counts, server_cpu, client_cpu = [], [], [], [], [], []
                 for _ in range(args.repeats):
+                    tree, own = tree_cpu(), time.process_time()
                     latencies, errors, seconds = asyncio.run(
                         load(url, [api, report] * (args.requests // 2), concurrency)
                     )
+                    own = time.process_time() - own
+                    server_cpu.append((tree_cpu() - tree - own) / len(latencies) * 1000)
+                    client_cpu.append(own / len(latencies) * 1000)
                     p50s.append(percentile(latencies, 50))
                     p99s.append(percentile(latencies, 99))
                     rates.append(len(latencies) / seconds)
@@ -230,6 +234,9 @@ def run(args: argparse.Namespace) -> None:
                     f"p50 {spread(p50s)} ms   p99 {spread(p99s)} ms   {spread(rates)} req/s   "
                     f"(median (min-max) of {args.repeats} repeats of {args.requests}; "
                     f"load average {os.getloadavg()[0]:.1f})"
+                )
+                print(
+                    f"  CPU per request: web processes {spread(server_cpu, '{:.1f}')} ms, load generator {spread(client_cpu, '{:.1f}')} ms (with the active runs' writer)"
                 )
         locked = "database is locked" in log.read_text(errors="replace")
         print(f"active runs' writes meanwhile: {active.writes}; 'database is locked' in the server log: {locked}")

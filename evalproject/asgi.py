@@ -14,7 +14,9 @@ from channels.security.websocket import OriginValidator  # noqa: E402
 from django.conf import settings  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
+from evaluation.conf import setting  # noqa: E402
 from evaluation.routing import websocket_urlpatterns  # noqa: E402
+from evaluation.web.concurrency import RequestLimit  # noqa: E402
 
 
 class PageOriginValidator(OriginValidator):
@@ -31,7 +33,9 @@ class PageOriginValidator(OriginValidator):
 
 # The embedded default serves its own static files (admin and dashboard CSS/JS) so one daphne
 # process is the whole web tier; behind a proxy, set EVAL_SERVE_STATIC=0 and serve collectstatic.
-http_app = ASGIStaticFilesHandler(django_asgi_app) if settings.EVALUATION["SERVE_STATIC"] else django_asgi_app
+django_http = ASGIStaticFilesHandler(django_asgi_app) if settings.EVALUATION["SERVE_STATIC"] else django_asgi_app
+# A few requests at a time inside Django, the rest waiting in the event loop (evaluation/web/concurrency.py).
+http_app = RequestLimit(django_http, setting("WEB_CONCURRENCY"))
 
 application = ProtocolTypeRouter(
     {

@@ -370,6 +370,9 @@ EVALUATION = {
     "LLM_CONCURRENCY": int(os.environ.get("EVAL_LLM_CONCURRENCY", "8")),
     "SERVER_URL": os.environ.get("EVAL_SERVER_URL", "http://127.0.0.1:8000"),
     "SERVE_STATIC": _env_bool("EVAL_SERVE_STATIC", True),
+    # HTTP requests a web process works on at once (until their response starts); the others wait in
+    # its event loop (0: no limit). Measured best at 2 on two cores (docs/scaling.md).
+    "WEB_CONCURRENCY": int(os.environ.get("EVAL_WEB_CONCURRENCY", "2")),
     # Problems per reference-tutor session: the session completes when they are done.
     "TUTOR_PROBLEMS": int(os.environ.get("EVAL_TUTOR_PROBLEMS", "8")),
     # Bounds on untrusted input (docs/limits.md): over one, a door answers 413 or 400 naming it.

@@ -5,10 +5,15 @@ change `admin.site`. Hidden models keep their pages (a run's messages, a set's p
 inline or reached from their parent); a model in no group is listed under "Other", never lost.
 """
 
+import threading
 from typing import Any
 
 from django.contrib import admin
 from django.contrib.admin.apps import AdminConfig
+from django.template.loader import render_to_string
+from django.urls import get_script_prefix
+from django.utils.safestring import SafeString
+from django.utils.translation import get_language
 
 GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Catalogue", ("evaluation.Persona", "evaluation.Topic", "evaluation.Agent", "evaluation.LLMConfig")),
@@ -65,9 +70,53 @@ class EvaluationAdminSite(admin.AdminSite):
     site_title = "Agent evaluation"
     index_title = "What staff do here"
 
+    def __init__(self, name: str = "admin") -> None:
+        super().__init__(name)
+        self._app_lists: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+        self._sidebars: dict[tuple[Any, ...], SafeString] = {}
+        self._kept_lock = threading.Lock()
+
+    KEPT = 256
+    """Permission sets (and languages) whose sections and sidebar are kept; all are dropped beyond it."""
+
     def get_app_list(self, request: Any, app_label: str | None = None) -> list[dict[str, Any]]:
+        """The index's sections. Every admin page builds them for its navigation sidebar, and building
+        them takes a permission check and two URL reversals per model (a sixth of a report page), so
+        they are built once per set of permissions and kept: what a user may see depends on nothing
+        else (no ModelAdmin here decides by anything but permissions). A change of a user's
+        permissions changes the key, so it shows on the next page. Read-only for callers."""
         if app_label is not None:  # one app's own index page keeps Django's layout
             return super().get_app_list(request, app_label)
+        key = self._permission_key(request)
+        cached = self._app_lists.get(key)
+        if cached is None:
+            cached = self._sections(request)
+            self._keep(self._app_lists, key, cached)
+        return cached
+
+    def nav_sidebar(self, request: Any) -> SafeString:
+        """The navigation sidebar of a page that is no model's page (the dashboard and reports), rendered
+        once per set of permissions and language: no entry in it is marked as the current one."""
+        key = (*self._permission_key(request), get_language())
+        html = self._sidebars.get(key)
+        if html is None:
+            html = render_to_string("admin/nav_sidebar.html", {"available_apps": self.get_app_list(request)})
+            self._keep(self._sidebars, key, html)
+        return html
+
+    @staticmethod
+    def _permission_key(request: Any) -> tuple[Any, ...]:
+        user = request.user
+        perms = ("superuser",) if user.is_active and user.is_superuser else tuple(sorted(user.get_all_permissions()))
+        return (get_script_prefix(), perms)
+
+    def _keep(self, kept: dict[Any, Any], key: Any, value: Any) -> None:
+        with self._kept_lock:
+            if len(kept) >= self.KEPT:
+                kept.clear()
+            kept[key] = value
+
+    def _sections(self, request: Any) -> list[dict[str, Any]]:
         models: dict[str, dict[str, Any]] = {}
         for app in self._build_app_dict(request).values():
             for model in app["models"]:

@@ -120,6 +120,31 @@ def test_every_registered_model_is_listed_or_deliberately_hidden(staff_client):
     assert not listed & HIDDEN
 
 
+def test_the_index_follows_each_users_permissions_and_a_change_of_them_at_once(django_user_model):
+    from django.contrib.auth.models import Permission
+
+    viewer = django_user_model.objects.create_user("viewer", "v@example.com", "pw-viewer-123", is_staff=True)
+    viewer.user_permissions.add(Permission.objects.get(codename="view_persona"))
+    client = Client()
+    client.force_login(viewer)
+
+    def listed() -> set[str]:
+        response = client.get(reverse("admin:index"))
+        assert response.status_code == 200
+        return {m["object_name"] for app in response.context["app_list"] for m in app["models"]}
+
+    assert listed() == {"Persona"}
+    viewer.user_permissions.add(Permission.objects.get(codename="view_topic"))
+    assert listed() == {"Persona", "Topic"}  # kept lists are per set of permissions: no stale one
+    viewer.user_permissions.remove(*Permission.objects.filter(codename__in=["view_persona", "view_topic"]))
+    assert listed() == set()
+    boss = django_user_model.objects.create_user("boss", "b@example.com", "pw-boss-1234", is_staff=True)
+    boss.is_superuser = True
+    boss.save()
+    client.force_login(boss)
+    assert {"Persona", "Topic", "EvaluationRun", "User"} <= listed()
+
+
 def test_persona_traits_style_and_behaviours_are_fields_with_the_schemas_help_text(staff_client, catalog):
     schema = json.loads((ROOT / "personas" / "schema.json").read_text())
     persona = Persona.objects.get(persona_id="struggler")

@@ -45,7 +45,10 @@ def permission_needed(perm: str) -> Callable[[Callable[..., Any]], Callable[...,
 
 def _page(request: HttpRequest, template: str, context: dict[str, Any]) -> HttpResponse:
     """Render a dashboard page inside the admin's frame (its header, navigation and site name)."""
-    return render(request, template, {**admin.site.each_context(request), **context})
+    frame = admin.site.each_context(request)
+    if frame.get("is_nav_sidebar_enabled") and hasattr(admin.site, "nav_sidebar"):
+        frame["nav_sidebar"] = admin.site.nav_sidebar(request)
+    return render(request, template, {**frame, **context})
 
 
 def _live_socket() -> bool:
