@@ -373,6 +373,8 @@ EVALUATION = {
     # HTTP requests a web process works on at once (until their response starts); the others wait in
     # its event loop (0: no limit). Measured best at 2 on two cores (docs/scaling.md).
     "WEB_CONCURRENCY": int(os.environ.get("EVAL_WEB_CONCURRENCY", "2")),
+    # Threads a web process answers tutor turns on: one per session answering at once (each waits on an LLM).
+    "TUTOR_TURN_THREADS": int(os.environ.get("EVAL_TUTOR_TURN_THREADS", "64")),
     # Problems per reference-tutor session: the session completes when they are done.
     "TUTOR_PROBLEMS": int(os.environ.get("EVAL_TUTOR_PROBLEMS", "8")),
     # Bounds on untrusted input (docs/limits.md): over one, a door answers 413 or 400 naming it.

@@ -1,31 +1,58 @@
 """WebSocket half of the session protocol: a student message in, the tutor's reply out."""
 
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
-from django.db import close_old_connections
+from django.db import close_old_connections, connection
 
 from evaluation import limits
+from evaluation.conf import setting
 from evaluation.errors import InvalidInput
 from evaluation.protocol import auth
 from evaluation.providers import ProviderError
 from evaluation.tutoring import selectors, services
 
+_turn_threads: ThreadPoolExecutor | None = None
+_turn_threads_lock = threading.Lock()
+
+
+def _turn_executor() -> ThreadPoolExecutor:
+    """The process's threads for tutor turns, EVAL_TUTOR_TURN_THREADS of them. A turn waits on the
+    tutor's LLM, so there must be one per session answering at once: asyncio's default pool (cores
+    + 4 threads) made the sixth concurrent session's turn wait for a free thread."""
+    global _turn_threads
+    with _turn_threads_lock:
+        if _turn_threads is None:
+            _turn_threads = ThreadPoolExecutor(
+                max_workers=max(1, int(setting("TUTOR_TURN_THREADS"))), thread_name_prefix="tutor-turn"
+            )
+        return _turn_threads
+
 
 def _concurrent(fn: Any) -> Any:
-    """Run fn in a thread of its own: a tutor turn waits on an LLM, and sessions must not queue
-    behind each other on Django's single thread for sync code."""
+    """Run fn on a tutor-turn thread: a turn waits on an LLM, and sessions must not queue behind each
+    other on Django's single thread for sync code.
+
+    On PostgreSQL the thread's connection goes back to the pool after each turn. A SQLite connection
+    (a file handle, no server slot) stays with its thread: opening one costs more than the rest of a
+    turn's database work, and the threads are a fixed few."""
 
     def wrapped(*args: Any) -> Any:
-        close_old_connections()
+        if connection.vendor != "sqlite":
+            close_old_connections()
         try:
             return fn(*args)
         finally:
-            close_old_connections()
+            if connection.vendor != "sqlite":
+                close_old_connections()
+            elif connection.errors_occurred:
+                connection.close()  # a fresh one for the next turn
 
-    return sync_to_async(wrapped, thread_sensitive=False)
+    return sync_to_async(wrapped, thread_sensitive=False, executor=_turn_executor())
 
 
 @database_sync_to_async

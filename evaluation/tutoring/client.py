@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import websockets
 
@@ -27,19 +27,29 @@ OnMessage = Callable[[dict[str, Any]], Awaitable[None]]
 
 
 class RunLog:
-    """Append-only run.log with millisecond timestamps."""
+    """Append-only run.log with millisecond timestamps.
+
+    The file stays open between lines (a conversation writes five a turn) and each line is flushed
+    as it is written, so the log is whole whenever the run stops; close() ends it."""
 
     def __init__(self, path: Path | None):
         self.path = path
+        self._file: IO[str] | None = None
         if path:
             path.parent.mkdir(parents=True, exist_ok=True)
 
     def __call__(self, event: str) -> None:
         if self.path is None:
             return
+        if self._file is None:
+            self._file = self.path.open("a", encoding="utf-8", buffering=1)
         stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
-        with self.path.open("a", encoding="utf-8") as f:
-            f.write(f"{stamp} {event}\n")
+        self._file.write(f"{stamp} {event}\n")
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
 
 
 class TutorUnavailable(PlainMessage, Exception):

@@ -75,7 +75,9 @@ def on_failure(handle: RunHandle, exc: BaseException, message: str, text: str) -
         reports.write_run_reports(folder, run_report_context(run))
     except Exception:
         log.warning("partial reports failed for %s", run.run_id, exc_info=True)
-    RunLog(folder / "run.log")(f"FAILED: {message}")
+    failed = RunLog(folder / "run.log")
+    failed(f"FAILED: {message}")
+    failed.close()
 
 
 @contextmanager
@@ -198,6 +200,7 @@ def converse(handle: RunHandle, *, server_url: str | None) -> None:
     finally:
         db.submit(lambda: connection.close()).result()  # the store thread's connection goes back now, not at GC
         db.shutdown()
+        runlog.close()
     if not isinstance(target, ChatTarget) and usage_of(tutor).calls:
         # The app ran this tutor (the reference tutor reports its usage in the session state): count it.
         tutor_usage = usage_of(tutor)
