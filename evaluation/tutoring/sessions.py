@@ -85,7 +85,7 @@ def session_advance(session_id: str, student_text: str) -> tuple[dict[str, Any],
     _append(session, "student", student_text)
     # Stored before the tutor answers: a failing tutor must not lose what the student said.
     session.save(update_fields=["full_conversation_log", "conversation_history", "updated_at"])
-    if connection.vendor != "sqlite":
+    if connection.vendor != "sqlite" and not connection.in_atomic_block:
         connection.close()  # back to the pool while the LLM answers (seconds), not held across the call
     reply, complete = tutor.tutor_turn(
         session.state, history + [session.full_conversation_log[-1]], student_text, _tutor_llm(str(session_id))
