@@ -109,6 +109,7 @@ class GateOutput(Output):
 
 class GateView(APIView):
     required_permission = "evaluation.use_corrections"
+    waits_on_an_llm = True  # outside the web process's limit on requests at once (evaluation/web/concurrency.py)
 
     @operation(
         operation_id="drift_agents_gate",

@@ -1,5 +1,6 @@
 """WebSocket half of the session protocol: a student message in, the tutor's reply out."""
 
+import logging
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -7,7 +8,7 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
-from django.db import close_old_connections, connection
+from django.db import DatabaseError, close_old_connections, connection
 
 from evaluation import limits
 from evaluation.conf import setting
@@ -15,6 +16,12 @@ from evaluation.errors import InvalidInput
 from evaluation.protocol import auth
 from evaluation.providers import ProviderError
 from evaluation.tutoring import selectors, services
+
+DATABASE_BUSY = "database: busy, the turn was not completed; send the message again"
+"""The error frame when the database refused a turn (locked, or its pool exhausted): the socket stays
+open and what was stored stays stored; the server's log has the database's own message."""
+
+log = logging.getLogger(__name__)
 
 _turn_threads: ThreadPoolExecutor | None = None
 _turn_threads_lock = threading.Lock()
@@ -85,6 +92,10 @@ class TutorSessionConsumer(AsyncJsonWebsocketConsumer):
             except ProviderError as exc:
                 await self.send_json({"type": "error", "message": f"tutor: {exc}"})
                 return
+            except DatabaseError as exc:
+                log.warning("session %s: opening not stored: %s", self.session_id, exc)
+                await self.send_json({"type": "error", "message": DATABASE_BUSY})
+                return
             if entry:
                 await self.send_json(
                     {"type": "assistant", "content": entry["content"], "turn": entry["turn"], "is_complete": False}
@@ -108,6 +119,10 @@ class TutorSessionConsumer(AsyncJsonWebsocketConsumer):
             return
         except ProviderError as exc:
             await self.send_json({"type": "error", "message": f"tutor: {exc}"})
+            return
+        except DatabaseError as exc:
+            log.warning("session %s: turn not completed: %s", self.session_id, exc)
+            await self.send_json({"type": "error", "message": DATABASE_BUSY})
             return
         await self.send_json(
             {"type": "assistant", "content": entry["content"], "turn": entry["turn"], "is_complete": complete}

@@ -126,6 +126,9 @@ class LoopbackLLMServer:
         self._httpd = ThreadingHTTPServer(("127.0.0.1", port), self._handler_class())
         self._httpd.daemon_threads = True
         self._thread: threading.Thread | None = None
+        self._answering = 0
+        self.most_at_once = 0
+        """The most requests it was answering at one time (in their latency), since the last reset."""
 
     # --- control -------------------------------------------------------------------------
     @property
@@ -178,6 +181,7 @@ class LoopbackLLMServer:
             self.requests.clear()
             self._scripts.clear()
             self.latency, self.fault_rate, self.responder = self._defaults
+            self.most_at_once = 0
 
     def _next_reply(self, endpoint: str, body: dict[str, Any]) -> Reply:
         with self._lock:
@@ -218,8 +222,15 @@ class LoopbackLLMServer:
                 with server._lock:
                     server.requests[-1].headers = {k.lower(): v for k, v in self.headers.items()}
                 delay = server.latency + reply.delay
-                if delay:
-                    time.sleep(delay)
+                with server._lock:
+                    server._answering += 1
+                    server.most_at_once = max(server.most_at_once, server._answering)
+                try:
+                    if delay:
+                        time.sleep(delay)
+                finally:
+                    with server._lock:
+                        server._answering -= 1
                 if reply.fault == "hang":
                     server._stopping.wait(server.hang_seconds)
                     self.close_connection = True

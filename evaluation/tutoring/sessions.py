@@ -43,15 +43,33 @@ def _append(session: TutoringSession, role: str, content: str) -> dict[str, Any]
 
 
 def session_open(session_id: str) -> dict[str, Any] | None:
-    """The tutor's opening message, written once; None when the session already has one."""
+    """The tutor's opening message, written once; None when the session already has one.
+
+    The LLM answers outside any transaction (no lock or connection held for seconds); the opening is
+    then written only if the log is still empty, so two sockets opening one session store one opening.
+    """
+    session = TutoringSession.objects.get(pk=session_id)
+    if session.full_conversation_log:
+        return None
+    llm = _tutor_llm(str(session_id))
+    _hand_back_connection()
+    state = session.state
+    reply, _ = tutor.tutor_turn(state, [], None, llm)
     with transaction.atomic():
         session = TutoringSession.objects.select_for_update().get(pk=session_id)
         if session.full_conversation_log:
             return None
-        reply, _ = tutor.tutor_turn(session.state, [], None, _tutor_llm(str(session_id)))
+        session.state = state
         entry = _append(session, "tutor", reply)
         session.save()
     return entry
+
+
+def _hand_back_connection() -> None:
+    """Before a tutor's LLM call (seconds): give the connection back to the pool on PostgreSQL rather
+    than hold it across the call. A SQLite connection is a file handle and stays."""
+    if connection.vendor != "sqlite" and not connection.in_atomic_block:
+        connection.close()
 
 
 _TUTOR_LLMS: OrderedDict[str, LLM] = OrderedDict()
@@ -82,14 +100,12 @@ def session_advance(session_id: str, student_text: str) -> tuple[dict[str, Any],
     if session.is_complete:
         raise SessionComplete("this session is complete")
     history = list(session.full_conversation_log)
+    llm = _tutor_llm(str(session_id))
     _append(session, "student", student_text)
     # Stored before the tutor answers: a failing tutor must not lose what the student said.
     session.save(update_fields=["full_conversation_log", "conversation_history", "updated_at"])
-    if connection.vendor != "sqlite" and not connection.in_atomic_block:
-        connection.close()  # back to the pool while the LLM answers (seconds), not held across the call
-    reply, complete = tutor.tutor_turn(
-        session.state, history + [session.full_conversation_log[-1]], student_text, _tutor_llm(str(session_id))
-    )
+    _hand_back_connection()
+    reply, complete = tutor.tutor_turn(session.state, history + [session.full_conversation_log[-1]], student_text, llm)
     entry = _append(session, "tutor", reply)
     session.is_complete = complete
     session.save(update_fields=["full_conversation_log", "conversation_history", "state", "is_complete", "updated_at"])

@@ -107,3 +107,25 @@ def test_the_project_application_answers_a_burst_beyond_the_limit(settings):
         return await asyncio.gather(*(get(application, "/health/db") for _ in range(12)))
 
     assert {r["status"] for r in async_to_sync(burst)()} == {200}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_view_that_waits_on_an_llm_is_not_held_up_by_the_limit_nor_holds_it():
+    from django.urls import reverse
+
+    from evaluation.web.concurrency import waits_on_an_llm
+
+    gate = reverse("api-drift-gate", args=["some-agent"])
+    assert waits_on_an_llm({"type": "http", "path": gate})
+    assert waits_on_an_llm({"type": "http", "path": "/eval" + gate, "root_path": "/eval"})
+    assert not waits_on_an_llm({"type": "http", "path": reverse("api-evaluation-runs")})
+    assert not waits_on_an_llm({"type": "http", "path": "/no/such/page"})
+
+    inner = CountingApp(pause=0.05)
+    app = RequestLimit(inner, 1)
+
+    async def burst():
+        return await asyncio.gather(*(get(app, gate) for _ in range(6)))
+
+    async_to_sync(burst)()
+    assert inner.most == 6  # six gate checks at once, none waiting for the one place
