@@ -278,3 +278,34 @@ def test_dashboard_exports_the_filtered_runs_as_csv_and_json(staff_client, catal
     assert "score:responsiveness" in text.splitlines()[0]
     data = staff_client.get(links["json"].replace("&amp;", "&")).json()
     assert data["count"] == 1 and [r["run_id"] for r in data["results"]] == [failed.run_id]
+
+
+def test_the_report_pages_sidebar_lists_what_the_user_may_open_and_follows_a_change(django_user_model, catalog):
+    """The navigation sidebar of the dashboard's pages is kept per set of permissions: each user sees
+    their own, and a permission granted shows on the next page."""
+    from django.contrib.auth.models import Permission
+    from django.test import Client
+
+    run = make_runs(1)[0]
+    reader = django_user_model.objects.create_user("reader", "r@example.com", "pw-reader-123", is_staff=True)
+    reader.user_permissions.add(Permission.objects.get(codename="view_evaluationrun"))
+    client = Client()
+    client.force_login(reader)
+
+    def sidebar() -> str:
+        response = client.get(f"/admin/evaluation/runs/{run.run_id}/")
+        assert response.status_code == 200
+        html = response.content.decode()
+        return html[html.index('id="nav-sidebar"') : html.index("</nav>", html.index('id="nav-sidebar"'))]
+
+    first = sidebar()
+    assert "/admin/evaluation/evaluationrun/" in first and "/admin/evaluation/persona/" not in first
+    reader.user_permissions.add(Permission.objects.get(codename="view_persona"))
+    assert "/admin/evaluation/persona/" in sidebar()
+    boss = django_user_model.objects.create_user("boss", "b@example.com", "pw-boss-12345", is_staff=True)
+    boss.is_superuser = True
+    boss.save()
+    client.force_login(boss)
+    assert "/admin/auth/user/" in sidebar()
+    client.force_login(reader)
+    assert "/admin/auth/user/" not in sidebar()  # the superuser's sidebar is not the reader's
