@@ -13,6 +13,7 @@ from django.db import DatabaseError, close_old_connections, connection
 from evaluation import limits
 from evaluation.conf import setting
 from evaluation.errors import InvalidInput
+from evaluation.models import TutoringSession
 from evaluation.protocol import auth
 from evaluation.providers import ProviderError
 from evaluation.tutoring import selectors, services
@@ -70,6 +71,8 @@ def _state(session_id: str) -> dict[str, Any] | None:
 
 class TutorSessionConsumer(AsyncJsonWebsocketConsumer):
     authorized = False
+    held: TutoringSession | None = None
+    """The session as this socket's last turn stored it (the next turn starts from it, reading nothing)."""
 
     async def connect(self) -> None:
         self.session_id = str(self.scope["url_route"]["kwargs"]["session_id"])
@@ -113,7 +116,9 @@ class TutorSessionConsumer(AsyncJsonWebsocketConsumer):
             return
         await self.send_json({"type": "typing"})
         try:
-            entry, complete, state = await _concurrent(services.session_advance)(self.session_id, text.strip())
+            # A turn that fails may leave the held copy ahead of what was stored: the next turn reads anew.
+            held, self.held = self.held, None
+            done = await _concurrent(services.session_advance)(self.session_id, text.strip(), held)
         except services.SessionComplete as exc:
             await self.send_json({"type": "error", "message": str(exc)})
             return
@@ -124,10 +129,16 @@ class TutorSessionConsumer(AsyncJsonWebsocketConsumer):
             log.warning("session %s: turn not completed: %s", self.session_id, exc)
             await self.send_json({"type": "error", "message": DATABASE_BUSY})
             return
+        self.held = done.session
         await self.send_json(
-            {"type": "assistant", "content": entry["content"], "turn": entry["turn"], "is_complete": complete}
+            {
+                "type": "assistant",
+                "content": done.entry["content"],
+                "turn": done.entry["turn"],
+                "is_complete": done.is_complete,
+            }
         )
-        await self.send_json({"type": "state_update", "state": state})
+        await self.send_json({"type": "state_update", "state": done.state})
 
     async def decode_json(self, text_data: str) -> Any:
         try:

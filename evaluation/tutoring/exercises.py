@@ -8,7 +8,7 @@ use them: the LLM is told the answer, so its feedback is grounded; the offline r
 
 import random
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from fractions import Fraction
 
 
@@ -20,7 +20,8 @@ class Exercise:
     wrong_answer: str
 
     def as_dict(self) -> dict[str, str]:
-        return asdict(self)
+        # Written out: dataclasses.asdict deep-copies field by field, and a session's state holds dozens.
+        return {"question": self.question, "answer": self.answer, "hint": self.hint, "wrong_answer": self.wrong_answer}
 
 
 def _fractions(rng: random.Random) -> Exercise:

@@ -81,7 +81,8 @@ def run_messages(run: EvaluationRun) -> list[dict[str, Any]]:
     ]
 
 
-def run_evaluation(run: EvaluationRun) -> dict[str, Any] | None:
+def run_evaluation(run: EvaluationRun, messages: list[dict[str, Any]] | None = None) -> dict[str, Any] | None:
+    """The judge's verdict on the run; `messages`, when the caller already read them, saves a second read."""
     scores = list(DimensionScore.objects.filter(run=run).order_by("id"))
     if not scores:
         return None
@@ -107,16 +108,16 @@ def run_evaluation(run: EvaluationRun) -> dict[str, Any] | None:
         "judge": run.judge_label,
         "offline": run.judge_label.startswith("offline/"),
         "models": run_models(run),
-        "simulator_fidelity": run_fidelity(run),
+        "simulator_fidelity": run_fidelity(run, messages),
     }
 
 
-def run_fidelity(run: EvaluationRun) -> dict[str, Any] | None:
+def run_fidelity(run: EvaluationRun, messages: list[dict[str, Any]] | None = None) -> dict[str, Any] | None:
     """How faithfully the simulated student followed its turn decisions (None for a real session)."""
     persona = run_persona(run)
     if persona is None:
         return None
-    found = simulator_fidelity(run_messages(run), persona.correct_answer_probability)
+    found = simulator_fidelity(run_messages(run) if messages is None else messages, persona.correct_answer_probability)
     return found.as_dict() if found else None
 
 
@@ -162,6 +163,7 @@ def run_config(run: EvaluationRun) -> dict[str, Any]:
 def run_report_context(run: EvaluationRun) -> dict[str, Any]:
     """Everything the report writers need, from the database alone."""
     persona, topic = run_persona(run), run_topic(run)
+    messages = run_messages(run)
     return {
         "run": {"run_id": run.run_id, "id": str(run.id), "status": run.status, "source": run.source},
         "config": run_config(run),
@@ -173,8 +175,8 @@ def run_report_context(run: EvaluationRun) -> dict[str, Any]:
             "end_reason": run.config.get("end_reason") or None,
             "final_state": redact(run.config.get("session_state")) if run.config.get("session_state") else None,
         },
-        "messages": run_messages(run),
-        "evaluation": run_evaluation(run),
+        "messages": messages,
+        "evaluation": run_evaluation(run, messages),
     }
 
 

@@ -2,6 +2,7 @@
 
 import threading
 from collections import OrderedDict
+from dataclasses import dataclass
 from typing import Any
 
 from django.db import connection, transaction
@@ -93,23 +94,72 @@ def _tutor_llm(session_id: str) -> LLM:
     return llm
 
 
-def session_advance(session_id: str, student_text: str) -> tuple[dict[str, Any], bool, dict[str, Any]]:
-    """Record the student's message and the tutor's reply; returns (tutor entry, is_complete, the
-    session's public state after it)."""
-    session = TutoringSession.objects.select_related("topic").get(pk=session_id)
-    if session.is_complete:
-        raise SessionComplete("this session is complete")
-    history = list(session.full_conversation_log)
+@dataclass(frozen=True)
+class TurnDone:
+    """A student message answered: the tutor's entry, whether the session ended, its public state, and
+    the session as stored, which the socket hands to its next turn so that turn reads nothing."""
+
+    entry: dict[str, Any]
+    is_complete: bool
+    state: dict[str, Any]
+    session: TutoringSession
+
+
+_LOGS = ("full_conversation_log", "conversation_history")
+
+
+def _read(session_id: str) -> TutoringSession:
+    return TutoringSession.objects.select_related("topic").get(pk=session_id)
+
+
+def _write(session: TutoringSession, fields: tuple[str, ...], *, if_unchanged: bool) -> bool:
+    """Save these fields; with if_unchanged only if nobody saved the session since this copy was read
+    or written (its updated_at still matches): the check a turn makes instead of reading it again."""
+    now = timezone.now()
+    rows = TutoringSession.objects.filter(pk=session.pk)
+    if if_unchanged:
+        rows = rows.filter(updated_at=session.updated_at)
+    if not rows.update(updated_at=now, **{name: getattr(session, name) for name in fields}):
+        return False
+    session.updated_at = now
+    return True
+
+
+def session_advance(session_id: str, student_text: str, held: TutoringSession | None = None) -> TurnDone:
+    """Record the student's message, then the tutor's reply.
+
+    `held` is the session as the previous turn on this socket left it: the turn then reads nothing,
+    and each write checks that nobody else wrote in between (another socket on the same session);
+    if somebody did, the session is read again and this turn's messages go after theirs.
+    """
+    session = held if held is not None and str(held.pk) == str(session_id) else None
+    if session is not None:
+        if session.is_complete:
+            raise SessionComplete("this session is complete")
+        _append(session, "student", student_text)
+        # Stored before the tutor answers: a failing tutor must not lose what the student said.
+        if not _write(session, _LOGS, if_unchanged=True):
+            session = None
+    if session is None:
+        session = _read(session_id)
+        if session.is_complete:
+            raise SessionComplete("this session is complete")
+        _append(session, "student", student_text)
+        _write(session, _LOGS, if_unchanged=False)
     llm = _tutor_llm(str(session_id))
-    _append(session, "student", student_text)
-    # Stored before the tutor answers: a failing tutor must not lose what the student said.
-    session.save(update_fields=["full_conversation_log", "conversation_history", "updated_at"])
     _hand_back_connection()
-    reply, complete = tutor.tutor_turn(session.state, history + [session.full_conversation_log[-1]], student_text, llm)
+    reply, complete = tutor.tutor_turn(session.state, list(session.full_conversation_log), student_text, llm)
     entry = _append(session, "tutor", reply)
     session.is_complete = complete
-    session.save(update_fields=["full_conversation_log", "conversation_history", "state", "is_complete", "updated_at"])
-    return entry, complete, session_public_state(session)
+    everything = (*_LOGS, "state", "is_complete")
+    if not _write(session, everything, if_unchanged=True):
+        # Another socket stored messages while the tutor was answering: add the reply after them.
+        state, session = session.state, _read(session_id)
+        session.state = state
+        entry = _append(session, "tutor", reply)
+        session.is_complete = session.is_complete or complete
+        _write(session, everything, if_unchanged=False)
+    return TurnDone(entry, session.is_complete, session_public_state(session), session)
 
 
 def session_lookup(session_id: Any) -> TutoringSession | None:

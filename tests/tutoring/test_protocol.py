@@ -111,6 +111,37 @@ def test_websocket_conversation(server):
     assert [m["role"] for m in state["conversation_history"]] == ["teacher", "student", "teacher"]
 
 
+def test_two_sockets_taking_turns_on_one_session_keep_every_message_in_order(server):
+    """A socket keeps its session between turns instead of reading it again; a turn on another socket
+    in between must not be overwritten by the first socket's next turn."""
+    _, created = http("POST", f"{server}/sessions", {"topic_id": "two-digit-addition-regrouping"})
+    url = server.replace("http", "ws") + f"/sessions/ws/{created['session_id']}?token={created['session_token']}"
+
+    async def say(ws, text):
+        await ws.send(json.dumps({"type": "student_message", "content": text}))
+        reply = (await frames_until(ws, "assistant"))[-1]
+        await frames_until(ws, "state_update")
+        return reply["turn"]
+
+    async def talk():
+        async with websockets.connect(url) as first:
+            await frames_until(first, "assistant")
+            assert await say(first, "one") == 3
+            assert await say(first, "two") == 5
+            async with websockets.connect(url) as second:
+                await frames_until(second, "state_update")
+                assert await say(second, "three") == 7
+            assert await say(first, "four") == 9
+
+    asyncio.run(talk())
+    _, state = http("GET", f"{server}/sessions/{created['session_id']}")
+    log = state["full_conversation_log"]
+    assert [m["content"] for m in log if m["role"] == "student"] == ["one", "two", "three", "four"]
+    assert [m["turn"] for m in log] == list(range(1, 10))
+    assert [m["role"] for m in log] == ["tutor", "student"] * 4 + ["tutor"]
+    assert len(state["conversation_history"]) == 9
+
+
 def test_websocket_unknown_session_closes_with_4404(server):
     async def talk():
         unknown = uuid.uuid4()
@@ -123,3 +154,16 @@ def test_websocket_unknown_session_closes_with_4404(server):
             assert closed.value.rcvd.code == 4404
 
     asyncio.run(talk())
+
+
+@pytest.mark.parametrize(
+    "topic_id",
+    ["two-digit-addition-regrouping", "adding-fractions-like-denominators", "comparing-decimals", "area-and-perimeter"],
+)
+def test_an_exercise_as_stored_in_the_session_state_carries_every_field(topic_id):
+    from dataclasses import asdict
+
+    from evaluation.tutoring.exercises import exercises_for
+
+    for exercise in exercises_for(topic_id, "seed", 5):
+        assert exercise.as_dict() == asdict(exercise)
