@@ -92,6 +92,24 @@ def health_ok(base_url: str, timeout: float = 2.0) -> bool:
         return False
 
 
+HEALTH_KEPT_FOR = 10.0
+"""Seconds a tutor that answered its health check is taken as healthy by the next conversations of
+this process, so back-to-back runs do not each pay a request for it; a tutor that went down since
+still fails the run at `POST /sessions`, with the reason."""
+
+_healthy_at: dict[str, float] = {}
+
+
+def _healthy(base_url: str) -> bool:
+    if time.monotonic() - _healthy_at.get(base_url, -HEALTH_KEPT_FOR) < HEALTH_KEPT_FOR:
+        return True
+    if not health_ok(base_url):
+        _healthy_at.pop(base_url, None)
+        return False
+    _healthy_at[base_url] = time.monotonic()
+    return True
+
+
 class Conversation:
     """Shared loop bookkeeping: message numbering, on_message, logging."""
 
@@ -154,7 +172,7 @@ class ProtocolTarget:
         conv = Conversation(on_message, log)
         result = conv.result
         log(f"target {self.base_url}: health check")
-        if not await asyncio.to_thread(health_ok, self.base_url):
+        if not await asyncio.to_thread(_healthy, self.base_url):
             raise TutorUnavailable(f"tutor unreachable: {self.base_url}/health/db did not answer ok")
         try:
             created = await asyncio.to_thread(

@@ -167,3 +167,38 @@ def test_an_exercise_as_stored_in_the_session_state_carries_every_field(topic_id
 
     for exercise in exercises_for(topic_id, "seed", 5):
         assert exercise.as_dict() == asdict(exercise)
+
+
+def test_a_healthy_tutor_is_checked_once_for_back_to_back_conversations_and_a_failed_check_is_not_kept(monkeypatch):
+    import http.server
+    import threading
+
+    from evaluation.tutoring import client
+
+    asked = []
+
+    class Health(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            asked.append(self.path)
+            body = json.dumps({"status": "ok" if len(asked) < 3 else "down"}).encode()
+            self.send_response(200)
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Health)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        assert client._healthy(url) and client._healthy(url) and asked == ["/health/db"]
+        monkeypatch.setattr(client, "HEALTH_KEPT_FOR", 0.0)
+        assert client._healthy(url) and len(asked) == 2
+        monkeypatch.setattr(client, "HEALTH_KEPT_FOR", 10.0)
+        client._healthy_at.pop(url)
+        assert not client._healthy(url) and not client._healthy(url) and len(asked) == 4
+    finally:
+        server.shutdown()
+        client._healthy_at.pop(url, None)
