@@ -236,22 +236,20 @@ class ProtocolTarget:
 
     @staticmethod
     async def _await_assistant(ws: Any, timeout: float, log: RunLog) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise TutorUnavailable(f"no tutor reply within {timeout:g}s")
-            try:
-                raw = await asyncio.wait_for(ws.recv(), remaining)
-            except TimeoutError:
-                raise TutorUnavailable(f"no tutor reply within {timeout:g}s") from None
-            frame = json.loads(raw)
-            kind = frame.get("type")
-            log(f"ws <- {kind}")
-            if kind == "assistant":
-                return frame
-            if kind == "error":
-                raise TutorUnavailable(f"tutor error: {frame.get('message')}")
+        """Frames until the tutor's reply, all within `timeout` (one deadline for the whole wait, not a
+        task per frame as asyncio.wait_for would make)."""
+        try:
+            async with asyncio.timeout(timeout):
+                while True:
+                    frame = json.loads(await ws.recv())
+                    kind = frame.get("type")
+                    log(f"ws <- {kind}")
+                    if kind == "assistant":
+                        return frame
+                    if kind == "error":
+                        raise TutorUnavailable(f"tutor error: {frame.get('message')}")
+        except TimeoutError:
+            raise TutorUnavailable(f"no tutor reply within {timeout:g}s") from None
 
 
 class ChatTarget:
