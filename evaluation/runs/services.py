@@ -15,6 +15,7 @@ import logging
 import os
 import socket
 import threading
+import time
 import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -179,12 +180,48 @@ def runs_dispatch_safely() -> None:
         log.warning("handing queued runs to workers failed; the sweep schedule tries again", exc_info=True)
 
 
+_CLUSTERS_KEPT_FOR = 10.0
+_clusters: tuple[float, int] = (-_CLUSTERS_KEPT_FOR, 1)
+MAX_TASK_COPIES = 8
+
+
+def task_copies() -> int:
+    """How many copies of a run's task go to the broker: one per live qcluster process (django-q2's
+    cluster stats, looked up at most every 10 s), at most MAX_TASK_COPIES.
+
+    A cluster's pusher takes a task from the broker whenever its own queue has room, even while all
+    of its workers are busy; the task then waits there for a worker, up to a whole run, while a
+    worker of another cluster is idle. With a copy for each cluster, the first worker free anywhere
+    begins the run (the conditional begin lets one copy win) and the later copies find it begun and
+    do nothing. In sync mode, and where the stats cannot be read, one copy.
+    """
+    global _clusters
+    from django_q.conf import Conf
+
+    if Conf.SYNC:
+        return 1
+    now = time.monotonic()
+    if now - _clusters[0] < _CLUSTERS_KEPT_FOR:
+        return _clusters[1]
+    try:
+        from django_q.status import Stat
+
+        count = len(Stat.get_all())
+    except Exception:
+        log.debug("django-q2 cluster stats could not be read; one copy per task", exc_info=True)
+        count = 1
+    _clusters = (now, max(1, min(count, MAX_TASK_COPIES)))
+    return _clusters[1]
+
+
 def _send(tasks: list[tuple[str, int, str, str]]) -> None:
     from django_q.tasks import async_task
 
+    copies = task_copies() if tasks else 1
     for pk, attempt, action, run_id in tasks:
         try:
-            async_task(TASK, pk, attempt, action, task_name=f"{action} {run_id}"[:100])
+            for _ in range(copies):
+                async_task(TASK, pk, attempt, action, task_name=f"{action} {run_id}"[:100])
         except Exception:
             # The broker refused it: the run waits again, and the next dispatch sends it.
             log.warning("could not hand run %s to the broker", run_id, exc_info=True)

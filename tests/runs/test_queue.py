@@ -7,12 +7,13 @@ import time
 from datetime import timedelta
 
 import pytest
+from django.db.models import Count
 from django.utils import timezone
-from django_q.models import OrmQ
+from django_q.models import OrmQ, Task
 from rest_framework.authtoken.models import Token
 
 from evaluation.errors import CapacityReached
-from evaluation.models import EvaluationRun
+from evaluation.models import EvaluationRun, RunEvent
 from evaluation.runs import services as runs
 from evaluation.tutoring import services as tutoring
 from evaluation.tutoring.server import managed_server
@@ -105,6 +106,7 @@ def test_a_64_run_batch_with_a_limit_of_8_completes_on_redis_with_at_most_8_runn
                 qcluster_worker(worker_env, tmp_path / "q1.log"),
                 qcluster_worker(worker_env, tmp_path / "q2.log"),
             ):
+                _until_clusters_are_up(redis_url, 2)
                 started = time.monotonic()
                 response = post_start(url, token, persona_file="all", runs_per_persona=BATCH // 8, max_turns=2)
                 assert len(response["run_ids"]) == BATCH, response
@@ -133,6 +135,25 @@ def test_a_64_run_batch_with_a_limit_of_8_completes_on_redis_with_at_most_8_runn
     assert peak_overlap >= LIMIT // 2, f"the workers never ran the batch in parallel ({peak_overlap} at most)"
     workers = set(EvaluationRun.objects.values_list("worker", flat=True))
     assert len(workers) > 5, f"the batch ran on {len(workers)} worker processes: {workers}"
+    # A copy of each run's task went to each of the two clusters: one copy began the run, the other
+    # found it begun and did nothing (a few sent while a cluster's stats were stale went once).
+    began = RunEvent.objects.filter(status="running").values("run").annotate(n=Count("id"))
+    assert len(began) == BATCH and {row["n"] for row in began} == {1}
+    results = [task.result for task in Task.objects.filter(func=runs.TASK)]
+    assert results.count("completed") == BATCH, results
+    assert BATCH // 2 <= results.count("skipped") <= BATCH, results
+
+
+def _until_clusters_are_up(redis_url: str, count: int) -> None:
+    """Wait until this many qcluster processes have published their stats (django-q2 does so once its
+    workers are up): before that the run kernel would count fewer clusters to send copies to."""
+    import redis
+
+    client = redis.Redis.from_url(redis_url)
+    deadline = time.monotonic() + 60
+    while len(client.keys("django_q:evaluation:cluster:*")) < count:
+        assert time.monotonic() < deadline, "the qcluster processes did not come up within 60 s"
+        time.sleep(0.1)
 
 
 def _statuses() -> dict[str, int]:
