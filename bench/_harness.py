@@ -3,11 +3,13 @@ figures as the median and spread of several repeats."""
 
 import os
 import shutil
+import signal
 import socket
 import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -157,3 +159,37 @@ def postmaster_pid(url: str) -> int:
     with psycopg.connect(url.replace("postgres://", "postgresql://"), autocommit=True) as conn:
         data_dir = conn.execute("SHOW data_directory").fetchone()[0]
     return int(Path(data_dir, "postmaster.pid").read_text().split()[0])
+
+
+@contextmanager
+def daphne_processes(env: dict[str, str], count: int, log: Path) -> Iterator[tuple[str, list[int]]]:
+    """`count` daphne processes accepting on one listening socket that this process binds (`daphne
+    --fd`, docs/scaling.md): their URL and process ids."""
+    from evaluation.tutoring.client import health_ok
+
+    listener = socket.create_server(("127.0.0.1", 0), backlog=1024)
+    listener.set_inheritable(True)
+    url = f"http://127.0.0.1:{listener.getsockname()[1]}"
+    fd = listener.fileno()
+    command = [sys.executable, "-m", "daphne", "--fd", str(fd), "evalproject.asgi:application"]
+    with log.open("wb") as out:
+        processes = [
+            subprocess.Popen(command, cwd=ROOT, env={**os.environ, **env}, pass_fds=(fd,), stdout=out, stderr=out)
+            for _ in range(count)
+        ]
+        try:
+            deadline = time.monotonic() + 60
+            while not health_ok(url, timeout=1.0):
+                if time.monotonic() > deadline or any(p.poll() is not None for p in processes):
+                    sys.exit(f"daphne did not start; its log: {log}")
+                time.sleep(0.1)
+            yield url, [p.pid for p in processes]
+        finally:
+            for process in processes:
+                os.kill(process.pid, signal.SIGTERM)
+            for process in processes:
+                try:
+                    process.wait(10)
+                except subprocess.TimeoutExpired:
+                    os.kill(process.pid, signal.SIGKILL)
+            listener.close()

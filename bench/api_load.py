@@ -18,10 +18,7 @@ import argparse
 import asyncio
 import os
 import shutil
-import signal
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -31,42 +28,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from _django import ROOT, percentile
-from _harness import postgres_cluster, tree_cpu
+from _harness import daphne_processes, postgres_cluster, tree_cpu
 
 WARMUP = 50
-
-
-@contextmanager
-def daphne_processes(env: dict[str, str], count: int, log: Path) -> Iterator[str]:
-    """`count` daphne processes accepting on one listening socket that this process binds; their URL."""
-    from evaluation.tutoring.client import health_ok
-
-    listener = socket.create_server(("127.0.0.1", 0), backlog=1024)
-    listener.set_inheritable(True)
-    url = f"http://127.0.0.1:{listener.getsockname()[1]}"
-    fd = listener.fileno()
-    command = [sys.executable, "-m", "daphne", "--fd", str(fd), "evalproject.asgi:application"]
-    with log.open("wb") as out:
-        processes = [
-            subprocess.Popen(command, cwd=ROOT, env={**os.environ, **env}, pass_fds=(fd,), stdout=out, stderr=out)
-            for _ in range(count)
-        ]
-        try:
-            deadline = time.monotonic() + 60
-            while not health_ok(url, timeout=1.0):
-                if time.monotonic() > deadline or any(p.poll() is not None for p in processes):
-                    sys.exit(f"daphne did not start; its log: {log}")
-                time.sleep(0.1)
-            yield url
-        finally:
-            for process in processes:
-                os.kill(process.pid, signal.SIGTERM)
-            for process in processes:
-                try:
-                    process.wait(10)
-                except subprocess.TimeoutExpired:
-                    os.kill(process.pid, signal.SIGKILL)
-            listener.close()
 
 
 def seed(runs: int) -> tuple[str, str, str]:
@@ -211,7 +175,7 @@ def run(args: argparse.Namespace) -> None:
         log = Path(os.environ["EVAL_DATA_DIR"]) / "daphne.log"
         api = ("/api/evaluation/runs", {"Authorization": f"Token {token}"})
         report = (f"/admin/evaluation/runs/{report_run}/", {"Cookie": f"sessionid={session_key}"})
-        with daphne_processes(env, args.web_processes, log) as url, ActiveRuns() as active:
+        with daphne_processes(env, args.web_processes, log) as (url, _), ActiveRuns() as active:
             asyncio.run(load(url, [api, report] * (WARMUP // 2), 10))
             for concurrency in args.concurrency:
                 p50s, p99s, rates, error_counts, server_cpu, client_cpu = [], [], [], [], [], []

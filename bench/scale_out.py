@@ -13,6 +13,7 @@ waits between runs, and the CPU seconds per conversation of each part (workers, 
 PostgreSQL, Redis; not the fake LLM), as the median (min-max) of the repeats.
 
     python bench/scale_out.py [--conversations 64] [--turns 20] [--latency 0.1] [--workers 4] [--repeats 3]
+                              [--web-processes 1]
 """
 
 import argparse
@@ -28,7 +29,16 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from _django import ROOT
-from _harness import fake_llm, free_port, load_average, postgres_cluster, postmaster_pid, spread, tree_cpu
+from _harness import (
+    daphne_processes,
+    fake_llm,
+    free_port,
+    load_average,
+    postgres_cluster,
+    postmaster_pid,
+    spread,
+    tree_cpu,
+)
 
 
 @contextmanager
@@ -80,6 +90,9 @@ def main() -> None:
     parser.add_argument("--clusters", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument(
+        "--web-processes", type=int, default=1, help="daphne processes on one socket (one per core: docs/scaling.md)"
+    )
+    parser.add_argument(
         "--max-active-runs", type=int, default=0, help="EVAL_MAX_ACTIVE_RUNS (default: the total worker count)"
     )
     args = parser.parse_args()
@@ -109,27 +122,13 @@ def main() -> None:
         manage = [sys.executable, "manage.py"]
         subprocess.run([*manage, "migrate", "-v", "0"], cwd=ROOT, env=env, check=True)
         subprocess.run([*manage, "load_catalog"], cwd=ROOT, env=env, check=True, capture_output=True)
-        port = free_port()
-        web_url = f"http://127.0.0.1:{port}"
-        web = stack.enter_context(
-            service(
-                [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "evalproject.asgi:application"],
-                env,
-                folder / "web.log",
-            )
-        )
         import django
 
         django.setup()
         from evaluation.models import EvaluationRun
         from evaluation.tutoring import services
-        from evaluation.tutoring.client import health_ok
 
-        deadline = time.monotonic() + 60
-        while not health_ok(web_url, timeout=1.0):
-            if time.monotonic() > deadline or web.poll() is not None:
-                sys.exit(f"daphne did not start: {(folder / 'web.log').read_text()[-2000:]}")
-            time.sleep(0.2)
+        web_url, web_pids = stack.enter_context(daphne_processes(env, args.web_processes, folder / "web.log"))
         clusters = [
             stack.enter_context(
                 service([*manage, "qcluster"], {**env, "EVAL_SERVER_URL": web_url}, folder / f"q{i}.log")
@@ -155,14 +154,15 @@ def main() -> None:
         def cpu() -> dict[str, float]:
             return {
                 "workers": sum(tree_cpu(c.pid) for c in clusters),
-                "daphne": tree_cpu(web.pid),
+                "daphne": sum(tree_cpu(pid) for pid in web_pids),
                 "postgresql": tree_cpu(postmaster_pid(database_url)),
                 "redis": tree_cpu(redis_pid),
             }
 
         print(
             f"{args.conversations} conversations x {args.turns} turns, LLM calls {args.latency * 1000:.0f} ms; "
-            f"{args.clusters} qcluster processes x {args.workers} workers = {slots} slots; {load_average()}"
+            f"{args.clusters} qcluster processes x {args.workers} workers = {slots} slots; "
+            f"{args.web_processes} daphne process(es); {load_average()}"
         )
         batch(slots, 1)  # warm-up: every worker's first run, not counted
         ideal = math.ceil(args.conversations / slots) * (1 + 2 * args.turns + 1) * args.latency
