@@ -230,3 +230,40 @@ def test_a_persona_saved_in_the_admin_is_kept_by_the_next_catalogue_load(staff_c
     call_command("load_catalog", stdout=StringIO(), stderr=err)
     assert "personas/struggler.json: persona struggler edited in the admin" in err.getvalue()
     assert Persona.objects.get(persona_id="struggler").description == "Rewritten by staff in the admin."
+
+
+@pytest.mark.parametrize(
+    ("action", "status", "permission"),
+    [("cancel_runs", "running", "cancel_run"), ("retry_runs", "failed", "retry_run")],
+)
+def test_run_actions_need_the_same_permission_as_the_api(django_user_model, action, status, permission):
+    from django.contrib.auth.models import Permission
+
+    from evaluation.models import EvaluationRun
+
+    stage = "running_session" if status == "running" else status
+    run = EvaluationRun.objects.create(run_id=f"run_{action}", status=status, stage=stage)
+    viewer = django_user_model.objects.create_user("viewer", "v@example.com", "pw-viewer-123", is_staff=True)
+    viewer.user_permissions.add(Permission.objects.get(codename="view_evaluationrun"))
+    client = Client()
+    client.force_login(viewer)
+    url = reverse("admin:evaluation_evaluationrun_changelist")
+
+    def offered() -> set[str]:
+        response = client.get(url)
+        assert response.status_code == 200
+        form = response.context["action_form"]  # None when no action is offered at all
+        return {name for name, _ in form.fields["action"].choices if name} if form is not None else set()
+
+    assert action not in offered()
+    client.post(url, {"action": action, "_selected_action": [str(run.pk)]})
+    run.refresh_from_db()
+    assert run.status == status, "a user who may only view runs changed one through the admin"
+
+    viewer.user_permissions.add(Permission.objects.get(codename=permission))
+    viewer = django_user_model.objects.get(pk=viewer.pk)  # permissions are cached per user object
+    client.force_login(viewer)
+    assert action in offered()
+    client.post(url, {"action": action, "_selected_action": [str(run.pk)]})
+    run.refresh_from_db()
+    assert run.status == ("cancelled" if action == "cancel_runs" else "queued")

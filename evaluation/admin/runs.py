@@ -138,13 +138,21 @@ class EvaluationRunAdmin(admin.ModelAdmin):
     inlines = [RunEventInline, DriftRunInline, SuiteRunInline, DimensionScoreInline, ProblemInline, RunMessageInline]
     actions = ["cancel_runs", "retry_runs"]
 
-    @admin.action(description="Cancel the selected queued or running runs")
+    # The actions need the same permissions as the API's and the dashboard's cancel and retry: a user
+    # who may only view runs is not offered them, and a posted action they lack does nothing.
+    @admin.action(description="Cancel the selected queued or running runs", permissions=["cancel"])
     def cancel_runs(self, request, queryset):
         self._each(request, queryset, runs.run_cancel, "Cancelled")
 
-    @admin.action(description="Retry the selected failed or interrupted runs (a new attempt)")
+    @admin.action(description="Retry the selected failed or interrupted runs (a new attempt)", permissions=["retry"])
     def retry_runs(self, request, queryset):
         self._each(request, queryset, runs.run_requeue, "Queued again")
+
+    def has_cancel_permission(self, request):
+        return request.user.has_perm("evaluation.cancel_run")
+
+    def has_retry_permission(self, request):
+        return request.user.has_perm("evaluation.retry_run")
 
     def _each(self, request, queryset, service, done):
         ok = []
