@@ -137,11 +137,12 @@ def test_a_64_run_batch_with_a_limit_of_8_completes_on_redis_with_at_most_8_runn
     workers = set(EvaluationRun.objects.values_list("worker", flat=True))
     assert len(workers) > 5, f"the batch ran on {len(workers)} worker processes: {workers}"
     # A copy of each run's task went to each of the two clusters: one copy began the run, the other
-    # found it begun and did nothing (a few sent while a cluster's stats were stale went once).
+    # found it begun and did nothing. Runs dispatched while a process read one live cluster (stats
+    # older than their 3 s expiry under load, kept for 10 s) went once, so at least a quarter, not all.
     began = RunEvent.objects.filter(status="running").values("run").annotate(n=Count("id"))
     assert len(began) == BATCH and {row["n"] for row in began} == {1}
     assert results.count("completed") == BATCH, results
-    assert BATCH // 2 <= results.count("skipped") <= BATCH, results
+    assert BATCH // 4 <= results.count("skipped") <= BATCH, results
 
 
 def _task_results_once_saved(completed: int) -> list[object]:
