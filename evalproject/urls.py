@@ -5,6 +5,10 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView
 from rest_framework.permissions import AllowAny
 
+# A path no route matches (or whose converter refuses it, e.g. /api/suites/abc) answers in the shape
+# of its door: JSON under /api/, the HTML page elsewhere.
+handler404 = "evaluation.api.errors.page_not_found"
+
 urlpatterns = [
     # Before admin.site.urls: /admin/evaluation/ is the dashboard rather than the app's model index.
     path("admin/evaluation/", include("evaluation.web.urls")),

@@ -13,7 +13,7 @@ from rest_framework.views import APIView
 
 from evaluation.api.pagination import Pagination, paginated
 from evaluation.api.schema import operation, path_parameter
-from evaluation.api.serializers import Output
+from evaluation.api.serializers import Output, QueryInput
 from evaluation.models import Agent
 from evaluation.runs import selectors as run_selectors
 from evaluation.tutoring import selectors as tutoring_selectors
@@ -24,10 +24,10 @@ PAGE = "A filter or page parameter is not valid (e.g. `limit=abc`)."
 # --- topics ----------------------------------------------------------------------------------
 
 
-class TopicFilterInput(serializers.Serializer):
+class TopicFilterInput(QueryInput):
     grade = serializers.IntegerField(required=False, min_value=1, max_value=12)
-    subject = serializers.CharField(required=False, allow_blank=True)
-    approved = serializers.BooleanField(required=False, allow_null=True, default=None)
+    subject = serializers.CharField(required=False)
+    approved = serializers.BooleanField(required=False)
 
 
 class TopicOutput(Output):
@@ -79,7 +79,7 @@ class TopicDetailView(APIView):
 # --- personas --------------------------------------------------------------------------------
 
 
-class PersonaFilterInput(serializers.Serializer):
+class PersonaFilterInput(QueryInput):
     grade = serializers.IntegerField(required=False, min_value=1, max_value=12)
 
 
@@ -135,9 +135,9 @@ class PersonaDetailView(APIView):
 # --- agents ----------------------------------------------------------------------------------
 
 
-class AgentFilterInput(serializers.Serializer):
-    kind = serializers.ChoiceField(Agent.Kind.choices, required=False, allow_blank=True)
-    active = serializers.BooleanField(required=False, allow_null=True, default=None)
+class AgentFilterInput(QueryInput):
+    kind = serializers.ChoiceField(Agent.Kind.choices, required=False)
+    active = serializers.BooleanField(required=False)
 
 
 class PublicURLField(serializers.CharField):

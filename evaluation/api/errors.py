@@ -7,7 +7,8 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.db import OperationalError
-from django.http import Http404
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.views import defaults
 from psycopg_pool import PoolTimeout
 from rest_framework import exceptions, status
 from rest_framework.response import Response
@@ -104,3 +105,11 @@ def exception_handler(exc, context):
         detail = getattr(exc, "detail", str(exc))
         response.data = {"error": str(detail)}
     return response
+
+
+def page_not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """Django's 404 view for the whole site (handler404): under /api/ the API's error shape, so a
+    client that asked for JSON never gets an HTML page; elsewhere Django's own page."""
+    if request.path.startswith("/api/"):
+        return JsonResponse({"error": f"no API operation at {request.path}"}, status=status.HTTP_404_NOT_FOUND)
+    return defaults.page_not_found(request, exception)

@@ -1,21 +1,20 @@
 """Judge validity: import conversations with their labels, and the judge's agreement with people."""
 
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from evaluation.api.schema import operation
-from evaluation.api.serializers import Output
+from evaluation.api.serializers import Output, QueryInput
 from evaluation.errors import NotFound
 from evaluation.judging import selectors, services
 
 FORMATS = ["auto", "json", "jsonl", "text", "candidates"]
 
 
-class ImportQuery(serializers.Serializer):
+class ImportQuery(QueryInput):
     # not `format`: DRF reads ?format= as a choice of renderer
     input_format = serializers.ChoiceField(choices=FORMATS, default="auto", help_text="The file's format.")
     rubric = serializers.SlugField(
@@ -60,10 +59,7 @@ class ImportView(APIView):
             "application/json": OpenApiTypes.OBJECT,
             "application/x-ndjson": OpenApiTypes.STR,
         },
-        parameters=[
-            OpenApiParameter(name, OpenApiTypes.STR, OpenApiParameter.QUERY, description=str(field.help_text or ""))
-            for name, field in ImportQuery().fields.items()
-        ],
+        parameters=[ImportQuery],
         ok={201: ImportOutput},
         invalid="A record is not valid (`fields` names it: `record 3 (id 'x').labels.pacing`), or a query parameter is not.",
         not_found="The rubric does not exist.",
@@ -77,7 +73,7 @@ class ImportView(APIView):
         return Response(ImportOutput(report.as_dict()).data, status=status.HTTP_201_CREATED)
 
 
-class AgreementQuery(serializers.Serializer):
+class AgreementQuery(QueryInput):
     rubric = serializers.SlugField(help_text="A rubric slug, e.g. tutor-response.")
     configuration = serializers.IntegerField(required=False, min_value=1, help_text="One judge configuration's id.")
 
@@ -94,10 +90,7 @@ class AgreementView(APIView):
         "each other and the judge against its repeats (Krippendorff's alpha, ordinal), each with a 95% bootstrap "
         "interval and n; the human ceiling (alternative-annotator test); the confusion matrix; the largest "
         "disagreements; and the change on the canary set against the previous configuration.",
-        parameters=[
-            OpenApiParameter("rubric", OpenApiTypes.STR, OpenApiParameter.QUERY, required=True),
-            OpenApiParameter("configuration", OpenApiTypes.INT, OpenApiParameter.QUERY),
-        ],
+        parameters=[AgreementQuery],
         ok={200: OpenApiTypes.OBJECT},
         invalid="The rubric is missing, or a parameter is not valid.",
         not_found="The rubric or the configuration does not exist.",

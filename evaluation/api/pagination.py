@@ -7,8 +7,10 @@ from rest_framework import serializers
 from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.request import Request
 
+from evaluation.api.serializers import QueryInput
 
-class PageInput(serializers.Serializer):
+
+class PageInput(QueryInput):
     limit = serializers.IntegerField(min_value=1, required=False)
     offset = serializers.IntegerField(min_value=0, required=False)
 

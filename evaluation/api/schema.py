@@ -4,10 +4,33 @@ from collections.abc import Callable, Sequence
 from http import HTTPStatus
 from typing import Any, TypeVar
 
+from django.core.validators import RegexValidator
+from drf_spectacular import openapi
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+class AutoSchema(openapi.AutoSchema):
+    """drf-spectacular's schema, saying what the server does with text in a request: DRF refuses a
+    NUL character in any text field, and a field that refuses blank (trimming whitespace first)
+    refuses "" and whitespace alone: `minLength: 1` and a pattern. A field with its own regex keeps it."""
+
+    def _map_serializer_field(self, field: Any, direction: str, bypass_extensions: bool = False) -> dict[str, Any]:
+        schema = super()._map_serializer_field(field, direction, bypass_extensions)
+        text = isinstance(field, serializers.CharField) and schema.get("type") == "string"
+        if direction != "request" or not text or field.read_only or "pattern" in schema:
+            return schema
+        if not field.allow_blank:
+            schema["minLength"] = max(schema.get("minLength", 1), 1)
+        if not any(isinstance(v, RegexValidator) for v in field.validators):
+            schema["pattern"] = NOT_BLANK_TEXT if field.trim_whitespace and not field.allow_blank else TEXT
+        return schema
+
+
+TEXT = r"^[^\u0000]*$"
+NOT_BLANK_TEXT = r"^[^\u0000]*[^\s\u0000][^\u0000]*$"
 
 
 class ErrorSerializer(serializers.Serializer):

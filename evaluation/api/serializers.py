@@ -21,6 +21,23 @@ class Output(serializers.Serializer):
         return fields
 
 
+class QueryInput(serializers.Serializer):
+    """Query parameters, read as sent: an empty one (`?grade=`) is an empty value, refused by a field
+    that does not allow blank (DRF's form reading would count it as absent), and one sent twice is
+    refused rather than read as its last value. The schema then says what the server does."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        if hasattr(data, "getlist"):
+            counts = {name: len(data.getlist(name)) for name in self.fields.keys()}
+            repeated = {name: count for name, count in counts.items() if count > 1}
+            if repeated:
+                raise serializers.ValidationError(
+                    {name: [f"given {count} times; send it once"] for name, count in repeated.items()}
+                )
+            data = data.dict()
+        return super().to_internal_value(data)
+
+
 class IsoDateTimeField(serializers.DateTimeField):
     """ISO 8601 as Python writes it (`+00:00`), the form spec 001's clients already read."""
 
@@ -41,25 +58,19 @@ class BlankAsNullField(serializers.CharField):
 # --- filters ---------------------------------------------------------------------------------
 
 
-class RunFilterInput(serializers.Serializer):
-    """Query filters for runs; blank ones match all. Dates are whole UTC days, both inclusive."""
+class RunFilterInput(QueryInput):
+    """Query filters for runs; one left out matches all, an empty one is refused (it names nothing).
+    Dates are whole UTC days, both inclusive."""
 
-    kind = serializers.ChoiceField(RunKind.choices, required=False, allow_blank=True)
-    source = serializers.ChoiceField(RunSource.choices, required=False, allow_blank=True)  # type: ignore[assignment]
-    persona = serializers.CharField(required=False, allow_blank=True, help_text="A persona id, e.g. `ace`.")
-    topic = serializers.CharField(required=False, allow_blank=True, help_text="A topic id.")
-    agent = serializers.CharField(required=False, allow_blank=True, help_text="An agent id.")
-    status = serializers.ChoiceField(RunStatus.choices, required=False, allow_blank=True)
-    group = serializers.CharField(required=False, allow_blank=True, help_text="A multi-persona comparison id.")
-    date_from = serializers.DateField(required=False, allow_null=True, help_text="YYYY-MM-DD: created on or after.")
-    date_to = serializers.DateField(required=False, allow_null=True, help_text="YYYY-MM-DD: created on or before.")
-
-    def to_internal_value(self, data: Any) -> Any:
-        # An empty date in a query string (?date_from=) means no date, like the other blank filters.
-        if hasattr(data, "dict"):
-            data = data.dict()
-        data = {k: (None if k in ("date_from", "date_to") and v == "" else v) for k, v in dict(data).items()}
-        return super().to_internal_value(data)
+    kind = serializers.ChoiceField(RunKind.choices, required=False)
+    source = serializers.ChoiceField(RunSource.choices, required=False)  # type: ignore[assignment]
+    persona = serializers.CharField(required=False, help_text="A persona id, e.g. `ace`.")
+    topic = serializers.CharField(required=False, help_text="A topic id.")
+    agent = serializers.CharField(required=False, help_text="An agent id.")
+    status = serializers.ChoiceField(RunStatus.choices, required=False)
+    group = serializers.CharField(required=False, help_text="A multi-persona comparison id.")
+    date_from = serializers.DateField(required=False, help_text="YYYY-MM-DD: created on or after.")
+    date_to = serializers.DateField(required=False, help_text="YYYY-MM-DD: created on or before.")
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         start, end = attrs.get("date_from"), attrs.get("date_to")
@@ -94,15 +105,12 @@ class RunStatusOutput(Output):
 CURRENT_STAGES = [("idle", "idle"), *RunStage.choices]
 
 
-class CurrentStatusInput(serializers.Serializer):
-    run_id = serializers.CharField(
-        required=False, allow_blank=True, help_text="One run's status instead of the newest."
-    )
+class CurrentStatusInput(QueryInput):
+    run_id = serializers.CharField(required=False, help_text="One run's status instead of the newest.")
     kind = serializers.ChoiceField(
         RunKind.choices,
         required=False,
-        allow_blank=True,
-        help_text="Only runs of this kind (e.g. `tutor`); blank: every kind.",
+        help_text="Only runs of this kind (e.g. `tutor`); left out: every kind.",
     )
 
 

@@ -10,7 +10,7 @@ from rest_framework.views import APIView
 
 from evaluation.api.pagination import Pagination, paginated
 from evaluation.api.schema import operation, path_parameter, run_id_parameter
-from evaluation.api.serializers import Output, RunAcceptedOutput, RunStatusOutput
+from evaluation.api.serializers import Output, QueryInput, RunAcceptedOutput, RunStatusOutput
 from evaluation.models import EvaluationRun
 from evaluation.runs import selectors as run_selectors
 from evaluation.suites import selectors, services
@@ -19,8 +19,8 @@ SUITE_ID = path_parameter("suite_id", "A discovered suite's id (see the suite li
 UNKNOWN_SUITE = "No suite has this id."
 
 
-class SuiteFilterInput(serializers.Serializer):
-    name = serializers.CharField(required=False, allow_blank=True, help_text="Only suites of this name.")
+class SuiteFilterInput(QueryInput):
+    name = serializers.CharField(required=False, help_text="Only suites of this name.")
 
 
 class SuiteOutput(Output):

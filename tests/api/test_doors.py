@@ -63,3 +63,24 @@ def test_swagger_ui_and_redoc_load_their_assets_from_this_server(client):
 def test_schema_is_served_to_anyone(client):
     response = client.get("/api/schema/?format=json")
     assert response.status_code == 200 and "/api/evaluation/start" in response.json()["paths"]
+
+
+@pytest.mark.parametrize("path", ["/api/suites/null%2Cnull", "/api/suites/1/nothing", "/api/no-such-operation"])
+def test_a_path_no_operation_matches_answers_404_in_json(api, path):
+    """Django's converter refusing `null,null` as a suite id is still the API's answer: JSON, not a page."""
+    response = api.get(path)
+    assert response.status_code == 404
+    assert response["Content-Type"] == "application/json"
+    assert response.json()["error"].startswith("no API operation at /api/")
+
+
+def test_outside_the_api_a_missing_page_is_an_html_page(client):
+    response = client.get("/no-such-page")
+    assert response.status_code == 404
+    assert response["Content-Type"].startswith("text/html")
+
+
+def test_a_query_parameter_sent_twice_is_refused_naming_it(api):
+    response = api.get("/api/evaluation/runs?status=failed&status=completed")
+    assert response.status_code == 400
+    assert response.json()["fields"] == {"status": ["given 2 times; send it once"]}

@@ -40,11 +40,20 @@ def test_list_holds_runs_of_every_kind_newest_first_with_scores(api, runs):
         ("agent=rex", {"drift_rex"}),
         ("topic=comparing-decimals&status=completed", {"run_ace", "run_old"}),
         ("date_to=2000-01-01", set()),
-        ("kind=&status=&date_from=", {"run_ace", "run_struggler", "run_old", "drift_rex"}),  # blank filters match all
+        ("", {"run_ace", "run_struggler", "run_old", "drift_rex"}),  # no filter: all
     ],
 )
 def test_list_filters(api, runs, query, expected):
     assert set(ids(api.get(f"/api/evaluation/runs?{query}"))) == expected
+
+
+@pytest.mark.parametrize("query", ["kind=", "persona=", "date_from=", "status=&topic=x"])
+def test_an_empty_filter_is_refused_naming_it(api, runs, query):
+    """A parameter sent is a value: an empty one names nothing, so it is a 400, not a silent 'all'."""
+    response = api.get(f"/api/evaluation/runs?{query}")
+    assert response.status_code == 400
+    field = query.split("=")[0]
+    assert field in response.json()["fields"], response.json()
 
 
 def test_date_filters_are_whole_inclusive_days(api, runs):
