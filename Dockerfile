@@ -5,4 +5,4 @@ WORKDIR /app
 COPY . /app
 RUN pip install --no-cache-dir '/app[redis]'
 EXPOSE 8000
-CMD ["daphne", "-b", "0.0.0.0", "-p", "8000", "evalproject.asgi:application"]
+CMD ["uvicorn", "--host", "0.0.0.0", "--port", "8000", "evalproject.asgi:application"]

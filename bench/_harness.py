@@ -161,27 +161,44 @@ def postmaster_pid(url: str) -> int:
     return int(Path(data_dir, "postmaster.pid").read_text().split()[0])
 
 
+WEB_SERVERS = ("uvicorn", "daphne")
+
+
+def _web_commands(server: str, count: int, port: int) -> tuple[list[list[str]], socket.socket | None]:
+    """How to start `count` processes of `server` on one port: uvicorn's own `--workers` (one socket,
+    bound by its supervisor), or daphne processes sharing a socket bound here (`daphne --fd`)."""
+    app = "evalproject.asgi:application"
+    if server == "uvicorn":
+        workers = ["--workers", str(count)] if count > 1 else []
+        options = ["--no-access-log", "--log-level", "warning", "--host", "127.0.0.1", "--port", str(port)]
+        return [[sys.executable, "-m", "uvicorn", *options, *workers, app]], None
+    listener = socket.create_server(("127.0.0.1", port), backlog=1024)
+    listener.set_inheritable(True)
+    return [[sys.executable, "-m", "daphne", "--fd", str(listener.fileno()), app]] * count, listener
+
+
 @contextmanager
-def daphne_processes(env: dict[str, str], count: int, log: Path) -> Iterator[tuple[str, list[int]]]:
-    """`count` daphne processes accepting on one listening socket that this process binds (`daphne
-    --fd`, docs/scaling.md): their URL and process ids."""
+def web_processes(
+    env: dict[str, str], count: int, log: Path, server: str = "uvicorn"
+) -> Iterator[tuple[str, list[int]]]:
+    """`count` web server processes on one socket (docs/scaling.md): uvicorn, the documented server,
+    or daphne to compare. Their URL and the pids whose process trees they are."""
     from evaluation.tutoring.client import health_ok
 
-    listener = socket.create_server(("127.0.0.1", 0), backlog=1024)
-    listener.set_inheritable(True)
-    url = f"http://127.0.0.1:{listener.getsockname()[1]}"
-    fd = listener.fileno()
-    command = [sys.executable, "-m", "daphne", "--fd", str(fd), "evalproject.asgi:application"]
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    commands, listener = _web_commands(server, count, port)
+    fds = (listener.fileno(),) if listener else ()
     with log.open("wb") as out:
         processes = [
-            subprocess.Popen(command, cwd=ROOT, env={**os.environ, **env}, pass_fds=(fd,), stdout=out, stderr=out)
-            for _ in range(count)
+            subprocess.Popen(command, cwd=ROOT, env={**os.environ, **env}, pass_fds=fds, stdout=out, stderr=out)
+            for command in commands
         ]
         try:
             deadline = time.monotonic() + 60
             while not health_ok(url, timeout=1.0):
                 if time.monotonic() > deadline or any(p.poll() is not None for p in processes):
-                    sys.exit(f"daphne did not start; its log: {log}")
+                    sys.exit(f"{server} did not start; its log: {log}")
                 time.sleep(0.1)
             yield url, [p.pid for p in processes]
         finally:
@@ -192,4 +209,5 @@ def daphne_processes(env: dict[str, str], count: int, log: Path) -> Iterator[tup
                     process.wait(10)
                 except subprocess.TimeoutExpired:
                     os.kill(process.pid, signal.SIGKILL)
-            listener.close()
+            if listener:
+                listener.close()

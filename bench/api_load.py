@@ -1,4 +1,4 @@
-"""Concurrent load on a real daphne process: the API's run list and a run's report page while two runs
+"""Concurrent load on a real web server process: the API's run list and a run's report page while two runs
 are active. Errors, p50, p99 and requests/s at each concurrency, over several repeats.
 
 python bench/api_load.py [--concurrency 50 200] [--requests 400] [--repeats 5] [--postgres] [--web-processes 1]
@@ -11,7 +11,8 @@ per turn. Each repeat sends --requests requests, half to /api/evaluation/runs (t
 /admin/evaluation/runs/<run_id>/ (a staff session), at most --concurrency at a time, after a
 warm-up that is not counted. The load generator shares the machine's cores with the server; each line
 ends with the 1-minute load average, since other work on the machine moves the figures.
---web-processes N starts N daphne processes on one listening socket (`daphne --fd`, docs/scaling.md).
+--web-processes N starts N processes on one listening socket (`--fd`, docs/scaling.md); --server picks
+uvicorn (the documented web server, the default) or daphne (manage.py runserver's), to compare them.
 """
 
 import argparse
@@ -28,7 +29,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from _django import ROOT, percentile
-from _harness import daphne_processes, postgres_cluster, tree_cpu
+from _harness import WEB_SERVERS, postgres_cluster, tree_cpu, web_processes
 
 WARMUP = 50
 
@@ -147,7 +148,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--runs", type=int, default=200, help="finished runs in the database")
     parser.add_argument("--postgres", action="store_true", help="start a throwaway PostgreSQL cluster")
-    parser.add_argument("--web-processes", type=int, default=1, help="daphne processes on one socket")
+    parser.add_argument("--web-processes", type=int, default=1, help="web server processes on one socket")
+    parser.add_argument("--server", choices=sorted(WEB_SERVERS), default="uvicorn", help="the web server")
     args = parser.parse_args()
 
     os.environ["EVAL_DATA_DIR"] = tempfile.mkdtemp(prefix="eval-bench-load-")
@@ -169,13 +171,13 @@ def run(args: argparse.Namespace) -> None:
         print(
             f"database: {db['ENGINE'].rsplit('.', 1)[-1]}"
             + (f", pool {pool}" if pool else "")
-            + f"; {args.web_processes} daphne process(es); {os.cpu_count()} cores"
+            + f"; {args.web_processes} {args.server} process(es); {os.cpu_count()} cores"
         )
         env = {"EVAL_TUTOR_PROVIDER": "offline", "EVAL_LLM_PROVIDER": "", "DATABASE_URL": database_url}
-        log = Path(os.environ["EVAL_DATA_DIR"]) / "daphne.log"
+        log = Path(os.environ["EVAL_DATA_DIR"]) / f"{args.server}.log"
         api = ("/api/evaluation/runs", {"Authorization": f"Token {token}"})
         report = (f"/admin/evaluation/runs/{report_run}/", {"Cookie": f"sessionid={session_key}"})
-        with daphne_processes(env, args.web_processes, log) as (url, _), ActiveRuns() as active:
+        with web_processes(env, args.web_processes, log, args.server) as (url, _), ActiveRuns() as active:
             asyncio.run(load(url, [api, report] * (WARMUP // 2), 10))
             for concurrency in args.concurrency:
                 p50s, p99s, rates, error_counts, server_cpu, client_cpu = [], [], [], [], [], []

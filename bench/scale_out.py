@@ -2,18 +2,18 @@
 qcluster processes (two machines simulated on one).
 
 It starts everything itself: a throwaway PostgreSQL cluster, a redis-server (django-q2's broker and
-the channel layer), the fake LLM in a process of its own, one daphne web process (the API and the
+the channel layer), the fake LLM in a process of its own, one uvicorn web process (the API and the
 reference tutor) and two `manage.py qcluster` processes of --workers each; EVAL_MAX_ACTIVE_RUNS is
 the total worker count (the slots). A warm-up batch (one short run per slot) is not counted; then
 --repeats batches of --conversations runs are started through the run kernel, as the API starts
 them, and timed until the last one ends. It prints the wall time against the ideal (the slots
 filled back to back, each conversation's critical path being (1 opening + 2 per turn + 1 judge)
 calls x latency), failures, how long one run takes against its LLM latency and how long a worker
-waits between runs, and the CPU seconds per conversation of each part (workers, daphne,
+waits between runs, and the CPU seconds per conversation of each part (workers, web server,
 PostgreSQL, Redis; not the fake LLM), as the median (min-max) of the repeats.
 
     python bench/scale_out.py [--conversations 64] [--turns 20] [--latency 0.1] [--workers 4] [--repeats 3]
-                              [--web-processes 1]
+                              [--web-processes 1] [--server uvicorn|daphne]
 """
 
 import argparse
@@ -30,7 +30,7 @@ from pathlib import Path
 
 from _django import ROOT
 from _harness import (
-    daphne_processes,
+    WEB_SERVERS,
     fake_llm,
     free_port,
     load_average,
@@ -38,6 +38,7 @@ from _harness import (
     postmaster_pid,
     spread,
     tree_cpu,
+    web_processes,
 )
 
 
@@ -90,8 +91,9 @@ def main() -> None:
     parser.add_argument("--clusters", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument(
-        "--web-processes", type=int, default=1, help="daphne processes on one socket (one per core: docs/scaling.md)"
+        "--web-processes", type=int, default=1, help="web processes on one socket (one per core: docs/scaling.md)"
     )
+    parser.add_argument("--server", choices=sorted(WEB_SERVERS), default="uvicorn", help="the web server")
     parser.add_argument(
         "--max-active-runs", type=int, default=0, help="EVAL_MAX_ACTIVE_RUNS (default: the total worker count)"
     )
@@ -128,7 +130,7 @@ def main() -> None:
         from evaluation.models import EvaluationRun
         from evaluation.tutoring import services
 
-        web_url, web_pids = stack.enter_context(daphne_processes(env, args.web_processes, folder / "web.log"))
+        web_url, web_pids = stack.enter_context(web_processes(env, args.web_processes, folder / "web.log", args.server))
         clusters = [
             stack.enter_context(
                 service([*manage, "qcluster"], {**env, "EVAL_SERVER_URL": web_url}, folder / f"q{i}.log")
@@ -154,7 +156,7 @@ def main() -> None:
         def cpu() -> dict[str, float]:
             return {
                 "workers": sum(tree_cpu(c.pid) for c in clusters),
-                "daphne": sum(tree_cpu(pid) for pid in web_pids),
+                "web": sum(tree_cpu(pid) for pid in web_pids),
                 "postgresql": tree_cpu(postmaster_pid(database_url)),
                 "redis": tree_cpu(redis_pid),
             }
@@ -162,11 +164,11 @@ def main() -> None:
         print(
             f"{args.conversations} conversations x {args.turns} turns, LLM calls {args.latency * 1000:.0f} ms; "
             f"{args.clusters} qcluster processes x {args.workers} workers = {slots} slots; "
-            f"{args.web_processes} daphne process(es); {load_average()}"
+            f"{args.web_processes} {args.server} process(es); {load_average()}"
         )
         batch(slots, 1)  # warm-up: every worker's first run, not counted
         ideal = math.ceil(args.conversations / slots) * (1 + 2 * args.turns + 1) * args.latency
-        walls, failures, per_part = [], [], {k: [] for k in ("workers", "daphne", "postgresql", "redis", "all")}
+        walls, failures, per_part = [], [], {k: [] for k in ("workers", "web", "postgresql", "redis", "all")}
         durations: list[float] = []
         gaps: list[float] = []
         for _ in range(args.repeats):

@@ -21,7 +21,7 @@ if [ ! -x "$PY" ] || [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ u
   UV_PYTHON_DOWNLOADS=never UV_PROJECT_ENVIRONMENT="$ROOT/.venv" \
     "$ROOT/.venv/bin/uv" sync --locked --inexact --python "$PY" "${args[@]}" \
     || { echo "error: installing the Python packages failed (see above)" >&2; exit 1; }
-  "$PY" -c "import django, channels, daphne, django_q, rest_framework, openai, anthropic, rich" \
+  "$PY" -c "import django, channels, daphne, uvicorn, django_q, rest_framework, openai, anthropic, rich" \
     || { echo "error: installing the Python packages failed (see above)" >&2; exit 1; }
   touch "$stamp"
 fi

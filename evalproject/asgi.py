@@ -31,7 +31,7 @@ class PageOriginValidator(OriginValidator):
         return parsed_origin is None or super().valid_origin(parsed_origin)
 
 
-# The embedded default serves its own static files (admin and dashboard CSS/JS) so one daphne
+# The embedded default serves its own static files (admin and dashboard CSS/JS) so one uvicorn
 # process is the whole web tier; behind a proxy, set EVAL_SERVE_STATIC=0 and serve collectstatic.
 django_http = ASGIStaticFilesHandler(django_asgi_app) if settings.EVALUATION["SERVE_STATIC"] else django_asgi_app
 # A few requests at a time inside Django, the rest waiting in the event loop (evaluation/web/concurrency.py).

@@ -1,4 +1,4 @@
-"""WSGI entry point (HTTP only; WebSockets need the ASGI app under daphne)."""
+"""WSGI entry point (HTTP only; WebSockets need the ASGI app under uvicorn)."""
 
 import os
 

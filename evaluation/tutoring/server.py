@@ -1,4 +1,4 @@
-"""The reference tutor's server for a CLI batch: use a healthy one, or start daphne for the duration."""
+"""The reference tutor's server for a CLI batch: use a healthy one, or start uvicorn for the duration."""
 
 import os
 import socket
@@ -27,7 +27,8 @@ def managed_server(
     log_path: Path | None = None,
     app: str = "evalproject.asgi:application",
 ) -> Iterator[str]:
-    """Start daphne (HTTP + WebSocket) as a subprocess, wait for /health/db, stop it on exit.
+    """Start uvicorn (HTTP + WebSocket, the app's production server) as a subprocess, wait for
+    /health/db, stop it on exit.
 
     Its output goes to a log file (never an unread pipe, which would block it once full).
     """
@@ -37,7 +38,7 @@ def managed_server(
     log_path = log_path or Path(tempfile.gettempdir()) / f"eval-tutor-server-{port}.log"
     log_file = log_path.open("wb")
     process = subprocess.Popen(
-        [sys.executable, "-m", "daphne", "-v", "1", "-b", "127.0.0.1", "-p", str(port), app],
+        [sys.executable, "-m", "uvicorn", "--no-access-log", "--host", "127.0.0.1", "--port", str(port), app],
         cwd=root,
         env={**os.environ, **(env or {})},
         stdout=log_file,
