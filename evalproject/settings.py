@@ -284,6 +284,8 @@ Q_CLUSTER = {
     "sync": _env_bool("EVAL_Q_SYNC", False),
 }
 if REDIS_URL:
+    # django-q2's broker blocks for at most 1 s (BLPOP with a 1 s timeout), well inside redis-py's
+    # default 5 s read timeout, so its connection needs none of the channel layer's settings.
     Q_CLUSTER["redis"] = REDIS_URL
 else:
     Q_CLUSTER["orm"] = "default"

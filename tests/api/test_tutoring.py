@@ -216,3 +216,26 @@ def test_start_against_a_baseline_records_it_or_says_why_not(api, runs):
     assert start(api, persona_file="ace", provider="offline", baseline="nothing").status_code == 404
     bad_rule = start(api, persona_file="ace", provider="offline", baseline="run_ace", regression_rule="vibes")
     assert bad_rule.status_code == 400 and "regression_rule" in bad_rule.json()["fields"]
+
+
+def test_a_worker_whose_tutor_is_down_fails_the_run_and_starts_no_server(
+    api, catalog, settings, q_sync, django_capture_on_commit_callbacks
+):
+    """The worker's path (django-q2 runs the task): the configured reference tutor fails its health
+    check, so the run ends failed with the reason, and the worker starts no tutor server of its own."""
+    import psutil
+
+    from evaluation.tutoring.server import free_port
+
+    down = f"http://127.0.0.1:{free_port()}"
+    settings.EVALUATION = {**settings.EVALUATION, "SERVER_URL": down}
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    with django_capture_on_commit_callbacks(execute=True):
+        response = start(api, persona_file="ace", max_turns=3, seed=1, provider="offline")
+    assert response.status_code == 202, response.content
+    run = EvaluationRun.objects.get(run_id=response.json()["run_id"])
+    assert (run.status, run.stage) == ("failed", "failed")
+    assert run.error == f"tutor unreachable: {down}/health/db did not answer ok (and server management is off)"
+    started = [p for p in psutil.Process().children(recursive=True) if p.pid not in before]
+    assert started == []
+    assert RunMessage.objects.filter(run=run).count() == 0

@@ -119,3 +119,20 @@ def test_a_socket_with_its_session_token_talks(server, key):
     url = server.replace("http", "ws") + f"/sessions/ws/{created['session_id']}"
     frames, _ = first_frames(url, {"Authorization": f"Bearer {created['session_token']}"})
     assert frames[-1]["type"] == "assistant"
+
+
+def test_the_protocol_needs_no_csrf_token_and_takes_no_cookie_as_a_credential(catalog, key, staff_user):
+    """A machine protocol: with Django's CSRF checks enforced, a caller with the key creates a session
+    without a CSRF token; a staff browser's session cookie alone creates nothing, so a page on another
+    site cannot make a logged-in staff member's browser start sessions (nothing for CSRF to guard)."""
+    from django.test import Client
+
+    browser = Client(enforce_csrf_checks=True)
+    browser.force_login(staff_user)
+    assert create(browser).status_code == 401
+    assert not TutoringSession.objects.exists()
+    response = create(browser, HTTP_AUTHORIZATION=f"Bearer {key}")
+    assert response.status_code == 201, response.content
+    session = response.json()
+    read = browser.get(f"/sessions/{session['session_id']}", HTTP_AUTHORIZATION=f"Bearer {session['session_token']}")
+    assert read.status_code == 200

@@ -96,3 +96,51 @@ def test_a_task_over_its_time_limit_ends_failed_never_running(staff_client, real
     assert status["run_status"] == "failed", status
     assert "time limit" in status["error"] and "EVAL_TASK_TIMEOUT" in status["error"]
     assert RunMessage.objects.filter(run__run_id=run_id).exists()  # what was said before the limit is kept
+
+
+def test_the_sweep_schedule_fired_by_a_real_cluster_interrupts_a_run_whose_worker_stopped(real_queue, tmp_path):
+    """The periodic sweep: migration 0004's django-q2 schedule, fired by a real cluster's scheduler
+    (not the sweep each worker makes when it starts, which is over before the stale run exists)."""
+    import importlib
+
+    from django.apps import apps
+    from django.utils import timezone
+    from django_q.models import Schedule, Task
+
+    importlib.import_module("evaluation.migrations.0004_sweep_schedule").create_schedule(apps, None)
+    schedule = Schedule.objects.get(func="evaluation.tasks.runs_sweep_task")
+    assert (schedule.schedule_type, schedule.minutes, schedule.repeats) == ("I", 1, -1)
+    env = {
+        **SERVER_ENV,
+        "EVAL_Q_SYNC": "0",
+        "EVAL_Q_WORKERS": "1",
+        "DATABASE_URL": database_url_for_tests(),
+        "EVAL_RUN_STALE_AFTER": "2",
+    }
+    log = tmp_path / "q.log"
+    with qcluster_worker(env, log):
+        deadline = time.monotonic() + 60
+        while "ready for work" not in log.read_text() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        time.sleep(2)  # the worker has started and made its own sweep (django-q2 logs, then sends post_spawn)
+        run = EvaluationRun.objects.create(
+            run_id="stale_run",
+            status="running",
+            stage="running_session",
+            worker="gone:1",
+            heartbeat_at=timezone.now() - timezone.timedelta(seconds=60),
+        )
+        Schedule.objects.filter(pk=schedule.pk).update(next_run=timezone.now())
+        deadline = time.monotonic() + 90  # django-q2's sentinel looks at its schedules every 30 s
+        while time.monotonic() < deadline and EvaluationRun.objects.get(pk=run.pk).status == "running":
+            time.sleep(0.5)
+        fired = Schedule.objects.get(pk=schedule.pk)
+        while time.monotonic() < deadline and not Task.objects.filter(id=fired.task).exists():
+            time.sleep(0.5)  # the cluster's monitor stores the task's result once it has returned
+    run.refresh_from_db()
+    assert run.status == "interrupted", log.read_text()[-3000:]
+    assert "no progress from worker gone:1" in run.error
+    assert run.events.filter(status="interrupted", actor="sweeper").count() == 1
+    task = Task.objects.get(id=fired.task)  # the schedule's own task did it
+    assert task.func == "evaluation.tasks.runs_sweep_task" and task.success and task.result == ["stale_run"]
+    assert fired.next_run > timezone.now() - timezone.timedelta(seconds=5)  # and it is due again in a minute
