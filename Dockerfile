@@ -5,4 +5,4 @@ WORKDIR /app
 COPY . /app
 RUN pip install --no-cache-dir '/app[redis]'
 EXPOSE 8000
-CMD ["uvicorn", "--host", "0.0.0.0", "--port", "8000", "evalproject.asgi:application"]
+CMD ["uvicorn", "--timeout-keep-alive", "75", "--host", "0.0.0.0", "--port", "8000", "evalproject.asgi:application"]

@@ -170,7 +170,8 @@ def _web_commands(server: str, count: int, port: int) -> tuple[list[list[str]], 
     app = "evalproject.asgi:application"
     if server == "uvicorn":
         workers = ["--workers", str(count)] if count > 1 else []
-        options = ["--no-access-log", "--log-level", "warning", "--host", "127.0.0.1", "--port", str(port)]
+        options = ["--no-access-log", "--log-level", "warning", "--timeout-keep-alive", "75"]
+        options += ["--host", "127.0.0.1", "--port", str(port)]
         return [[sys.executable, "-m", "uvicorn", *options, *workers, app]], None
     listener = socket.create_server(("127.0.0.1", port), backlog=1024)
     listener.set_inheritable(True)

@@ -38,7 +38,7 @@ def managed_server(
     log_path = log_path or Path(tempfile.gettempdir()) / f"eval-tutor-server-{port}.log"
     log_file = log_path.open("wb")
     process = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "--no-access-log", "--host", "127.0.0.1", "--port", str(port), app],
+        [sys.executable, "-m", "uvicorn", "--no-access-log", "--timeout-keep-alive", "75", "--port", str(port), app],
         cwd=root,
         env={**os.environ, **(env or {})},
         stdout=log_file,
