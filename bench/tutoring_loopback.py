@@ -4,7 +4,7 @@ Every role (simulator, the reference tutor, judge) calls the fake LLM (the loopb
 process of its own), so the critical path of one run is (1 opening + 2 per turn + 1 judge) calls x
 latency. Passes with 1 and N workers alternate (1, N, N, 1, ...) after a warm-up batch that is not
 counted; each figure is the median (min-max) of the repeats. It prints the wall time against the
-ideal, and the CPU seconds of the process tree (this worker process and the daphne tutor server,
+ideal, and the CPU seconds of the process tree (this worker process and the tutor server,
 not the fake LLM) per turn; `--latency 0` measures the harness's cost through real HTTP calls.
 
     python bench/tutoring_loopback.py [--turns 20] [--latency 0.1] [--workers 4] [--repeats 3]

@@ -3,7 +3,7 @@
 With offline (rule-based) roles every LLM call takes microseconds, so what a turn costs is the
 harness itself: the simulator, the WebSocket round trip, the reference tutor's server work and the
 database writes. It prints the CPU seconds of the whole process tree (this worker process and the
-daphne tutor server) per turn, and the wall time per turn, as the median (min-max) of several
+uvicorn tutor server) per turn, and the wall time per turn, as the median (min-max) of several
 repeats; the tutor server's start and a warm-up batch are not counted.
 
     python bench/tutoring_offline.py [--turns 20] [--repeats 5] [--workers 1]
@@ -60,7 +60,7 @@ def main() -> None:
             worker.append(own / turns * 1000)
             wall.append(seconds / turns * 1000)
     print(f"harness CPU per turn, process tree   {spread(tree)} ms")
-    print(f"  of which the worker process        {spread(worker)} ms (the rest: the daphne tutor server)")
+    print(f"  of which the worker process        {spread(worker)} ms (the rest: the tutor server)")
     print(f"wall time per turn                   {spread(wall)} ms (judge and reports included)")
 
 

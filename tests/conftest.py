@@ -70,9 +70,9 @@ def loopback(_loopback_server, monkeypatch):
 
 @pytest.fixture(scope="session")
 def tutor_server_url(django_db_setup, django_db_blocker, tmp_path_factory):
-    """The app under daphne, on the test database: the reference tutor as a student reaches it."""
+    """The app under uvicorn, on the test database: the reference tutor as a student reaches it."""
     with managed_server(
-        {**SERVER_ENV, "DATABASE_URL": database_url_for_tests()}, log_path=tmp_path_factory.mktemp("srv") / "daphne.log"
+        {**SERVER_ENV, "DATABASE_URL": database_url_for_tests()}, log_path=tmp_path_factory.mktemp("srv") / "server.log"
     ) as url:
         yield url
 

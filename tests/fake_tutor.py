@@ -1,4 +1,4 @@
-"""A misbehaving tutor that speaks the session protocol, served by daphne in fault tests.
+"""A misbehaving tutor that speaks the session protocol, served by uvicorn in fault tests.
 
 FAKE_TUTOR_MODE: "close" closes the socket after the first student message; "silent" never
 answers it; "error" answers with an error frame; "stops" answers two student messages, then

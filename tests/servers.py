@@ -1,4 +1,4 @@
-"""Real processes for tests: the app under daphne on the test database, and qcluster workers."""
+"""Real processes for tests: the app under uvicorn on the test database, and qcluster workers."""
 
 import os
 import signal

@@ -99,7 +99,7 @@ def tutor_target(agent: Any, server_url: str | None, meter: Meter) -> Iterator[A
         base = server_url or setting("SERVER_URL")
         auth = f"Bearer {setting('PROTOCOL_KEY')}"
     # Never start a tutor server here: a worker whose configured tutor is down fails the run with the
-    # reason instead of starting daphne servers of its own (the CLI starts one for its whole batch).
+    # reason instead of starting tutor servers of its own (the CLI starts one for its whole batch).
     with tutor_server(base, manage=False) as url:
         yield ProtocolTarget(url, auth)
 

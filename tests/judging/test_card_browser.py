@@ -1,4 +1,4 @@
-"""The judge card in a real browser: Playwright drives Debian's Chromium against the app under daphne.
+"""The judge card in a real browser: Playwright drives Debian's Chromium against the app under uvicorn.
 Screenshots go to test-artifacts/."""
 
 import json

@@ -32,7 +32,7 @@ def test_eighteen_sessions_turns_wait_on_their_llm_at_the_same_time(catalog, loo
         "EVAL_LLM_CONCURRENCY": "64",  # the per-provider bound on calls at once (8 by default) is not under test
     }
     key = settings.EVALUATION["PROTOCOL_KEY"]
-    with managed_server(env, log_path=tmp_path / "daphne.log") as url:
+    with managed_server(env, log_path=tmp_path / "server.log") as url:
         created = [created_on(url, key) for _ in range(SESSIONS)]
 
         async def talk() -> list[dict]:

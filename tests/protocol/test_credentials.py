@@ -65,7 +65,7 @@ def test_an_unknown_session_with_a_token_of_another_is_401_not_404(client, catal
     assert response.status_code == 401
 
 
-# -- the WebSocket, against daphne ---------------------------------------------------------------
+# -- the WebSocket, against uvicorn ---------------------------------------------------------------
 
 
 def created_on(server, key):

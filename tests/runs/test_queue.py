@@ -88,7 +88,7 @@ BATCH, LIMIT = 64, 8
 @pytest.mark.django_db(transaction=True)
 def test_a_64_run_batch_with_a_limit_of_8_completes_on_redis_with_at_most_8_running(catalog, staff_user, tmp_path):
     """Two real qcluster processes of 5 workers (10 in all, more than the limit) on a real Redis
-    broker, a daphne web process that takes the start and serves the reference tutor."""
+    broker, a uvicorn web process that takes the start and serves the reference tutor."""
     with redis_server(tmp_path) as redis_url:
         env = {
             **SERVER_ENV,

@@ -365,7 +365,7 @@ def test_a_failing_tutor_llm_keeps_the_students_message_and_the_session_id(catal
         "EVAL_LLM_MAX_ATTEMPTS": "1",
     }
     loopback.script("Hi! Let's start: what is 27 + 15?", *[LoopReply(status=500, error_message="tutor down")] * 5)
-    with managed_server(env, log_path=tmp_path / "daphne.log") as url:
+    with managed_server(env, log_path=tmp_path / "server.log") as url:
         with pytest.raises(CommandError, match="1 run\\(s\\) failed"):
             cli(
                 persona="ace", provider="offline", topic_id=TOPIC, max_turns=3, seed=1, server_url=url, skip_server=True

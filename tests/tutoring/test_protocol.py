@@ -1,4 +1,4 @@
-"""The session protocol of the reference tutor, driven by the websockets client against daphne."""
+"""The session protocol of the reference tutor, driven by the websockets client against uvicorn."""
 
 import asyncio
 import json

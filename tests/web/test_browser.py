@@ -25,7 +25,7 @@ pytestmark = [
 
 @pytest.fixture
 def live_app(transactional_db, catalog, django_user_model, tmp_path, monkeypatch):
-    """daphne serving the app (dashboard and reference tutor) plus a qcluster worker, on the test database."""
+    """uvicorn serving the app (dashboard and reference tutor) plus a qcluster worker, on the test database."""
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # Playwright's sync API runs an event loop in this thread
     django_user_model.objects.create_user("staff", "s@example.com", "staff-pass-123", is_staff=True, is_superuser=True)
     env = {

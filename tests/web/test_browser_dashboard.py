@@ -1,5 +1,5 @@
 """The run list, a report, the charts, the export and the existing-session picker in a real browser
-(Playwright driving Debian's Chromium against daphne on the test database), and live updates that fall
+(Playwright driving Debian's Chromium against uvicorn on the test database), and live updates that fall
 back to polling when the WebSocket cannot connect. Screenshots go to test-artifacts/."""
 
 import csv

@@ -1,4 +1,4 @@
-"""Bursts of API requests against a real daphne process: nothing answers 500, the server answers
+"""Bursts of API requests against a real uvicorn process: nothing answers 500, the server answers
 normally right after, PostgreSQL's connections stay within the pool's bound, and SQLite never
 reports its file locked while runs write to it."""
 

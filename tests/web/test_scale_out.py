@@ -1,5 +1,5 @@
 """The scale-out configuration for real: Redis as django-q2's broker and the Channels layer, a
-daphne web process and a separate qcluster worker. A staff browser's WebSocket at /ws/runs/
+uvicorn web process and a separate qcluster worker. A staff browser's WebSocket at /ws/runs/
 receives the run's progress as the worker broadcasts it."""
 
 import asyncio
