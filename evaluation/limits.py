@@ -75,17 +75,46 @@ def json_depth_check(text: str, *, field: str = "body", file: str = "") -> None:
             )
 
 
+def nul_check(text: str, value: Any, *, field: str = "body", file: str = "") -> None:
+    """Refuse a NUL character in any string of a parsed JSON value, naming where: PostgreSQL cannot
+    store or compare text that holds one. `text` is the JSON it came from (a NUL can only come from
+    the escape `\\u0000`, since json.loads refuses a raw control character)."""
+    if "\\u0000" not in text:
+        return
+    found: list[str] = []
+
+    def walk(item: Any, where: str) -> None:
+        if isinstance(item, str) and "\x00" in item:
+            found.append(where)
+        elif isinstance(item, dict):
+            for key, inner in item.items():
+                walk(key, where)
+                walk(inner, f"{where}.{key}" if where else str(key))
+        elif isinstance(item, list):
+            for index, inner in enumerate(item):
+                walk(inner, f"{where}.{index}" if where else str(index))
+
+    walk(value, field)
+    if found:
+        raise InvalidInput(
+            [FieldProblem(where or "body", "contains a NUL character (\\u0000)", file) for where in found]
+        )
+
+
 def json_loads(data: str | bytes, *, field: str = "body", file: str = "") -> Any:
-    """json.loads for untrusted input: strict UTF-8, bounded depth; every refusal an InvalidInput."""
+    """json.loads for untrusted input: strict UTF-8, bounded depth, no NUL in a string; every refusal an
+    InvalidInput."""
     text = decode_utf8(data, field=field, file=file) if isinstance(data, bytes) else data
     json_depth_check(text, field=field, file=file)
     try:
-        return json.loads(text)
+        value = json.loads(text)
     except json.JSONDecodeError as exc:
         reason = f"invalid JSON: {exc.msg} (column {exc.colno})"
         raise InvalidInput([FieldProblem(field, reason, file, line=exc.lineno)]) from None
     except RecursionError:  # the depth check's regexes and the parser disagree on some odd input
         raise InvalidInput([FieldProblem(field, "JSON is nested too deeply", file)]) from None
+    nul_check(text, value, field=field, file=file)
+    return value
 
 
 class _NoAliasLoader(yaml.SafeLoader):

@@ -220,3 +220,48 @@ def test_eval_md_frontmatter_refuses_aliases():
     text = "---\nmetadata: &m {a: 1}\nmore: *m\n---\n" + cases(1)
     with pytest.raises(SuiteError, match="aliases"):
         parse_suite(text)
+
+
+# -- NUL characters (PostgreSQL cannot store or compare text holding one) -------------------------
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/api/evaluation/runs/a%00b",
+        "/api/catalogue/topics/a%00",
+        "/api/evaluation/runs?persona=a%00",
+        "/admin/evaluation/runs/a%00/",
+        "/admin/evaluation/?persona=a%00",
+        "/admin/evaluation/evaluationrun/a%00/change/",
+        "/sessions/a%00",
+    ],
+)
+def test_a_nul_in_the_url_is_refused_with_400_naming_where(staff_client, api, catalog, path):
+    """On PostgreSQL each of these was a 500 (DataError) from the lookup; now nothing looks it up."""
+    client = api if path.startswith("/api/") else staff_client
+    response = client.get(path)
+    assert response.status_code == 400
+    where = "persona" if "persona=" in path else "path"
+    if path.startswith("/api/"):
+        assert response.json()["fields"] == {where: ["contains a NUL character (%00)"]}
+    else:
+        assert f"{where} contains a NUL character" in response.content.decode()
+
+
+def test_a_nul_in_a_json_body_is_refused_naming_the_field(api, client, catalog, protocol_auth):
+    ingest = api.post(
+        "/api/drift/messages", '[{"agent": "a\\u0000", "channel": "c", "text": "t"}]', content_type="application/json"
+    )
+    assert ingest.status_code == 400 and ingest.json()["fields"] == {
+        "[0].agent": ["contains a NUL character (\\u0000)"]
+    }
+    sessions = client.post("/sessions", '{"topic_id": "a\\u0000"}', content_type="application/json", **protocol_auth)
+    assert sessions.status_code == 400 and "topic_id" in sessions.json()["error"]
+    imported = api.post(
+        "/api/judging/import",
+        '{"id": "x", "messages": [{"role": "tutor", "content": "a\\u0000"}]}',
+        content_type="application/json",
+    )
+    assert imported.status_code == 400 and "messages.0.content" in imported.content.decode()
+    assert not TutoringSession.objects.exists() and not AgentMessage.objects.exists()

@@ -37,8 +37,12 @@ def parse_records(body: str | bytes) -> list[tuple[str, Any]]:
             if isinstance(data, list):
                 if len(data) > most:
                     raise limits.too_large("body", f"{len(data)} records", "INGEST_MAX_RECORDS")
-                return [(f"[{i}]", r) for i, r in enumerate(data)]
-            return [("body", data)]
+                whole = [(f"[{i}]", r) for i, r in enumerate(data)]
+            else:
+                whole = [("body", data)]
+            for where, record in whole:
+                limits.nul_check(stripped, record, field=where)
+            return whole
     records: list[tuple[str, Any]] = []
     problems: list[FieldProblem] = []
     for number, line in enumerate(text.splitlines(), start=1):
