@@ -14,7 +14,7 @@ from collections.abc import Callable
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.utils.html import escape
 
-from evaluation.api.errors import DatabaseBusy, database_busy
+from evaluation.api.errors import DatabaseBusy, database_busy, error_body
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +36,7 @@ class NulInUrlMiddleware:
             return self.get_response(request)
         reason = "contains a NUL character (%00)"
         if request.path.startswith("/api/"):
-            return JsonResponse({"error": f"{where}: {reason}", "fields": {where: [reason]}}, status=400)
+            return JsonResponse(error_body([(where, reason)]), status=400)
         return HttpResponse(f"Bad request: {escape(where)} {reason}.", status=400, content_type="text/plain")
 
 
