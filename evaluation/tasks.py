@@ -1,11 +1,13 @@
 """django-q2 entry point: take a run id and its attempt, call the room's service. Workers are synchronous."""
 
 import logging
+import time
 
 from evaluation.drift import services as drift
 from evaluation.judging import services as judging
 from evaluation.models import EvaluationRun
 from evaluation.models.runs import RunKind
+from evaluation.runs import selectors as run_selectors
 from evaluation.runs import services as run_services
 from evaluation.suites import services as suites
 from evaluation.tutoring import services as tutoring
@@ -14,7 +16,23 @@ log = logging.getLogger(__name__)
 
 
 def run_task(run_pk: str, attempt: int, action: str = "execute") -> str:
-    """Run one attempt; a task for a run that is not queued at this attempt does nothing ('skipped')."""
+    """Run one attempt; a task for a run that is not queued at this attempt does nothing ('skipped').
+
+    Then the hand-over: the worker, free again (after its run, or at once for a copy it skipped),
+    begins the oldest run already sent to the workers but not begun, itself. A cluster's pusher takes tasks from the broker while all of its own
+    workers are busy, so the copies of a run's task can all wait behind busy workers for a whole
+    run while this one idles; the conditional begin lets one party win and the copies still in the
+    broker end 'skipped'. It goes on while the task has used less than half of its time limit
+    (EVAL_TASK_TIMEOUT), so a run begun this way has at least half of the limit left. The result
+    names every run the task ended: "completed", or "completed; handed over: completed, failed".
+    """
+    started = time.monotonic()
+    status = _execute(run_pk, attempt, action)
+    handed = _hand_over(started)
+    return f"{status}; handed over: {', '.join(handed)}" if handed else status
+
+
+def _execute(run_pk: str, attempt: int, action: str) -> str:
     kind = EvaluationRun.objects.filter(pk=run_pk).values_list("kind", flat=True).first()
     if kind == RunKind.TUTOR:
         run = tutoring.run_execute(run_pk, attempt, action)
@@ -25,6 +43,28 @@ def run_task(run_pk: str, attempt: int, action: str = "execute") -> str:
     else:
         return "missing"
     return run.status if run is not None else "skipped"
+
+
+def _hand_over(started: float) -> list[str]:
+    """Begin runs sent but not begun, oldest first, while the task is within half its time limit."""
+    from django_q.conf import Conf
+
+    if Conf.SYNC:
+        return []  # in sync mode a sent task has already run in the sender's process
+    limit = float(Conf.TIMEOUT or 0)
+    budget = limit / 2 if limit > 0 else float("inf")
+    statuses: list[str] = []
+    tried: set[str] = set()
+    while time.monotonic() - started < budget:
+        sent = run_selectors.run_sent_not_begun(excluding=tried)
+        if sent is None:
+            break
+        tried.add(sent.pk)
+        status = _execute(sent.pk, sent.attempt, sent.action)
+        if status != "skipped":  # another worker began it first: look for the next one
+            log.info("handed over: %s %s", sent.run_id, status)
+            statuses.append(status)
+    return statuses
 
 
 def canary_task(rubric: str) -> str:

@@ -5,11 +5,11 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
 
-from django.db.models import Count, Prefetch, Q, QuerySet
+from django.db.models import Count, F, Prefetch, Q, QuerySet
 
 from evaluation.errors import FieldProblem, InvalidInput, NotFound
 from evaluation.models import Agent, DimensionScore, EvaluationRun, Problem, RunMessage
-from evaluation.models.runs import ACTIVE_STATUSES
+from evaluation.models.runs import ACTIVE_STATUSES, RunStatus
 
 
 def run_url_id(run: EvaluationRun) -> str:
@@ -45,6 +45,29 @@ def runs_with_results() -> QuerySet[EvaluationRun]:
 
 def run_scores(run: EvaluationRun) -> dict[str, float]:
     return {s.dimension: s.score for s in run.dimension_scores.all()}
+
+
+@dataclass(frozen=True)
+class SentRun:
+    """A run handed to the workers (its task sent) that no worker has begun yet."""
+
+    pk: str
+    attempt: int
+    action: str
+    run_id: str
+
+
+def run_sent_not_begun(*, excluding: set[str] | frozenset[str] = frozenset()) -> SentRun | None:
+    """The oldest run whose task went to the workers but that no worker has begun: what a worker that
+    just ended a run begins itself (the hand-over), instead of leaving it behind busy workers."""
+    sent = (
+        EvaluationRun.objects.filter(status=RunStatus.QUEUED, sent_attempt=F("attempt"))
+        .exclude(queue_action="")
+        .exclude(pk__in=list(excluding))
+        .order_by("created_at", "run_id")
+    )
+    row = sent.values_list("pk", "attempt", "queue_action", "run_id").first()
+    return SentRun(str(row[0]), row[1], row[2], row[3]) if row is not None else None
 
 
 def active_runs(kind: str | None = None) -> QuerySet[EvaluationRun]:

@@ -10,11 +10,13 @@ import pytest
 from django.db.models import Count
 from django.utils import timezone
 from django_q.models import OrmQ, Task
+from django_q.signing import SignedPackage
 from rest_framework.authtoken.models import Token
 
 from evaluation.errors import CapacityReached
 from evaluation.models import EvaluationRun, RunEvent
 from evaluation.runs import services as runs
+from evaluation.tasks import run_task
 from evaluation.tutoring import services as tutoring
 from evaluation.tutoring.server import managed_server
 from tests.servers import SERVER_ENV, database_url_for_tests, qcluster_worker, redis_server
@@ -58,6 +60,36 @@ def test_runs_beyond_the_limit_wait_and_the_oldest_starts_when_a_slot_frees(
     with django_capture_on_commit_callbacks(execute=True):
         runs.run_cancel(created[1])
     assert sent(ids) == sorted(ids[:4]) and OrmQ.objects.count() == 4
+
+
+def test_a_worker_that_ends_a_run_begins_the_sent_runs_itself_and_their_tasks_do_nothing(server, settings, real_queue):
+    """The hand-over: the worker that ended a run begins the oldest run sent but not begun, so a run
+    whose task copies wait behind busy workers does not wait for them."""
+    settings.EVALUATION = {**settings.EVALUATION, "MAX_ACTIVE_RUNS": 2}
+    created = tutoring.run_start(topic_id=TOPIC, persona="ace", runs_per_persona=4, max_turns=1, provider="offline")
+    ids = [r.run_id for r in created]
+    assert sent(ids) == sorted(ids[:2]) and OrmQ.objects.count() == 2  # the slots' two runs went to the broker
+
+    assert run_task(str(created[0].pk), 1) == "completed; handed over: completed, completed, completed"
+    done = EvaluationRun.objects.filter(run_id__in=ids).order_by("started_at")
+    assert [r.run_id for r in done] == ids and {r.status for r in done} == {"completed"}
+    # Each run still held at most one of the two slots: the next waiting run was sent only when one ended.
+    ends = sorted((r.completed_at, r.started_at) for r in done)
+    assert all(later_start >= end for (end, _), (_, later_start) in zip(ends, ends[2:], strict=False))
+    # The copies still in the broker, delivered now, find their runs begun and do nothing.
+    delivered = [run_task(*SignedPackage.loads(task.payload)["args"]) for task in OrmQ.objects.all()]
+    assert delivered and set(delivered) == {"skipped"}
+
+
+def test_the_hand_over_stops_within_half_the_task_time_limit(server, settings, real_queue, monkeypatch):
+    from django_q.conf import Conf
+
+    monkeypatch.setattr(Conf, "TIMEOUT", 0.001)  # half of it has passed before the first run ends
+    settings.EVALUATION = {**settings.EVALUATION, "MAX_ACTIVE_RUNS": 2}
+    created = tutoring.run_start(topic_id=TOPIC, persona="ace", runs_per_persona=3, max_turns=1, provider="offline")
+    assert run_task(str(created[0].pk), 1) == "completed"
+    assert [EvaluationRun.objects.get(pk=r.pk).status for r in created] == ["completed", "queued", "queued"]
+    assert sent([r.run_id for r in created]) == sorted(r.run_id for r in created)  # sent, left to their tasks
 
 
 @pytest.mark.django_db
@@ -139,10 +171,20 @@ def test_a_64_run_batch_with_a_limit_of_8_completes_on_redis_with_at_most_8_runn
     # A copy of each run's task went to each of the two clusters: one copy began the run, the other
     # found it begun and did nothing. Runs dispatched while a process read one live cluster (stats
     # older than their 3 s expiry under load, kept for 10 s) went once, so at least a quarter, not all.
+    # A worker that ended a run (or skipped a copy) began the oldest sent run itself: that run's
+    # copies were all skipped, and the task's result names it after its own.
     began = RunEvent.objects.filter(status="running").values("run").annotate(n=Count("id"))
     assert len(began) == BATCH and {row["n"] for row in began} == {1}
-    assert results.count("completed") == BATCH, results
-    assert BATCH // 4 <= results.count("skipped") <= BATCH, results
+    assert _ended(results, "completed") == BATCH, results
+    assert _ended(results, "skipped") >= BATCH // 4, results
+    assert all(isinstance(r, str) and r.split(";")[0] in ("completed", "skipped") for r in results), results
+
+
+def _ended(results: list[object], status: str) -> int:
+    """How many runs the tasks ended with this status: a task's own run, then those handed over to it
+    ("completed; handed over: completed, failed")."""
+    parts = [p.strip() for r in results for p in str(r).replace("; handed over:", ",").split(",")]
+    return parts.count(status)
 
 
 def _task_results_once_saved(completed: int) -> list[object]:
@@ -153,7 +195,7 @@ def _task_results_once_saved(completed: int) -> list[object]:
     deadline = time.monotonic() + 30
     while True:
         results = [task.result for task in Task.objects.filter(func=runs.TASK)]
-        settled = results.count("completed") >= completed and len(results) >= 2 * completed - 8
+        settled = _ended(results, "completed") >= completed and len(results) >= 2 * completed - 8
         if settled or time.monotonic() > deadline:
             return results
         time.sleep(0.2)
