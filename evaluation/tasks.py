@@ -1,7 +1,10 @@
 """django-q2 entry point: take a run id and its attempt, call the room's service. Workers are synchronous."""
 
 import logging
+import os
 import time
+
+from django.db import close_old_connections
 
 from evaluation.drift import services as drift
 from evaluation.judging import services as judging
@@ -15,15 +18,22 @@ from evaluation.tutoring import services as tutoring
 log = logging.getLogger(__name__)
 
 
+HAND_OVERS_PER_TASK = 16
+"""At most this many runs begun by one task's hand-over: django-q2 recycles a worker process after
+Q_CLUSTER["recycle"] tasks, and a task that never returned would never be counted."""
+
+
 def run_task(run_pk: str, attempt: int, action: str = "execute") -> str:
     """Run one attempt; a task for a run that is not queued at this attempt does nothing ('skipped').
 
     Then the hand-over: the worker, free again (after its run, or at once for a copy it skipped),
-    begins the oldest run already sent to the workers but not begun, itself. A cluster's pusher takes tasks from the broker while all of its own
-    workers are busy, so the copies of a run's task can all wait behind busy workers for a whole
-    run while this one idles; the conditional begin lets one party win and the copies still in the
-    broker end 'skipped'. It goes on while the task has used less than half of its time limit
-    (EVAL_TASK_TIMEOUT), so a run begun this way has at least half of the limit left. The result
+    begins the oldest run already sent to the workers but not begun, itself. A cluster's pusher
+    takes tasks from the broker while all of its own workers are busy, so the copies of a run's
+    task can all wait behind busy workers for a whole run while this one idles; the conditional
+    begin lets one party win and the copies still in the broker end 'skipped'. It goes on while the
+    task has used less than half of its time limit (EVAL_TASK_TIMEOUT: a run begun this way has at
+    least half of it), for at most HAND_OVERS_PER_TASK runs, and only while the worker's own
+    qcluster reports itself running (a cluster that is stopping begins nothing new). The result
     names every run the task ended: "completed", or "completed; handed over: completed, failed".
     """
     started = time.monotonic()
@@ -46,7 +56,7 @@ def _execute(run_pk: str, attempt: int, action: str) -> str:
 
 
 def _hand_over(started: float) -> list[str]:
-    """Begin runs sent but not begun, oldest first, while the task is within half its time limit."""
+    """Begin runs sent but not begun, oldest first, within the bounds run_task names."""
     from django_q.conf import Conf
 
     if Conf.SYNC:
@@ -55,16 +65,34 @@ def _hand_over(started: float) -> list[str]:
     budget = limit / 2 if limit > 0 else float("inf")
     statuses: list[str] = []
     tried: set[str] = set()
-    while time.monotonic() - started < budget:
-        sent = run_selectors.run_sent_not_begun(excluding=tried)
-        if sent is None:
+    while len(statuses) < HAND_OVERS_PER_TASK and time.monotonic() - started < budget:
+        try:
+            close_old_connections()  # as django-q2 does before each task
+            sent = run_selectors.run_sent_not_begun(excluding=tried) if _cluster_running() else None
+            if sent is None:
+                break
+            tried.add(sent.pk)
+            status = _execute(sent.pk, sent.attempt, sent.action)
+        except Exception:
+            # The task's own run has ended as it should; a failed look for the next one leaves the
+            # sent runs to their own tasks.
+            log.warning("hand-over stopped", exc_info=True)
             break
-        tried.add(sent.pk)
-        status = _execute(sent.pk, sent.attempt, sent.action)
-        if status != "skipped":  # another worker began it first: look for the next one
+        if status not in ("skipped", "missing"):  # another worker began it first, or it was deleted
             log.info("handed over: %s %s", sent.run_id, status)
             statuses.append(status)
     return statuses
+
+
+def _cluster_running() -> bool:
+    """Does this worker's qcluster report itself running (not stopping)? django-q2's cluster stats,
+    kept by the worker's parent (the sentinel); where they cannot be seen (a process-local cache under
+    the ORM broker), no: one cluster needs no hand-over."""
+    from django_q.conf import Conf
+    from django_q.status import Stat
+
+    mine = [stat for stat in Stat.get_all() if getattr(stat, "sentinel", None) == os.getppid()]
+    return bool(mine) and all(stat.status in (Conf.IDLE, Conf.WORKING) for stat in mine)
 
 
 def canary_task(rubric: str) -> str:
