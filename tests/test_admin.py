@@ -217,6 +217,21 @@ def test_persona_form_names_the_behaviour_field_out_of_range(staff_client, catal
     assert persona.persona_specific_behaviors.get("pushback_probability") != 1.4
 
 
+def test_persona_form_refuses_a_text_or_list_over_the_catalogue_limits_naming_them(staff_client, catalog, settings):
+    """The admin holds a persona to the same size limits as a catalogue file (docs/limits.md)."""
+    settings.EVALUATION = {**settings.EVALUATION, "CATALOG_MAX_TEXT_CHARS": 500, "CATALOG_MAX_LIST_ITEMS": 20}
+    persona = Persona.objects.get(persona_id="struggler")
+    url = reverse("admin:evaluation_persona_change", args=[persona.pk])
+    post = persona_post(description="x" * 501, personality_traits=[f"trait {i}" for i in range(21)])
+    response = staff_client.post(url, post)
+    assert response.status_code == 200, "saved over the limits"
+    errors = response.context["adminform"].form.errors
+    assert "is 501 characters: the limit is 500" in str(errors["description"])
+    assert "has 21 items: the limit is 20" in str(errors["personality_traits"])
+    persona.refresh_from_db()
+    assert len(persona.description) < 501 and len(persona.personality_traits) < 21
+
+
 def test_a_persona_saved_in_the_admin_is_kept_by_the_next_catalogue_load(staff_client, catalog):
     from io import StringIO
 

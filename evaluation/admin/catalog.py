@@ -5,6 +5,7 @@ from django.contrib import admin
 from django.urls import reverse
 from django.utils.html import format_html
 
+from evaluation import limits
 from evaluation.conf import setting
 from evaluation.models import Agent, AgentEvaluationConfig, Persona, Topic, TutoringSession
 from evaluation.tutoring.selectors import persona_schema
@@ -12,7 +13,8 @@ from evaluation.tutoring.services import PERSONA_KEYS, validate_persona, validat
 
 
 class SchemaValidatedForm(forms.ModelForm):
-    """Validates the whole record against its file schema; each problem lands on its field."""
+    """Validates the whole record against its file schema and the catalogue's size limits (the same
+    as a catalogue file's: docs/limits.md); each problem lands on its field."""
 
     known_keys: tuple[str, ...] = ()
     error_targets: dict[str, str] = {}
@@ -24,7 +26,7 @@ class SchemaValidatedForm(forms.ModelForm):
     def clean(self):
         cleaned = super().clean()
         document = {k: cleaned.get(k) for k in self.known_keys if k in cleaned and cleaned.get(k) is not None}
-        for problem in self.validate_document(document):
+        for problem in [*limits.value_problems(document), *self.validate_document(document)]:
             top = problem.field.split(".")[0]
             target = self.error_targets.get(problem.field) or self.error_targets.get(top) or top
             message = f"{problem.field}: {problem.reason}" if "." in problem.field else problem.reason
