@@ -8,6 +8,7 @@ import time
 import pytest
 
 from evaluation.models import EvaluationRun, RunMessage
+from evaluation.tasks import run_task
 from tests.servers import SERVER_ENV, database_url_for_tests, qcluster_worker
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -73,6 +74,9 @@ def test_a_killed_worker_leaves_an_interrupted_run_that_retry_completes(staff_cl
         status = wait_for(staff_client, run_id, lambda s: s["run_status"] != "running", 30, second_log)
         assert status["run_status"] == "interrupted" and "EVAL_RUN_STALE_AFTER" in status["error"]
         assert time.monotonic() - killed_at < 30
+        # The killed attempt's task, handed out again by the broker, does nothing to the run.
+        assert run_task(str(run.pk), 1) == "skipped"
+        assert RunMessage.objects.filter(run=run).count() == killed_turns
         retry = staff_client.post(f"/api/evaluation/runs/{run_id}/retry")
         assert retry.status_code == 202 and retry.json()["attempt"] == 2, retry.content
         status = wait_for(staff_client, run_id, lambda s: s["run_status"] not in ("queued", "running"), 120, second_log)
