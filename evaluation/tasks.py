@@ -4,7 +4,7 @@ import logging
 import os
 import time
 
-from django.db import close_old_connections
+from django.db import close_old_connections, connection
 
 from evaluation.drift import services as drift
 from evaluation.judging import services as judging
@@ -67,8 +67,11 @@ def _hand_over(started: float) -> list[str]:
     tried: set[str] = set()
     while len(statuses) < HAND_OVERS_PER_TASK and time.monotonic() - started < budget:
         try:
-            close_old_connections()  # as django-q2 does before each task
-            sent = run_selectors.run_sent_not_begun(excluding=tried) if _cluster_running() else None
+            if not _cluster_running():
+                break
+            if not connection.in_atomic_block:
+                close_old_connections()  # as django-q2 does before each task
+            sent = run_selectors.run_sent_not_begun(excluding=tried)
             if sent is None:
                 break
             tried.add(sent.pk)
