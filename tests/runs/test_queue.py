@@ -90,15 +90,7 @@ def test_a_64_run_batch_with_a_limit_of_8_completes_on_redis_with_at_most_8_runn
     """Two real qcluster processes of 5 workers (10 in all, more than the limit) on a real Redis
     broker, a uvicorn web process that takes the start and serves the reference tutor."""
     with redis_server(tmp_path) as redis_url:
-        env = {
-            **SERVER_ENV,
-            "EVAL_Q_SYNC": "0",
-            "DATABASE_URL": database_url_for_tests(),
-            "REDIS_URL": redis_url,
-            "EVAL_RUNS_DIR": str(tmp_path / "runs"),
-            "EVAL_MAX_ACTIVE_RUNS": str(LIMIT),
-            "EVAL_Q_WORKERS": "5",
-        }
+        env = _cluster_env(redis_url, tmp_path, max_active_runs=LIMIT, workers=5)
         token = Token.objects.create(user=staff_user).key
         with managed_server(env, log_path=tmp_path / "web.log") as url:
             worker_env = {**env, "EVAL_SERVER_URL": url}
@@ -155,15 +147,7 @@ def test_a_worker_that_ends_a_run_begins_the_sent_runs_itself_and_their_tasks_do
     ends a run begins the next run sent to the workers itself, in the same task, while that run's own
     task waits behind it in the cluster's queue; delivered afterwards, those tasks do nothing."""
     with redis_server(tmp_path) as redis_url:
-        env = {
-            **SERVER_ENV,
-            "EVAL_Q_SYNC": "0",
-            "DATABASE_URL": database_url_for_tests(),
-            "REDIS_URL": redis_url,
-            "EVAL_RUNS_DIR": str(tmp_path / "runs"),
-            "EVAL_MAX_ACTIVE_RUNS": "1",
-            "EVAL_Q_WORKERS": "1",
-        }
+        env = _cluster_env(redis_url, tmp_path, max_active_runs=1, workers=1)
         token = Token.objects.create(user=staff_user).key
         with managed_server(env, log_path=tmp_path / "web.log") as url:
             with qcluster_worker({**env, "EVAL_SERVER_URL": url}, tmp_path / "q1.log"):
@@ -183,6 +167,19 @@ def test_a_worker_that_ends_a_run_begins_the_sent_runs_itself_and_their_tasks_do
     assert ordered == response["run_ids"]  # oldest first
     assert results == ["completed; handed over: completed, completed", "skipped", "skipped"], log
     assert len(set(EvaluationRun.objects.values_list("worker", flat=True))) == 1
+
+
+def _cluster_env(redis_url: str, tmp_path, *, max_active_runs: int, workers: int) -> dict[str, str]:
+    """The environment of a web process and qcluster processes on a real Redis broker."""
+    return {
+        **SERVER_ENV,
+        "EVAL_Q_SYNC": "0",
+        "DATABASE_URL": database_url_for_tests(),
+        "REDIS_URL": redis_url,
+        "EVAL_RUNS_DIR": str(tmp_path / "runs"),
+        "EVAL_MAX_ACTIVE_RUNS": str(max_active_runs),
+        "EVAL_Q_WORKERS": str(workers),
+    }
 
 
 def _ended(results: list[object], status: str) -> int:
