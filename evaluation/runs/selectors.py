@@ -47,6 +47,13 @@ def run_scores(run: EvaluationRun) -> dict[str, float]:
     return {s.dimension: s.score for s in run.dimension_scores.all()}
 
 
+WAITING = Q(status=RunStatus.QUEUED) & ~Q(queue_action="") & ~Q(sent_attempt=F("attempt"))
+"""Queued runs whose task has not been handed to the workers yet: they wait for a free slot."""
+
+SENT = Q(status=RunStatus.QUEUED) & ~Q(queue_action="") & Q(sent_attempt=F("attempt"))
+"""Queued runs whose task went to the workers but that no worker has begun yet."""
+
+
 @dataclass(frozen=True)
 class SentRun:
     """A run handed to the workers (its task sent) that no worker has begun yet."""
@@ -60,12 +67,7 @@ class SentRun:
 def run_sent_not_begun(*, excluding: set[str] | frozenset[str] = frozenset()) -> SentRun | None:
     """The oldest run whose task went to the workers but that no worker has begun: what a worker that
     just ended a run begins itself (the hand-over), instead of leaving it behind busy workers."""
-    sent = (
-        EvaluationRun.objects.filter(status=RunStatus.QUEUED, sent_attempt=F("attempt"))
-        .exclude(queue_action="")
-        .exclude(pk__in=list(excluding))
-        .order_by("created_at", "run_id")
-    )
+    sent = EvaluationRun.objects.filter(SENT).exclude(pk__in=list(excluding)).order_by("created_at", "run_id")
     row = sent.values_list("pk", "attempt", "queue_action", "run_id").first()
     return SentRun(str(row[0]), row[1], row[2], row[3]) if row is not None else None
 

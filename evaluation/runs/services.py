@@ -24,7 +24,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Count, F, Q
+from django.db.models import Count
 from django.utils import timezone
 from django.utils.text import slugify
 
@@ -33,6 +33,7 @@ from evaluation.errors import CapacityReached, PlainMessage, RunBusy
 from evaluation.models import EvaluationRun, RunEvent
 from evaluation.models.runs import ACTIVE_STATUSES, DEFAULT_SOURCE, RETRYABLE_STATUSES, RunSource, RunStage, RunStatus
 from evaluation.runs.broadcast import Listener, broadcast
+from evaluation.runs.selectors import SENT, WAITING
 
 log = logging.getLogger(__name__)
 
@@ -84,10 +85,6 @@ def run_create(*, base_id: str, kind: str, user: Any = None, **fields: Any) -> E
             if not EvaluationRun.objects.filter(run_id=run_id).exists():
                 raise
     raise RuntimeError(f"could not find a free run id for {base}")
-
-
-WAITING = Q(status=RunStatus.QUEUED) & ~Q(queue_action="") & ~Q(sent_attempt=F("attempt"))
-"""Queued runs whose task has not been handed to the workers yet: they wait for a free slot."""
 
 
 @dataclass(frozen=True)
@@ -233,9 +230,7 @@ def runs_resend_lost(*, stale_after: float | None = None) -> list[str]:
     limit (a broker that lost them, a cluster killed with them prefetched); a duplicate does nothing."""
     limit = float(stale_after if stale_after is not None else setting("RUN_STALE_AFTER"))
     cutoff = timezone.now() - timedelta(seconds=limit)
-    lost = EvaluationRun.objects.filter(
-        status=RunStatus.QUEUED, sent_attempt=F("attempt"), heartbeat_at__lt=cutoff
-    ).exclude(queue_action="")
+    lost = EvaluationRun.objects.filter(SENT, heartbeat_at__lt=cutoff)
     resent = []
     for pk, attempt, action, run_id in lost.values_list("pk", "attempt", "queue_action", "run_id"):
         if EvaluationRun.objects.filter(pk=pk, attempt=attempt, status=RunStatus.QUEUED).update(
