@@ -1,5 +1,7 @@
 """The evaluation app."""
 
+import sys
+
 from django.apps import AppConfig
 
 
@@ -15,3 +17,7 @@ class EvaluationConfig(AppConfig):
 
         # Every qcluster worker process that starts ends the runs of workers that died.
         post_spawn.connect(sweep_on_worker_start, dispatch_uid="evaluation-sweep-on-worker-start")
+        if sys.argv[1:2] == ["qcluster"]:
+            from evaluation.tasks import preload
+
+            preload()  # before the cluster forks its workers, so they share it

@@ -1,5 +1,6 @@
 """django-q2 entry point: take a run id and its attempt, call the room's service. Workers are synchronous."""
 
+import importlib
 import logging
 import os
 import time
@@ -112,11 +113,20 @@ def runs_sweep_task() -> list[str]:
     return ended
 
 
+def preload() -> None:
+    """Import now what a run would otherwise import on first use: the LLM vendors' SDKs (the openai
+    package alone takes seconds) and scipy's statistics (the reports' intervals). The qcluster process
+    calls it before it forks its workers, which then share what it imported; each worker calls it
+    again at start, which costs nothing after a fork and covers a worker started some other way."""
+    from evaluation.providers.registry import preload as preload_vendors
+
+    preload_vendors()
+    importlib.import_module("scipy.stats")
+
+
 def sweep_on_worker_start(sender: object = None, proc_name: str = "", **kwargs: object) -> None:
     """A worker process that starts (after a crash, say) first ends the runs whose worker died,
-    and imports the LLM vendors' modules, so its first run does not wait for them."""
-    from evaluation.providers.registry import preload
-
+    and imports what runs use (preload), so its first run does not wait for it."""
     preload()
     ended = run_services.runs_interrupt_stale()
     if ended:

@@ -19,7 +19,6 @@ from xml.etree import ElementTree as ET
 
 import numpy as np
 from django.utils import timezone
-from scipy import stats
 
 from evaluation.drift.baselines import Baseline, JudgeConfig, read_baseline, write_baseline
 from evaluation.drift.characters import synthesize_conversation
@@ -31,6 +30,8 @@ from evaluation.models import Agent, AgentMessage, CorrectionLog, EvaluationRun,
 from evaluation.providers import ProviderSpec, get_llm
 from evaluation.runs.selectors import run_scores
 
+# scipy is imported where it is used: it takes longer to import than the rest of the app.
+
 REGRESSION_DROP = 1.0
 MODES = ("live", "mock-judge", "synthetic")
 RULES = ("interval", "fixed")
@@ -40,6 +41,8 @@ OFFLINE_NOTE = "the offline rule-based judge: no LLM"
 def bootstrap_ci(samples: list[float]) -> tuple[float, float] | None:
     """The bootstrap 95% confidence interval of the mean (scipy, percentile method, fixed seed);
     None with fewer than two samples."""
+    from scipy import stats
+
     if len(samples) < 2:
         return None
     if max(samples) == min(samples):

@@ -13,11 +13,11 @@ import math
 import warnings
 from dataclasses import dataclass, field
 
-import krippendorff
 import numpy as np
 from numpy.typing import NDArray
-from scipy import stats
-from sklearn.metrics import cohen_kappa_score, confusion_matrix
+
+# scipy, scikit-learn and krippendorff are imported where they are used: together they take longer to
+# import than the rest of the app, and every process that loads the admin would pay for them.
 
 RESAMPLES = 1000
 SEED = 20250515
@@ -127,6 +127,8 @@ def resample_indices(n: int, resamples: int = RESAMPLES, seed: int = SEED) -> In
 
 def qwk(a: IntArray, b: IntArray, k: int) -> float | None:
     """Cohen's kappa with quadratic weights over the scale's k levels (scikit-learn)."""
+    from sklearn.metrics import cohen_kappa_score
+
     if len(a) == 0:
         return None
     with warnings.catch_warnings(), np.errstate(all="ignore"):
@@ -137,6 +139,8 @@ def qwk(a: IntArray, b: IntArray, k: int) -> float | None:
 
 def spearman(a: IntArray, b: IntArray) -> float | None:
     """Spearman's rho (scipy)."""
+    from scipy import stats
+
     if len(a) < 2:
         return None
     with warnings.catch_warnings():
@@ -200,6 +204,8 @@ def spearman_resampled(a: IntArray, b: IntArray, k: int, idx: IntArray) -> NDArr
 
 def judge_vs_humans(judge: IntArray, human: IntArray, k: int, idx: IntArray | None = None) -> JudgeVsHumans:
     """judge[i] and human[i] are the judge's and the people's value of item i."""
+    from sklearn.metrics import confusion_matrix
+
     n = len(judge)
     if n == 0:
         empty = Estimate(None, None, None, 0)
@@ -230,6 +236,8 @@ def value_counts(units: list[list[int]], k: int) -> NDArray[np.float64]:
 
 def alpha(counts: NDArray[np.float64], k: int) -> float | None:
     """Krippendorff's alpha, ordinal, over the units with two or more values (the krippendorff package)."""
+    import krippendorff
+
     pairable = counts[counts.sum(1) >= 2]
     if len(pairable) == 0 or np.count_nonzero(pairable.sum(0)) < 2:
         return None
@@ -313,6 +321,8 @@ def alternative_annotator_test(
             f"needs {MIN_ANNOTATORS} annotators with {MIN_ITEMS}+ shared, judged items each; "
             f"{len(qualified)} have that (most shared items: {have})",
         )
+    from scipy import stats
+
     p_values = []
     for d in qualified.values():
         shifted = d + epsilon
@@ -342,6 +352,8 @@ def alternative_annotator_test(
 def _items_needed(diffs: list[NDArray[np.float64]], epsilon: float, power: float = 0.8) -> int | None:
     """Items per annotator for a one-sided t-test at 0.05 to detect the observed mean(d) + epsilon with this
     power; None when the judge is observed worse than a person by more than epsilon (no n would do)."""
+    from scipy import stats
+
     if not diffs:
         return MIN_ITEMS
     pooled = np.concatenate(diffs)

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
-from scipy.stats import binomtest
+# scipy is imported where it is used: it takes longer to import than the rest of the app.
 
 
 class Outcome(Protocol):
@@ -54,5 +54,7 @@ def summarize(suite: str, case: str, outcomes: Iterable[Outcome]) -> CaseSummary
     k, passes = len(results), sum(bool(r.passed) for r in results)
     if k == 0:
         return CaseSummary(suite, case, 0, 0, 0.0, 1.0)
+    from scipy.stats import binomtest
+
     interval = binomtest(passes, k).proportion_ci(confidence_level=0.95, method="wilson")
     return CaseSummary(suite, case, passes, k, float(interval.low), float(interval.high))

@@ -14,8 +14,7 @@ BEHAVIOUR_SHOWN_LIMIT of the checked behaviour requests show.
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from scipy.stats import binomtest
-
+# scipy is imported where it is used: it takes longer to import than the rest of the app.
 from evaluation.text import word_count
 from evaluation.tutoring.exercises import answer_matches, solve
 
@@ -54,6 +53,8 @@ class Rate:
     def of(cls, k: int, n: int) -> "Rate":
         if n == 0:
             return cls(k, n, None, None, None)
+        from scipy.stats import binomtest
+
         ci = binomtest(k, n).proportion_ci(confidence_level=CONFIDENCE, method="wilson")
         return cls(k, n, round(k / n, 4), round(float(ci.low), 4), round(float(ci.high), 4))
 

@@ -11,7 +11,7 @@ import statistics
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from scipy import stats
+# scipy is imported where it is used: it takes longer to import than the rest of the app.
 
 CONFIDENCE = 0.95
 DEFAULT_THRESHOLD = 1.0
@@ -25,6 +25,8 @@ def mean_ci(values: list[float]) -> tuple[float | None, float | None]:
     mean, sem = statistics.fmean(values), statistics.stdev(values) / math.sqrt(len(values))
     if sem == 0:
         return round(mean, 2), round(mean, 2)
+    from scipy import stats
+
     low, high = stats.t.interval(CONFIDENCE, len(values) - 1, loc=mean, scale=sem)
     return round(float(low), 2), round(float(high), 2)
 
