@@ -8,7 +8,6 @@ from django.core.asgi import get_asgi_application
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "evalproject.settings")
 django_asgi_app = get_asgi_application()
 
-from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import OriginValidator  # noqa: E402
 from django.conf import settings  # noqa: E402
@@ -40,6 +39,6 @@ http_app = RequestLimit(django_http, setting("WEB_CONCURRENCY"))
 application = ProtocolTypeRouter(
     {
         "http": http_app,
-        "websocket": PageOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns)), settings.ALLOWED_HOSTS),
+        "websocket": PageOriginValidator(URLRouter(websocket_urlpatterns), settings.ALLOWED_HOSTS),
     }
 )

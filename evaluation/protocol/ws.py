@@ -6,6 +6,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from asgiref.sync import sync_to_async
+from channels.consumer import get_handler_name
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.db import DatabaseError, close_old_connections, connection
@@ -73,6 +74,15 @@ class TutorSessionConsumer(AsyncJsonWebsocketConsumer):
     authorized = False
     held: TutoringSession | None = None
     """The session as this socket's last turn stored it (the next turn starts from it, reading nothing)."""
+
+    async def dispatch(self, message: dict[str, Any]) -> None:
+        """Channels' dispatch without its per-frame `close_old_connections` (a hop to the sync thread
+        and back for every frame): this socket touches the database only through `_state`, which
+        refreshes its connection itself, and the turn threads, which manage theirs (`_concurrent`)."""
+        handler = getattr(self, get_handler_name(message), None)
+        if handler is None:
+            raise ValueError(f"No handler for message type {message['type']}")
+        await handler(message)
 
     async def connect(self) -> None:
         self.session_id = str(self.scope["url_route"]["kwargs"]["session_id"])
