@@ -100,7 +100,8 @@ still fails the run at `POST /sessions`, with the reason."""
 _healthy_at: dict[str, float] = {}
 
 
-def _healthy(base_url: str) -> bool:
+def healthy(base_url: str) -> bool:
+    """health_ok, taken from this process's last answer while it is under HEALTH_KEPT_FOR seconds old."""
     if time.monotonic() - _healthy_at.get(base_url, -HEALTH_KEPT_FOR) < HEALTH_KEPT_FOR:
         return True
     if not health_ok(base_url):
@@ -172,7 +173,7 @@ class ProtocolTarget:
         conv = Conversation(on_message, log)
         result = conv.result
         log(f"target {self.base_url}: health check")
-        if not await asyncio.to_thread(_healthy, self.base_url):
+        if not await asyncio.to_thread(healthy, self.base_url):
             raise TutorUnavailable(f"tutor unreachable: {self.base_url}/health/db did not answer ok")
         try:
             created = await asyncio.to_thread(
@@ -197,7 +198,9 @@ class ProtocolTarget:
         headers = self.session_headers(created)
         url = f"{self.ws_base}/sessions/ws/{result.session_id}"
         try:
-            async with websockets.connect(url, additional_headers=headers, open_timeout=turn_timeout) as ws:
+            async with websockets.connect(
+                url, additional_headers=headers, open_timeout=turn_timeout, compression=None
+            ) as ws:
                 log(f"websocket open {url}")
                 try:
                     reply = await self._await_assistant(ws, turn_timeout, log)

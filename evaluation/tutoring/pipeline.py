@@ -242,8 +242,9 @@ def tutor_record(agent: Any, target: Any, result: SessionResult, seed: int | Non
     }
 
 
-def evaluate(handle: RunHandle) -> None:
-    """Judge the stored conversation and store scores and problems (replacing any earlier ones)."""
+def evaluate(handle: RunHandle) -> list[dict[str, Any]]:
+    """Judge the stored conversation and store scores and problems (replacing any earlier ones);
+    returns the conversation as read, for the reports."""
     run = handle.run
     handle.progress(stage=RunStage.EVALUATING, detail="Judging the conversation")
     messages = run_messages(run)
@@ -273,14 +274,15 @@ def evaluate(handle: RunHandle) -> None:
             for f in verdict.findings
         )
         handle.progress(overall_score=verdict.average, summary=verdict.summary, judge_label=verdict.judge_label)
+    return messages
 
 
-def finish(handle: RunHandle) -> dict[str, Any]:
-    """Write the reports; returns what the run stores on completion."""
+def finish(handle: RunHandle, messages: list[dict[str, Any]]) -> dict[str, Any]:
+    """Write the reports of the conversation just judged; returns what the run stores on completion."""
     run = handle.run
     handle.progress(stage=RunStage.GENERATING_REPORTS, detail="Writing reports")
     folder = run_folder(run)
-    reports.write_run_reports(folder, run_report_context(run))
+    reports.write_run_reports(folder, run_report_context(run, messages))
     (folder / "error.txt").unlink(missing_ok=True)
     return {"error": "", "error_traceback": "", "artifacts_dir": str(folder)}
 
@@ -293,15 +295,13 @@ def simulate_and_judge(handle: RunHandle, *, server_url: str | None = None) -> d
     if run.source == RunSource.SIMULATED:
         handle.progress(stage=RunStage.RUNNING_SESSION, detail=f"Turn 0/{run.max_turns}")
         converse(handle, server_url=server_url)
-    evaluate(handle)
-    return finish(handle)
+    return finish(handle, evaluate(handle))
 
 
 def judge_again(handle: RunHandle) -> dict[str, Any]:
     """Re-judge the stored conversation without simulating it again."""
     run_folder(handle.run).mkdir(parents=True, exist_ok=True)
-    evaluate(handle)
-    return finish(handle)
+    return finish(handle, evaluate(handle))
 
 
 def after_run(run: EvaluationRun) -> None:
@@ -311,6 +311,10 @@ def after_run(run: EvaluationRun) -> None:
             finalize_group(run.group)
         except Exception:
             log.warning("comparison for %s failed", run.group, exc_info=True)
+
+
+def comparison_written(group: str) -> bool:
+    return (Path(setting("RUNS_DIR")) / group / "comparison.json").exists()
 
 
 def finalize_group(group: str) -> Path | None:

@@ -160,10 +160,11 @@ def run_config(run: EvaluationRun) -> dict[str, Any]:
     )
 
 
-def run_report_context(run: EvaluationRun) -> dict[str, Any]:
-    """Everything the report writers need, from the database alone."""
+def run_report_context(run: EvaluationRun, messages: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """Everything the report writers need, from the database alone (`messages`: the run's
+    conversation as `run_messages` gives it, when the caller has just read it)."""
     persona, topic = run_persona(run), run_topic(run)
-    messages = run_messages(run)
+    messages = run_messages(run) if messages is None else messages
     return {
         "run": {"run_id": run.run_id, "id": str(run.id), "status": run.status, "source": run.source},
         "config": run_config(run),

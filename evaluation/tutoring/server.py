@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from evaluation.tutoring.client import TutorUnavailable, health_ok
+from evaluation.tutoring.client import TutorUnavailable, health_ok, healthy
 
 
 def free_port() -> int:
@@ -66,7 +66,7 @@ def managed_server(
 @contextmanager
 def tutor_server(url: str, *, manage: bool = True) -> Iterator[str]:
     """Use the server at url when it is healthy; otherwise (if allowed) start one for the duration."""
-    if health_ok(url):
+    if healthy(url):
         yield url
         return
     if not manage:

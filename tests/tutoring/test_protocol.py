@@ -193,12 +193,12 @@ def test_a_healthy_tutor_is_checked_once_for_back_to_back_conversations_and_a_fa
     threading.Thread(target=server.serve_forever, daemon=True).start()
     url = f"http://127.0.0.1:{server.server_address[1]}"
     try:
-        assert client._healthy(url) and client._healthy(url) and asked == ["/health/db"]
+        assert client.healthy(url) and client.healthy(url) and asked == ["/health/db"]
         monkeypatch.setattr(client, "HEALTH_KEPT_FOR", 0.0)
-        assert client._healthy(url) and len(asked) == 2
+        assert client.healthy(url) and len(asked) == 2
         monkeypatch.setattr(client, "HEALTH_KEPT_FOR", 10.0)
         client._healthy_at.pop(url)
-        assert not client._healthy(url) and not client._healthy(url) and len(asked) == 4
+        assert not client.healthy(url) and not client.healthy(url) and len(asked) == 4
     finally:
         server.shutdown()
         client._healthy_at.pop(url, None)
