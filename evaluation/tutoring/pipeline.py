@@ -9,7 +9,7 @@ mixes with it; the reason lands in the run's error and in error.txt.
 import asyncio
 import logging
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -127,7 +127,7 @@ def converse(handle: RunHandle, *, server_url: str | None) -> None:
     record_llm(handle, "simulator", llm_record(simulator.llm, simulator.seed))
     turn_timeout = float(run.config.get("turn_timeout", 90))
     db = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"store-{run.run_id}"[:40])
-    pending: list[asyncio.Future[None]] = []
+    pending: list[Future[None]] = []
 
     def usage() -> dict[str, Any]:
         return {"token_usage": meter.as_dict(), "cost_usd": meter.cost_usd}
@@ -156,10 +156,17 @@ def converse(handle: RunHandle, *, server_url: str | None) -> None:
     async def in_order(fn: Any, *args: Any) -> None:
         """Queue fn on the run's store thread once the previous store has finished (by then it has
         had a whole LLM call's time), so at most one is in flight and a cancelled run stops within
-        one message; raise what the previous store raised (RunStopped, a database error)."""
+        one message; raise what the previous store raised (RunStopped, a database error).
+
+        A store is awaited only when it has not finished by the next message: a finished one is read
+        as it is, so a store that kept pace costs no wake-up of this loop (two a turn)."""
         while pending:
-            await pending.pop(0)
-        pending.append(asyncio.get_running_loop().run_in_executor(db, fn, *args))
+            previous = pending.pop(0)
+            if previous.done():
+                previous.result()
+            else:
+                await asyncio.wrap_future(previous)
+        pending.append(db.submit(fn, *args))
 
     async def on_message(message: dict[str, Any]) -> None:
         await in_order(store, message)
@@ -183,10 +190,13 @@ def converse(handle: RunHandle, *, server_url: str | None) -> None:
                 on_session=on_session,
             )
         except BaseException:
-            await asyncio.gather(*pending, return_exceptions=True)  # what arrived is stored all the same
+            # what arrived is stored all the same
+            await asyncio.gather(*map(asyncio.wrap_future, pending), return_exceptions=True)
             raise
         for waiting in pending:
-            await waiting  # every message is stored before the run goes on; a failed store fails it
+            await asyncio.wrap_future(
+                waiting
+            )  # every message is stored before the run goes on; a failed store fails it
         return result
 
     runlog(
