@@ -30,7 +30,7 @@ from django.utils.text import slugify
 
 from evaluation.conf import setting
 from evaluation.errors import CapacityReached, PlainMessage, RunBusy
-from evaluation.models import EvaluationRun, RunEvent
+from evaluation.models import EvaluationRun, RunEvent, statements
 from evaluation.models.runs import ACTIVE_STATUSES, DEFAULT_SOURCE, RETRYABLE_STATUSES, RunSource, RunStage, RunStatus
 from evaluation.runs.broadcast import Listener, broadcast
 from evaluation.runs.selectors import SENT, WAITING
@@ -321,9 +321,8 @@ class RunHandle:
         """Save these fields and the heartbeat, then broadcast; raises RunStopped if the run left `running`."""
         with self._lock:
             fields["heartbeat_at"] = timezone.now()
-            updated = EvaluationRun.objects.filter(
-                pk=self.run.pk, status=RunStatus.RUNNING, attempt=self.run.attempt
-            ).update(**fields)
+            where = {"pk": self.run.pk, "status": RunStatus.RUNNING, "attempt": self.run.attempt}
+            updated = statements.update(EvaluationRun, where, **fields)
             for key, value in fields.items():
                 setattr(self.run, key, value)
         if not updated:

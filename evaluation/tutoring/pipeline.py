@@ -19,7 +19,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from evaluation.conf import setting
-from evaluation.models import DimensionScore, EvaluationRun, Problem, RunMessage
+from evaluation.models import DimensionScore, EvaluationRun, Problem, RunMessage, statements
 from evaluation.models.runs import RunSource, RunStage, RunStatus
 from evaluation.providers import Meter, ProviderSpec, allowed_env_value, estimate_cost, get_llm
 from evaluation.providers.base import InvalidJSONError
@@ -135,8 +135,9 @@ def converse(handle: RunHandle, *, server_url: str | None) -> None:
     def store(message: dict[str, Any]) -> None:
         stopped = None
         with transaction.atomic():  # the message and the turn's progress in one commit
-            RunMessage.objects.create(
-                run=run,
+            statements.insert(
+                RunMessage,
+                run=run.pk,
                 attempt=run.attempt,
                 turn=message["turn"],
                 role=message["role"],

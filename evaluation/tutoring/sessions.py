@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from evaluation.conf import setting
 from evaluation.errors import FieldProblem, InvalidInput
-from evaluation.models import Topic, TutoringSession
+from evaluation.models import Topic, TutoringSession, statements
 from evaluation.providers import LLM, get_llm
 from evaluation.tutoring import tutor
 from evaluation.tutoring.topics import topic_as_dict
@@ -116,10 +116,10 @@ def _write(session: TutoringSession, fields: tuple[str, ...], *, if_unchanged: b
     """Save these fields; with if_unchanged only if nobody saved the session since this copy was read
     or written (its updated_at still matches): the check a turn makes instead of reading it again."""
     now = timezone.now()
-    rows = TutoringSession.objects.filter(pk=session.pk)
-    if if_unchanged:
-        rows = rows.filter(updated_at=session.updated_at)
-    if not rows.update(updated_at=now, **{name: getattr(session, name) for name in fields}):
+    where = {"pk": session.pk, "updated_at": session.updated_at} if if_unchanged else {"pk": session.pk}
+    if not statements.update(
+        TutoringSession, where, updated_at=now, **{name: getattr(session, name) for name in fields}
+    ):
         return False
     session.updated_at = now
     return True

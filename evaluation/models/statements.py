@@ -1,0 +1,75 @@
+"""One-row writes whose SQL is built once: for the few statements a conversation repeats every turn.
+
+The ORM builds a query, resolves its expressions and compiles its SQL anew on every `update()` and
+`create()`. For a one-row write that costs more than the database's own work, and a conversation
+repeats a few of them every turn (a run's messages and progress, a tutor session's logs;
+bench/README.md has the figures). These build the SQL once per model, columns and database, and
+convert every value with its field's own `get_db_prep_save`, as the ORM does, so what is stored is
+the same. Like `QuerySet.update()`, they send no signals and run no `pre_save` (no auto_now): the
+caller passes every value it writes. A value that is an expression (`F(...)`) goes through the ORM.
+"""
+
+from functools import lru_cache
+from typing import Any
+
+from django.db import connections, models, router
+from django.db.models import Field
+
+
+def _field(model: type[models.Model], name: str) -> Field:
+    return model._meta.pk if name == "pk" else model._meta.get_field(name)  # type: ignore[return-value]
+
+
+@lru_cache(maxsize=256)
+def _update_sql(
+    model: type[models.Model], alias: str, columns: tuple[str, ...], where: tuple[str, ...]
+) -> tuple[str, tuple[Field, ...], tuple[Field, ...]]:
+    quote = connections[alias].ops.quote_name
+    sets, conditions = [_field(model, n) for n in columns], [_field(model, n) for n in where]
+    sql = (
+        f"UPDATE {quote(model._meta.db_table)} SET "
+        + ", ".join(f"{quote(f.column or f.attname)} = %s" for f in sets)
+        + " WHERE "
+        + " AND ".join(f"{quote(f.column or f.attname)} = %s" for f in conditions)
+    )
+    return sql, tuple(sets), tuple(conditions)
+
+
+@lru_cache(maxsize=256)
+def _insert_sql(model: type[models.Model], alias: str, columns: tuple[str, ...]) -> tuple[str, tuple[Field, ...]]:
+    quote = connections[alias].ops.quote_name
+    fields = [_field(model, n) for n in columns]
+    sql = (
+        f"INSERT INTO {quote(model._meta.db_table)} ({', '.join(quote(f.column or f.attname) for f in fields)}) "
+        f"VALUES ({', '.join(['%s'] * len(fields))})"
+    )
+    return sql, tuple(fields)
+
+
+def update(model: type[models.Model], where: dict[str, Any], **values: Any) -> int:
+    """UPDATE one model's rows SET `values` WHERE each field of `where` equals its value ("pk" names
+    the primary key); returns the number of rows changed, as `QuerySet.update()` does."""
+    if any(hasattr(v, "resolve_expression") for v in (*values.values(), *where.values())):
+        return model._default_manager.filter(**where).update(**values)
+    alias = router.db_for_write(model)
+    connection = connections[alias]
+    sql, sets, conditions = _update_sql(model, alias, tuple(values), tuple(where))
+    params = [f.get_db_prep_save(v, connection) for f, v in zip(sets, values.values(), strict=True)]
+    params += [f.get_db_prep_value(v, connection) for f, v in zip(conditions, where.values(), strict=True)]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.rowcount
+
+
+def insert(model: type[models.Model], **values: Any) -> None:
+    """INSERT one row of these field values (a foreign key by its target's value, e.g. `run=run.pk`);
+    fields left out take their defaults, an auto-increment key its next value."""
+    for field in model._meta.concrete_fields:
+        if field.name not in values and not isinstance(field, models.AutoField):
+            values[field.name] = field.get_default()
+    alias = router.db_for_write(model)
+    connection = connections[alias]
+    sql, fields = _insert_sql(model, alias, tuple(values))
+    params = [f.get_db_prep_save(v, connection) for f, v in zip(fields, values.values(), strict=True)]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)

@@ -1,0 +1,72 @@
+"""The compiled one-row writes store what the ORM would, on SQLite and on PostgreSQL alike."""
+
+import datetime as dt
+
+import pytest
+from django.db.models import F
+from django.utils import timezone
+
+from evaluation.models import EvaluationRun, RunMessage, Topic, TutoringSession, statements
+from evaluation.models.runs import RunStatus
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def run():
+    return EvaluationRun.objects.create(run_id="run_statements", status=RunStatus.RUNNING, attempt=2)
+
+
+def test_insert_stores_what_create_stores_with_defaults_for_what_is_left_out(run):
+    when = timezone.now().replace(microsecond=123456)
+    text = 'naïve "quotes", a \\ backslash and 🙂'
+    metadata = {"turn_decision": {"turn": 3, "correct": False, "mistake": None}, "list": [1, 2.5, "x"]}
+    statements.insert(
+        RunMessage, run=run.pk, attempt=2, turn=3, role="student", content=text, timestamp=when, metadata=metadata
+    )
+    statements.insert(RunMessage, run=run.pk, turn=4, role="tutor", content="ok", timestamp=when)
+    RunMessage.objects.create(run=run, attempt=2, turn=3, role="student", content=text, timestamp=when, metadata=metadata)
+    first, defaults, by_orm = RunMessage.objects.filter(run=run).order_by("id")
+    assert (first.attempt, first.turn, first.role, first.content, first.timestamp, first.metadata) == (
+        by_orm.attempt,
+        by_orm.turn,
+        by_orm.role,
+        by_orm.content,
+        by_orm.timestamp,
+        by_orm.metadata,
+    )
+    assert first.timestamp == when and first.metadata == metadata
+    assert (defaults.attempt, defaults.metadata) == (1, {})  # the fields' defaults
+    assert first.id < defaults.id < by_orm.id  # the key is the database's own sequence
+
+
+def test_update_changes_only_rows_matching_every_condition_and_counts_them(run):
+    usage = {"simulator": {"input_tokens": 12, "calls": 1}}
+    beat = timezone.now()
+    where = {"pk": run.pk, "status": RunStatus.RUNNING, "attempt": 2}
+    assert statements.update(EvaluationRun, where, turn=5, detail="Turn 5/20", token_usage=usage, heartbeat_at=beat) == 1
+    run.refresh_from_db()
+    assert (run.turn, run.detail, run.token_usage, run.heartbeat_at) == (5, "Turn 5/20", usage, beat)
+
+    assert statements.update(EvaluationRun, {**where, "attempt": 1}, turn=6) == 0  # an older attempt
+    assert statements.update(EvaluationRun, {**where, "status": RunStatus.CANCELLED}, turn=6) == 0
+    run.refresh_from_db()
+    assert run.turn == 5
+
+
+def test_update_on_a_datetime_and_a_uuid_key_matches_as_the_orm_does():
+    topic = Topic.objects.create(topic_id="statements-topic", name="T", grade=3, subject="mathematics")
+    session = TutoringSession.objects.create(topic=topic)
+    log = [{"role": "student", "content": "42?", "turn": 1}]
+    later = session.updated_at + dt.timedelta(seconds=1)
+    assert statements.update(TutoringSession, {"pk": session.pk, "updated_at": later}, full_conversation_log=log) == 0
+    where = {"pk": session.pk, "updated_at": session.updated_at}
+    assert statements.update(TutoringSession, where, full_conversation_log=log, updated_at=later) == 1
+    session.refresh_from_db()
+    assert session.full_conversation_log == log and session.updated_at == later
+
+
+def test_an_expression_goes_through_the_orm(run):
+    assert statements.update(EvaluationRun, {"pk": run.pk}, turn=F("turn") + 2) == 1
+    run.refresh_from_db()
+    assert run.turn == 2
