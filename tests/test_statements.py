@@ -3,10 +3,11 @@
 import datetime as dt
 
 import pytest
+from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from evaluation.models import EvaluationRun, RunMessage, Topic, TutoringSession, statements
+from evaluation.models import Agent, EvaluationRun, RunMessage, Topic, TutoringSession, statements
 from evaluation.models.runs import RunStatus
 
 pytestmark = pytest.mark.django_db
@@ -25,7 +26,9 @@ def test_insert_stores_what_create_stores_with_defaults_for_what_is_left_out(run
         RunMessage, run=run.pk, attempt=2, turn=3, role="student", content=text, timestamp=when, metadata=metadata
     )
     statements.insert(RunMessage, run=run.pk, turn=4, role="tutor", content="ok", timestamp=when)
-    RunMessage.objects.create(run=run, attempt=2, turn=3, role="student", content=text, timestamp=when, metadata=metadata)
+    RunMessage.objects.create(
+        run=run, attempt=2, turn=3, role="student", content=text, timestamp=when, metadata=metadata
+    )
     first, defaults, by_orm = RunMessage.objects.filter(run=run).order_by("id")
     assert (first.attempt, first.turn, first.role, first.content, first.timestamp, first.metadata) == (
         by_orm.attempt,
@@ -44,7 +47,9 @@ def test_update_changes_only_rows_matching_every_condition_and_counts_them(run):
     usage = {"simulator": {"input_tokens": 12, "calls": 1}}
     beat = timezone.now()
     where = {"pk": run.pk, "status": RunStatus.RUNNING, "attempt": 2}
-    assert statements.update(EvaluationRun, where, turn=5, detail="Turn 5/20", token_usage=usage, heartbeat_at=beat) == 1
+    assert (
+        statements.update(EvaluationRun, where, turn=5, detail="Turn 5/20", token_usage=usage, heartbeat_at=beat) == 1
+    )
     run.refresh_from_db()
     assert (run.turn, run.detail, run.token_usage, run.heartbeat_at) == (5, "Turn 5/20", usage, beat)
 
@@ -70,3 +75,34 @@ def test_an_expression_goes_through_the_orm(run):
     assert statements.update(EvaluationRun, {"pk": run.pk}, turn=F("turn") + 2) == 1
     run.refresh_from_db()
     assert run.turn == 2
+
+
+def test_a_field_may_be_called_model_or_where_and_a_related_object_stands_for_its_key(run):
+    agent = Agent.objects.create(id="statements-agent", display_name="A")
+    assert statements.update(Agent, {"pk": agent.pk}, model="tutor-model") == 1
+    agent.refresh_from_db()
+    assert agent.model == "tutor-model"
+    when = timezone.now()
+    statements.insert(RunMessage, run=run, turn=1, role="student", content="by object", timestamp=when)
+    statements.insert(RunMessage, run_id=run.pk, turn=2, role="tutor", content="by key", timestamp=when)
+    assert list(run.messages.values_list("turn", "content")) == [(1, "by object"), (2, "by key")]
+
+
+def test_insert_dates_auto_now_fields_and_fills_a_uuid_key_by_its_default():
+    topic = Topic.objects.create(topic_id="statements-topic-2", name="T", grade=3, subject="mathematics")
+    before = timezone.now()
+    statements.insert(TutoringSession, topic=topic, state={"index": 0})
+    session = TutoringSession.objects.get(topic=topic)
+    assert session.created_at >= before and session.updated_at >= before and session.state == {"index": 0}
+
+
+def test_a_none_condition_is_refused_rather_than_matching_nothing(run):
+    with pytest.raises(ValueError, match="None condition"):
+        statements.update(EvaluationRun, {"pk": run.pk, "worker": None}, turn=1)
+
+
+def test_an_error_inside_a_transaction_marks_it_for_rollback_as_the_orm_does(run):
+    with transaction.atomic():
+        with pytest.raises(IntegrityError):
+            statements.insert(RunMessage, run=run, turn=None, role="student", content="", timestamp=timezone.now())
+        assert transaction.get_rollback()

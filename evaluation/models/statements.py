@@ -12,8 +12,9 @@ caller passes every value it writes. A value that is an expression (`F(...)`) go
 from functools import lru_cache
 from typing import Any
 
-from django.db import connections, models, router
+from django.db import connections, models, router, transaction
 from django.db.models import Field
+from django.utils import timezone
 
 
 def _field(model: type[models.Model], name: str) -> Field:
@@ -46,30 +47,48 @@ def _insert_sql(model: type[models.Model], alias: str, columns: tuple[str, ...])
     return sql, tuple(fields)
 
 
-def update(model: type[models.Model], where: dict[str, Any], **values: Any) -> int:
+def _plain(value: Any) -> Any:
+    """A related object stands for its key, as the ORM takes it."""
+    return value.pk if isinstance(value, models.Model) else value
+
+
+def _execute(alias: str, sql: str, params: list[Any]) -> int:
+    connection = connections[alias]
+    # As the ORM's own writes: an error inside atomic() marks the transaction for rollback.
+    with transaction.mark_for_rollback_on_error(using=alias), connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.rowcount
+
+
+def update(model: type[models.Model], where: dict[str, Any], /, **values: Any) -> int:
     """UPDATE one model's rows SET `values` WHERE each field of `where` equals its value ("pk" names
-    the primary key); returns the number of rows changed, as `QuerySet.update()` does."""
+    the primary key; None is refused, since `= NULL` matches nothing); returns the number of rows
+    changed, as `QuerySet.update()` does."""
+    if any(v is None for v in where.values()):
+        raise ValueError(f"statements.update: a None condition in {sorted(where)} would match no row")
     if any(hasattr(v, "resolve_expression") for v in (*values.values(), *where.values())):
         return model._default_manager.filter(**where).update(**values)
     alias = router.db_for_write(model)
     connection = connections[alias]
     sql, sets, conditions = _update_sql(model, alias, tuple(values), tuple(where))
-    params = [f.get_db_prep_save(v, connection) for f, v in zip(sets, values.values(), strict=True)]
-    params += [f.get_db_prep_value(v, connection) for f, v in zip(conditions, where.values(), strict=True)]
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        return cursor.rowcount
+    params = [f.get_db_prep_save(_plain(v), connection) for f, v in zip(sets, values.values(), strict=True)]
+    params += [f.get_db_prep_value(_plain(v), connection) for f, v in zip(conditions, where.values(), strict=True)]
+    return _execute(alias, sql, params)
 
 
-def insert(model: type[models.Model], **values: Any) -> None:
-    """INSERT one row of these field values (a foreign key by its target's value, e.g. `run=run.pk`);
-    fields left out take their defaults, an auto-increment key its next value."""
+def insert(model: type[models.Model], /, **values: Any) -> None:
+    """INSERT one row of these field values, by field name (a foreign key by its object or its
+    key: `run=run`, `run=run.pk` or `run_id=run.pk`). Fields left out take their defaults, an auto-increment key its
+    next value, an auto_now or auto_now_add date the current time."""
     for field in model._meta.concrete_fields:
-        if field.name not in values and not isinstance(field, models.AutoField):
+        if field.name in values or field.attname in values or isinstance(field, models.AutoField):
+            continue
+        if getattr(field, "auto_now", False) or getattr(field, "auto_now_add", False):
+            values[field.name] = timezone.now()
+        else:
             values[field.name] = field.get_default()
     alias = router.db_for_write(model)
     connection = connections[alias]
     sql, fields = _insert_sql(model, alias, tuple(values))
-    params = [f.get_db_prep_save(v, connection) for f, v in zip(fields, values.values(), strict=True)]
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
+    params = [f.get_db_prep_save(_plain(v), connection) for f, v in zip(fields, values.values(), strict=True)]
+    _execute(alias, sql, params)

@@ -100,6 +100,11 @@ still fails the run at `POST /sessions`, with the reason."""
 _healthy_at: dict[str, float] = {}
 
 
+def forget_health(base_url: str) -> None:
+    """A server this process stopped: its next check asks again."""
+    _healthy_at.pop(base_url, None)
+
+
 def healthy(base_url: str) -> bool:
     """health_ok, taken from this process's last answer while it is under HEALTH_KEPT_FOR seconds old."""
     if time.monotonic() - _healthy_at.get(base_url, -HEALTH_KEPT_FOR) < HEALTH_KEPT_FOR:

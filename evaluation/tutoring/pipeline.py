@@ -325,7 +325,8 @@ def after_run(run: EvaluationRun) -> None:
 
 
 def comparison_written(group: str) -> bool:
-    return (Path(setting("RUNS_DIR")) / group / "comparison.json").exists()
+    """Is the group's comparison there? comparison.md is the last of its files to be written."""
+    return (Path(setting("RUNS_DIR")) / group / "comparison.md").exists()
 
 
 def finalize_group(group: str) -> Path | None:

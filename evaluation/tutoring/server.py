@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from evaluation.tutoring.client import TutorUnavailable, health_ok, healthy
+from evaluation.tutoring.client import TutorUnavailable, forget_health, health_ok, healthy
 
 
 def free_port() -> int:
@@ -55,6 +55,7 @@ def managed_server(
             time.sleep(0.1)
         yield url
     finally:
+        forget_health(url)
         process.terminate()
         try:
             process.wait(10)
@@ -65,8 +66,11 @@ def managed_server(
 
 @contextmanager
 def tutor_server(url: str, *, manage: bool = True) -> Iterator[str]:
-    """Use the server at url when it is healthy; otherwise (if allowed) start one for the duration."""
-    if healthy(url):
+    """Use the server at url when it is healthy; otherwise (if allowed) start one for the duration.
+
+    Without management (a worker's run) a health answer this process had in the last HEALTH_KEPT_FOR
+    seconds will do; a batch that may start its own server asks now."""
+    if health_ok(url) if manage else healthy(url):
         yield url
         return
     if not manage:
