@@ -5,8 +5,10 @@ The ORM builds a query, resolves its expressions and compiles its SQL anew on ev
 repeats a few of them every turn (a run's messages and progress, a tutor session's logs;
 bench/README.md has the figures). These build the SQL once per model, columns and database, and
 convert every value with its field's own `get_db_prep_save`, as the ORM does, so what is stored is
-the same. Like `QuerySet.update()`, they send no signals and run no `pre_save` (no auto_now): the
-caller passes every value it writes. A value that is an expression (`F(...)`) goes through the ORM.
+the same. They send no signals. `update()`, like `QuerySet.update()`, runs no `pre_save` (no
+auto_now): the caller passes every value it writes; a value that is an expression (`F(...)`) goes
+through the ORM. `insert()` fills what is left out with the field's default or, for auto_now and
+auto_now_add, the current time.
 """
 
 from functools import lru_cache
@@ -52,10 +54,9 @@ def _plain(value: Any) -> Any:
     return value.pk if isinstance(value, models.Model) else value
 
 
-def _execute(alias: str, sql: str, params: list[Any]) -> int:
-    connection = connections[alias]
+def _execute(connection: Any, sql: str, params: list[Any]) -> int:
     # As the ORM's own writes: an error inside atomic() marks the transaction for rollback.
-    with transaction.mark_for_rollback_on_error(using=alias), connection.cursor() as cursor:
+    with transaction.mark_for_rollback_on_error(using=connection.alias), connection.cursor() as cursor:
         cursor.execute(sql, params)
         return cursor.rowcount
 
@@ -73,13 +74,13 @@ def update(model: type[models.Model], where: dict[str, Any], /, **values: Any) -
     sql, sets, conditions = _update_sql(model, alias, tuple(values), tuple(where))
     params = [f.get_db_prep_save(_plain(v), connection) for f, v in zip(sets, values.values(), strict=True)]
     params += [f.get_db_prep_value(_plain(v), connection) for f, v in zip(conditions, where.values(), strict=True)]
-    return _execute(alias, sql, params)
+    return _execute(connection, sql, params)
 
 
 def insert(model: type[models.Model], /, **values: Any) -> None:
-    """INSERT one row of these field values, by field name (a foreign key by its object or its
-    key: `run=run`, `run=run.pk` or `run_id=run.pk`). Fields left out take their defaults, an auto-increment key its
-    next value, an auto_now or auto_now_add date the current time."""
+    """INSERT one row of these field values, by field name (a foreign key by its object or its key:
+    `run=run`, `run=run.pk` or `run_id=run.pk`). Fields left out take their defaults, an
+    auto-increment key its next value, an auto_now or auto_now_add date the current time."""
     for field in model._meta.concrete_fields:
         if field.name in values or field.attname in values or isinstance(field, models.AutoField):
             continue
@@ -91,4 +92,4 @@ def insert(model: type[models.Model], /, **values: Any) -> None:
     connection = connections[alias]
     sql, fields = _insert_sql(model, alias, tuple(values))
     params = [f.get_db_prep_save(_plain(v), connection) for f, v in zip(fields, values.values(), strict=True)]
-    _execute(alias, sql, params)
+    _execute(connection, sql, params)

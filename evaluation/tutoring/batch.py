@@ -51,8 +51,9 @@ def execute_batch(
             _map(guarded, runs, url, workers)
     for group in {r.group for r in runs if r.group}:
         # Each run's end writes its group's comparison once the group is done (pipeline.after_run);
-        # here only a group none of whose runs got that far (the batch could not start) is left.
-        if not pipeline.comparison_written(group):  # nor one whose comparison was left half written
+        # left here: a group none of whose runs got that far (the batch could not start), or one
+        # whose comparison was left half written.
+        if not pipeline.comparison_written(group):
             pipeline.finalize_group(group)
     return list(
         EvaluationRun.objects.filter(pk__in=[r.pk for r in runs])

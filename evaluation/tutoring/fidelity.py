@@ -14,9 +14,10 @@ BEHAVIOUR_SHOWN_LIMIT of the checked behaviour requests show.
 from dataclasses import asdict, dataclass
 from typing import Any
 
-# scipy is imported where it is used: it takes longer to import than the rest of the app.
 from evaluation.text import word_count
 from evaluation.tutoring.exercises import answer_matches, solve
+
+# scipy is imported where it is used: it takes longer to import than the rest of the app.
 
 CONFIDENCE = 0.95
 CONTRADICTION_LIMIT = 0.1

@@ -154,19 +154,20 @@ def converse(handle: RunHandle, *, server_url: str | None) -> None:
         if stopped is not None:
             raise stopped
 
+    async def settled(store: Future[None]) -> None:
+        """What a store raised, if anything; awaited only when it has not finished yet, so a store
+        that kept pace costs no wake-up of this loop (two a turn)."""
+        if store.done():
+            store.result()
+        else:
+            await asyncio.wrap_future(store)
+
     async def in_order(fn: Any, *args: Any) -> None:
         """Queue fn on the run's store thread once the previous store has finished (by then it has
         had a whole LLM call's time), so at most one is in flight and a cancelled run stops within
-        one message; raise what the previous store raised (RunStopped, a database error).
-
-        A store is awaited only when it has not finished by the next message: a finished one is read
-        as it is, so a store that kept pace costs no wake-up of this loop (two a turn)."""
+        one message; raise what the previous store raised (RunStopped, a database error)."""
         while pending:
-            previous = pending.pop(0)
-            if previous.done():
-                previous.result()
-            else:
-                await asyncio.wrap_future(previous)
+            await settled(pending.pop(0))
         pending.append(db.submit(fn, *args))
 
     async def on_message(message: dict[str, Any]) -> None:
@@ -194,10 +195,8 @@ def converse(handle: RunHandle, *, server_url: str | None) -> None:
             # what arrived is stored all the same
             await asyncio.gather(*map(asyncio.wrap_future, pending), return_exceptions=True)
             raise
-        for waiting in pending:
-            await asyncio.wrap_future(
-                waiting
-            )  # every message is stored before the run goes on; a failed store fails it
+        for waiting in pending:  # every message is stored before the run goes on; a failed store fails it
+            await settled(waiting)
         return result
 
     runlog(
@@ -324,9 +323,13 @@ def after_run(run: EvaluationRun) -> None:
             log.warning("comparison for %s failed", run.group, exc_info=True)
 
 
+def comparison_folder(group: str) -> Path:
+    return Path(setting("RUNS_DIR")) / group
+
+
 def comparison_written(group: str) -> bool:
     """Is the group's comparison there? comparison.md is the last of its files to be written."""
-    return (Path(setting("RUNS_DIR")) / group / "comparison.md").exists()
+    return (comparison_folder(group) / "comparison.md").exists()
 
 
 def finalize_group(group: str) -> Path | None:
@@ -336,6 +339,6 @@ def finalize_group(group: str) -> Path | None:
     runs = group_runs(group)
     if len(runs) < 2:
         return None
-    folder = Path(setting("RUNS_DIR")) / group
+    folder = comparison_folder(group)
     reports.write_comparison(folder, group, runs, baseline=group_baseline(group))
     return folder

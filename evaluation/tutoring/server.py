@@ -70,7 +70,8 @@ def tutor_server(url: str, *, manage: bool = True) -> Iterator[str]:
 
     Without management (a worker's run) a health answer this process had in the last HEALTH_KEPT_FOR
     seconds will do; a batch that may start its own server asks now."""
-    if health_ok(url) if manage else healthy(url):
+    up = health_ok(url) if manage else healthy(url)
+    if up:
         yield url
         return
     if not manage:

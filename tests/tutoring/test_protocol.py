@@ -197,8 +197,8 @@ def test_a_healthy_tutor_is_checked_once_for_back_to_back_conversations_and_a_fa
         monkeypatch.setattr(client, "HEALTH_KEPT_FOR", 0.0)
         assert client.healthy(url) and len(asked) == 2
         monkeypatch.setattr(client, "HEALTH_KEPT_FOR", 10.0)
-        client._healthy_at.pop(url)
+        client.forget_health(url)
         assert not client.healthy(url) and not client.healthy(url) and len(asked) == 4
     finally:
         server.shutdown()
-        client._healthy_at.pop(url, None)
+        client.forget_health(url)
