@@ -1,6 +1,7 @@
 """The compiled one-row writes store what the ORM would, on SQLite and on PostgreSQL alike."""
 
 import datetime as dt
+import json
 
 import pytest
 from django.db import IntegrityError, transaction
@@ -106,3 +107,15 @@ def test_an_error_inside_a_transaction_marks_it_for_rollback_as_the_orm_does(run
         with pytest.raises(IntegrityError):
             statements.insert(RunMessage, run=run, turn=None, role="student", content="", timestamp=timezone.now())
         assert transaction.get_rollback()
+
+
+def test_json_encoded_by_the_caller_is_stored_as_given_and_only_for_a_json_field():
+    topic = Topic.objects.create(topic_id="statements-topic-3", name="T", grade=3, subject="mathematics")
+    session = TutoringSession.objects.create(topic=topic)
+    log = [{"role": "student", "content": 'naïve "quotes" 🙂', "turn": 1}, {"role": "tutor", "content": "ok"}]
+    encoded = statements.EncodedJSON(json.dumps(log))
+    assert statements.update(TutoringSession, {"pk": session.pk}, full_conversation_log=encoded) == 1
+    session.refresh_from_db()
+    assert session.full_conversation_log == log
+    with pytest.raises(TypeError, match="user, which is not a JSONField"):
+        statements.update(TutoringSession, {"pk": session.pk}, user=encoded)

@@ -8,9 +8,11 @@ convert every value with its field's own `get_db_prep_save`, as the ORM does, so
 the same. They send no signals. `update()`, like `QuerySet.update()`, runs no `pre_save` (no
 auto_now): the caller passes every value it writes; a value that is an expression (`F(...)`) goes
 through the ORM. `insert()` fills what is left out with the field's default or, for auto_now and
-auto_now_add, the current time.
+auto_now_add, the current time. A JSONField's value may come already encoded (`EncodedJSON`), for a
+value the caller keeps encoded as it grows (a session's append-only logs).
 """
 
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
@@ -49,9 +51,29 @@ def _insert_sql(model: type[models.Model], alias: str, columns: tuple[str, ...])
     return sql, tuple(fields)
 
 
+@dataclass(frozen=True)
+class EncodedJSON:
+    """A JSONField's value as JSON text the caller already encoded (with `json.dumps` defaults, as the
+    field's own encoder would): stored as it is, not encoded again."""
+
+    text: str
+
+
 def _plain(value: Any) -> Any:
     """A related object stands for its key, as the ORM takes it."""
     return value.pk if isinstance(value, models.Model) else value
+
+
+def _prep_save(field: Field, value: Any, connection: Any) -> Any:
+    if isinstance(value, EncodedJSON):
+        if not isinstance(field, models.JSONField):
+            raise TypeError(f"statements: EncodedJSON given for {field.name}, which is not a JSONField")
+        if connection.vendor == "postgresql":
+            from psycopg.types.json import Jsonb
+
+            return Jsonb(value.text, dumps=str)  # the text as it is, sent as jsonb
+        return value.text
+    return field.get_db_prep_save(_plain(value), connection)
 
 
 def _execute(connection: Any, sql: str, params: list[Any]) -> int:
@@ -72,7 +94,7 @@ def update(model: type[models.Model], where: dict[str, Any], /, **values: Any) -
     alias = router.db_for_write(model)
     connection = connections[alias]
     sql, sets, conditions = _update_sql(model, alias, tuple(values), tuple(where))
-    params = [f.get_db_prep_save(_plain(v), connection) for f, v in zip(sets, values.values(), strict=True)]
+    params = [_prep_save(f, v, connection) for f, v in zip(sets, values.values(), strict=True)]
     params += [f.get_db_prep_value(_plain(v), connection) for f, v in zip(conditions, where.values(), strict=True)]
     return _execute(connection, sql, params)
 
@@ -91,5 +113,5 @@ def insert(model: type[models.Model], /, **values: Any) -> None:
     alias = router.db_for_write(model)
     connection = connections[alias]
     sql, fields = _insert_sql(model, alias, tuple(values))
-    params = [f.get_db_prep_save(_plain(v), connection) for f, v in zip(fields, values.values(), strict=True)]
+    params = [_prep_save(f, v, connection) for f, v in zip(fields, values.values(), strict=True)]
     _execute(connection, sql, params)

@@ -1,11 +1,12 @@
 """WebSocket half of the session protocol: a student message in, the tutor's reply out."""
 
+import asyncio
+import contextvars
 import logging
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from channels.consumer import get_handler_name
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
@@ -61,13 +62,16 @@ def _concurrent(fn: Any) -> Any:
             elif connection.errors_occurred:
                 connection.close()  # a fresh one for the next turn
 
-    return sync_to_async(wrapped, thread_sensitive=False, executor=_turn_executor())
+    async def call(*args: Any) -> Any:
+        # A plain executor call with the caller's context, what sync_to_async(thread_sensitive=False)
+        # does here at less cost per turn.
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(_turn_executor(), contextvars.copy_context().run, wrapped, *args)
+
+    return call
 
 
-@database_sync_to_async
-def _state(session_id: str) -> dict[str, Any] | None:
-    session = selectors.session_lookup(session_id)
-    return selectors.session_public_state(session) if session else None
+_lookup = database_sync_to_async(selectors.session_lookup)
 
 
 class TutorSessionConsumer(AsyncJsonWebsocketConsumer):
@@ -77,7 +81,7 @@ class TutorSessionConsumer(AsyncJsonWebsocketConsumer):
 
     async def dispatch(self, message: dict[str, Any]) -> None:
         """Channels' dispatch without its per-frame `close_old_connections` (a hop to the sync thread
-        and back for every frame): this socket touches the database only through `_state`, which
+        and back for every frame): this socket touches the database only through `_lookup`, which
         refreshes its connection itself, and the turn threads, which manage theirs (`_concurrent`)."""
         handler = getattr(self, get_handler_name(message), None)
         if handler is None:
@@ -92,16 +96,16 @@ class TutorSessionConsumer(AsyncJsonWebsocketConsumer):
             await self.close(code=4401)  # before any tutor turn: an anonymous socket costs no LLM call
             return
         self.authorized = True
-        state = await _state(self.session_id)
-        if state is None:
+        session = await _lookup(self.session_id)
+        if session is None:
             await self.send_json({"type": "error", "message": f"session_id: no session {self.session_id}"})
             await self.close(code=4404)
             return
-        await self.send_json({"type": "state_update", "state": state})
-        if state["message_count"] == 0:
+        await self.send_json({"type": "state_update", "state": selectors.session_public_state(session)})
+        if not session.full_conversation_log:
             await self.send_json({"type": "typing"})
             try:
-                entry = await _concurrent(services.session_open)(self.session_id)
+                opened = await _concurrent(services.session_open)(self.session_id, session)
             except ProviderError as exc:
                 await self.send_json({"type": "error", "message": f"tutor: {exc}"})
                 return
@@ -109,7 +113,9 @@ class TutorSessionConsumer(AsyncJsonWebsocketConsumer):
                 log.warning("session %s: opening not stored: %s", self.session_id, exc)
                 await self.send_json({"type": "error", "message": DATABASE_BUSY})
                 return
-            if entry:
+            if opened:
+                self.held = opened.session  # the first turn starts from it, reading nothing
+                entry = opened.entry
                 await self.send_json(
                     {"type": "assistant", "content": entry["content"], "turn": entry["turn"], "is_complete": False}
                 )

@@ -1,5 +1,6 @@
 """The reference tutor's sessions: create one, advance it by a student message, read it back."""
 
+import json
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -43,27 +44,31 @@ def _append(session: TutoringSession, role: str, content: str) -> dict[str, Any]
     return entry
 
 
-def session_open(session_id: str) -> dict[str, Any] | None:
+def session_open(session_id: str, read: TutoringSession | None = None) -> "TurnDone | None":
     """The tutor's opening message, written once; None when the session already has one.
 
-    The LLM answers outside any transaction (no lock or connection held for seconds); the opening is
-    then written only if the log is still empty, so two sockets opening one session store one opening.
+    `read` is the session as the caller just read it (the socket, to send its state), so it is not
+    read again. The LLM answers outside any transaction (no lock or connection held for seconds);
+    the opening is then written only if nobody wrote the session since it was read, else only if
+    its log is still empty, so two sockets opening one session store one opening.
     """
-    session = TutoringSession.objects.get(pk=session_id)
+    session = read if read is not None and str(read.pk) == str(session_id) else _read(session_id)
     if session.full_conversation_log:
         return None
     llm = _tutor_llm(str(session_id))
     _hand_back_connection()
     state = session.state
     reply, _ = tutor.tutor_turn(state, [], None, llm)
-    with transaction.atomic():
-        session = TutoringSession.objects.select_for_update().get(pk=session_id)
-        if session.full_conversation_log:
-            return None
-        session.state = state
-        entry = _append(session, "tutor", reply)
-        session.save()
-    return entry
+    entry = _append(session, "tutor", reply)
+    if not _write(session, (*_LOGS, "state"), if_unchanged=True):
+        with transaction.atomic():
+            session = TutoringSession.objects.select_for_update().select_related("topic").get(pk=session_id)
+            if session.full_conversation_log:
+                return None
+            session.state = state
+            entry = _append(session, "tutor", reply)
+            _write(session, (*_LOGS, "state"), if_unchanged=False)
+    return TurnDone(entry, False, session_public_state(session), session)
 
 
 def _hand_back_connection() -> None:
@@ -108,6 +113,26 @@ class TurnDone:
 _LOGS = ("full_conversation_log", "conversation_history")
 
 
+def _encoded_log(session: TutoringSession, name: str) -> statements.EncodedJSON:
+    """A log as JSON text, encoding only the entries added since this copy of the session last wrote it.
+
+    A turn writes both logs twice, and encoding them whole made each turn's writes grow with the
+    session's length. The logs are append-only (`_append` is their one writer), so the text written
+    last time stays a prefix; the cache is kept for this list object only, so a log read or assigned
+    anew is encoded whole. The text is what `json.dumps(log)` gives, as the field's own encoder does.
+    """
+    log = getattr(session, name)
+    cache: dict[str, tuple[list[Any], int, str]] = session.__dict__.setdefault("_encoded_logs", {})
+    owner, count, text = cache.get(name, (log, 0, "[]"))
+    if owner is not log or count > len(log):
+        count, text = 0, "[]"
+    if count < len(log):
+        added = ", ".join(json.dumps(entry) for entry in log[count:])
+        text = f"[{added}]" if count == 0 else f"{text[:-1]}, {added}]"
+    cache[name] = (log, len(log), text)
+    return statements.EncodedJSON(text)
+
+
 def _read(session_id: str) -> TutoringSession:
     return TutoringSession.objects.select_related("topic").get(pk=session_id)
 
@@ -117,9 +142,8 @@ def _write(session: TutoringSession, fields: tuple[str, ...], *, if_unchanged: b
     or written (its updated_at still matches): the check a turn makes instead of reading it again."""
     now = timezone.now()
     where = {"pk": session.pk, "updated_at": session.updated_at} if if_unchanged else {"pk": session.pk}
-    if not statements.update(
-        TutoringSession, where, updated_at=now, **{name: getattr(session, name) for name in fields}
-    ):
+    values = {name: _encoded_log(session, name) if name in _LOGS else getattr(session, name) for name in fields}
+    if not statements.update(TutoringSession, where, updated_at=now, **values):
         return False
     session.updated_at = now
     return True
