@@ -3,6 +3,7 @@
 import random
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field, replace
+from functools import cached_property
 from typing import Any, Literal, Protocol
 
 from evaluation.errors import PlainMessage
@@ -120,9 +121,18 @@ class LLMResult:
     model: str
     role: str
     attempts: int = 1
-    fingerprint: str = ""
     cost_usd: float = 0.0
     tool_calls: list[ToolCall] = field(default_factory=list)
+    request: "Request | None" = field(default=None, repr=False, compare=False)
+    """The request as the caller made it (not a JSON repair's follow-up)."""
+
+    @cached_property
+    def fingerprint(self) -> str:
+        """The request's replay key, what a recording of it is filed under: worked out when asked, since
+        it encodes the whole conversation and a conversation's calls rarely need it."""
+        from evaluation.providers import replay
+
+        return replay.fingerprint(self.request) if self.request is not None else ""
 
 
 class ProviderError(Exception):

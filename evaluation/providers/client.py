@@ -150,7 +150,7 @@ class LLM:
             model=completion.model,
             role=self.role,
             attempts=attempts,
-            fingerprint=replay.fingerprint(request),
+            request=request,
             cost_usd=cost,
             tool_calls=list(completion.tool_calls),
         )

@@ -60,7 +60,7 @@ def actor_of(user: Any) -> str:
 
 
 def _event(run: EvaluationRun, status: str, actor: str, note: str = "") -> None:
-    RunEvent.objects.create(run_id=run.pk, attempt=run.attempt, status=status, actor=actor[:200], note=note[:2000])
+    statements.insert(RunEvent, run_id=run.pk, attempt=run.attempt, status=status, actor=actor[:200], note=note[:2000])
 
 
 def safe_run_id(base_id: str) -> str:
@@ -152,6 +152,10 @@ def run_enqueue(run: EvaluationRun, action: str = "execute") -> None:
 def runs_dispatch() -> list[str]:
     """Hand waiting runs to the workers, oldest first, while fewer than EVAL_MAX_ACTIVE_RUNS hold a
     slot; returns their ids. Called when runs are queued, when a run ends, and by the sweep schedule."""
+    if not EvaluationRun.objects.filter(WAITING).exists():
+        # Nothing waits: no capacity lock (nor, on SQLite, the write lock) for every run that ends. A run
+        # queued after this read hands itself over once it commits, and sees this run's slot free.
+        return []
     sent: list[tuple[str, int, str, str]] = []
     with transaction.atomic():
         _lock_capacity()
@@ -347,7 +351,9 @@ OnFailure = Callable[[RunHandle, BaseException, str, str], None]
 
 def _begin(run_pk: Any, attempt: int) -> EvaluationRun | None:
     now = timezone.now()
-    updated = EvaluationRun.objects.filter(pk=run_pk, attempt=attempt, status=RunStatus.QUEUED).update(
+    updated = statements.update(
+        EvaluationRun,
+        {"pk": run_pk, "attempt": attempt, "status": RunStatus.QUEUED},
         status=RunStatus.RUNNING,
         started_at=now,
         heartbeat_at=now,
@@ -456,7 +462,7 @@ def run_execute(
 def _end(handle: RunHandle, status: str, fields: dict[str, Any]) -> None:
     run = handle.run
     fields = {**fields, "status": status, "completed_at": timezone.now()}
-    if EvaluationRun.objects.filter(pk=run.pk, status=RunStatus.RUNNING, attempt=run.attempt).update(**fields):
+    if statements.update(EvaluationRun, {"pk": run.pk, "status": RunStatus.RUNNING, "attempt": run.attempt}, **fields):
         for key, value in fields.items():
             setattr(run, key, value)
         _event(run, status, f"worker:{run.worker}", str(fields.get("error", "")))

@@ -3,6 +3,7 @@
 import re
 from collections import Counter
 from collections.abc import Iterable
+from functools import lru_cache
 
 _WORD = re.compile(r"[a-z0-9]+(?:['./][a-z0-9]+)*")
 
@@ -30,12 +31,20 @@ def ngrams(words: list[str], n: int) -> list[tuple[str, ...]]:
     return [tuple(words[i : i + n]) for i in range(len(words) - n + 1)]
 
 
+@lru_cache(maxsize=2048)
+def _text_ngrams(text: str, n: int) -> tuple[tuple[tuple[str, ...], ...], frozenset[tuple[str, ...]]]:
+    """A text's n-grams, in order and as a set: a conversation compares each message with the ones
+    before it every turn, so each text is tokenised once, not once per comparison."""
+    grams = tuple(ngrams(tokens(text), n))
+    return grams, frozenset(grams)
+
+
 def ngram_overlap(a: str, b: str, n: int = 3) -> float:
     """Share of a's n-grams that also occur in b (0 when a has none)."""
-    grams_a = ngrams(tokens(a), n)
+    grams_a, _ = _text_ngrams(a, n)
     if not grams_a:
         return 0.0
-    grams_b = set(ngrams(tokens(b), n))
+    _, grams_b = _text_ngrams(b, n)
     return sum(1 for g in grams_a if g in grams_b) / len(grams_a)
 
 

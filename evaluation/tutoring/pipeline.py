@@ -1,9 +1,9 @@
 """The tutor-evaluation work for one run: persona, conversation, judge, reports.
 
 Stages follow spec 001 (loading_persona, running_session, evaluating, generating_reports,
-complete | failed); the run kernel owns the lifecycle around them. Every message is stored as it
-arrives, under the run's current attempt, so a failed run keeps its transcript and a retry never
-mixes with it; the reason lands in the run's error and in error.txt.
+complete | failed); the run kernel owns the lifecycle around them. Every message is stored as the
+turn it belongs to ends, under the run's current attempt, so a failed run keeps its transcript and
+a retry never mixes with it; the reason lands in the run's error and in error.txt.
 """
 
 import asyncio
@@ -46,22 +46,23 @@ def run_folder(run: EvaluationRun) -> Path:
 
 
 def _meter(run: EvaluationRun) -> Meter:
-    def save(meter: Meter) -> None:
-        EvaluationRun.objects.filter(pk=run.pk).update(token_usage=meter.as_dict(), cost_usd=meter.cost_usd)
+    """The run's meter, from the usage the run holds (the handle's copy is current: every write of
+    the usage goes through it or through `save`)."""
 
-    stored = EvaluationRun.objects.values("token_usage", "cost_usd").get(pk=run.pk)
-    return Meter(limit_usd=run.cost_limit_usd, on_change=save).restore(stored["token_usage"] or {}, stored["cost_usd"])
+    def save(meter: Meter) -> None:
+        run.token_usage, run.cost_usd = meter.as_dict(), meter.cost_usd
+        statements.update(EvaluationRun, {"pk": run.pk}, token_usage=run.token_usage, cost_usd=run.cost_usd)
+
+    return Meter(limit_usd=run.cost_limit_usd, on_change=save).restore(run.token_usage or {}, run.cost_usd)
 
 
 def _override(run: EvaluationRun) -> str | None:
     return run.config.get("provider") or None
 
 
-def record_llm(handle: RunHandle, role: str, record: dict[str, Any]) -> None:
-    """Store one role's record in the run's config (config["llm"][role])."""
-    run = handle.run
-    run.config = {**run.config, "llm": {**(run.config.get("llm") or {}), role: record}}
-    handle.progress(config=run.config)
+def with_llm(run: EvaluationRun, role: str, record: dict[str, Any]) -> dict[str, Any]:
+    """The run's config with one role's record in it (config["llm"][role]), to save with the stage it starts."""
+    return {**run.config, "llm": {**(run.config.get("llm") or {}), role: record}}
 
 
 def on_failure(handle: RunHandle, exc: BaseException, message: str, text: str) -> None:
@@ -105,12 +106,14 @@ def tutor_target(agent: Any, server_url: str | None, meter: Meter) -> Iterator[A
 
 
 def converse(handle: RunHandle, *, server_url: str | None) -> None:
-    """Simulate the conversation, storing every message as it arrives (under the current attempt).
+    """Simulate the conversation, storing its messages as they arrive (under the current attempt): a
+    student message with the tutor's reply to it, in one commit with the turn's progress, and
+    whatever arrived when the conversation ends or fails.
 
     The stores run in order on one thread of the run's own, which keeps one database connection for
     the whole conversation, while the conversation goes on: the next message is sent without
     waiting for its store. A store's failure (or RunStopped, when the run was cancelled)
-    surfaces at the next message, so the worker notices within one turn. Token usage and cost are
+    surfaces at the next reply, so the worker notices within one turn. Token usage and cost are
     saved with each turn's progress instead of after every LLM call.
     """
     run = handle.run
@@ -119,12 +122,15 @@ def converse(handle: RunHandle, *, server_url: str | None) -> None:
         raise ValueError("a simulated run needs a persona and a topic")
     folder = run_folder(run)
     runlog = RunLog(folder / "run.log")
-    stored = EvaluationRun.objects.values("token_usage", "cost_usd").get(pk=run.pk)
-    meter = Meter(limit_usd=run.cost_limit_usd).restore(stored["token_usage"] or {}, stored["cost_usd"])
+    meter = Meter(limit_usd=run.cost_limit_usd).restore(run.token_usage or {}, run.cost_usd)
     simulator = StudentSimulator(
         persona, topic, get_llm("simulator", override=_override(run), meter=meter), seed=run.seed or 0
     )
-    record_llm(handle, "simulator", llm_record(simulator.llm, simulator.seed))
+    handle.progress(
+        stage=RunStage.RUNNING_SESSION,
+        detail=f"Turn 0/{run.max_turns}",
+        config=with_llm(run, "simulator", llm_record(simulator.llm, simulator.seed)),
+    )
     turn_timeout = float(run.config.get("turn_timeout", 90))
     db = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"store-{run.run_id}"[:40])
     pending: list[Future[None]] = []
@@ -132,25 +138,26 @@ def converse(handle: RunHandle, *, server_url: str | None) -> None:
     def usage() -> dict[str, Any]:
         return {"token_usage": meter.as_dict(), "cost_usd": meter.cost_usd}
 
-    def store(message: dict[str, Any]) -> None:
+    def store(messages: list[dict[str, Any]]) -> None:
         stopped = None
-        with transaction.atomic():  # the message and the turn's progress in one commit
-            statements.insert(
-                RunMessage,
-                run=run.pk,
-                attempt=run.attempt,
-                turn=message["turn"],
-                role=message["role"],
-                content=message["content"],
-                timestamp=parse_datetime(message["timestamp"]) or timezone.now(),
-                metadata=message["metadata"],
-            )
-            if message["role"] == "student":
-                turn = message["metadata"]["turn_decision"]["turn"]
+        with transaction.atomic():  # the messages and the turn's progress in one commit
+            for message in messages:
+                statements.insert(
+                    RunMessage,
+                    run=run.pk,
+                    attempt=run.attempt,
+                    turn=message["turn"],
+                    role=message["role"],
+                    content=message["content"],
+                    timestamp=parse_datetime(message["timestamp"]) or timezone.now(),
+                    metadata=message["metadata"],
+                )
+            turns = [m["metadata"]["turn_decision"]["turn"] for m in messages if m["role"] == "student"]
+            if turns:
                 try:
-                    handle.progress(turn=turn, detail=f"Turn {turn}/{run.max_turns}", **usage())
+                    handle.progress(turn=turns[-1], detail=f"Turn {turns[-1]}/{run.max_turns}", **usage())
                 except RunStopped as exc:
-                    stopped = exc  # the message is kept all the same
+                    stopped = exc  # the messages are kept all the same
         if stopped is not None:
             raise stopped
 
@@ -170,8 +177,15 @@ def converse(handle: RunHandle, *, server_url: str | None) -> None:
             await settled(pending.pop(0))
         pending.append(db.submit(fn, *args))
 
+    waiting: list[dict[str, Any]] = []
+    """A student message not stored yet: it goes with the tutor's reply to it, one commit a turn."""
+
     async def on_message(message: dict[str, Any]) -> None:
-        await in_order(store, message)
+        waiting.append(message)
+        if message["role"] != "student":
+            batch = waiting[:]
+            waiting.clear()
+            await in_order(store, batch)
 
     async def on_session(session_id: str) -> None:
         def save() -> None:
@@ -193,10 +207,14 @@ def converse(handle: RunHandle, *, server_url: str | None) -> None:
             )
         except BaseException:
             # what arrived is stored all the same
+            if waiting:
+                pending.append(db.submit(store, waiting[:]))
             await asyncio.gather(*map(asyncio.wrap_future, pending), return_exceptions=True)
             raise
-        for waiting in pending:  # every message is stored before the run goes on; a failed store fails it
-            await settled(waiting)
+        if waiting:  # the last student message, when no reply came to it
+            await in_order(store, waiting[:])
+        for queued in pending:  # every message is stored before the run goes on; a failed store fails it
+            await settled(queued)
         return result
 
     runlog(
@@ -256,12 +274,15 @@ def evaluate(handle: RunHandle) -> list[dict[str, Any]]:
     """Judge the stored conversation and store scores and problems (replacing any earlier ones);
     returns the conversation as read, for the reports."""
     run = handle.run
-    handle.progress(stage=RunStage.EVALUATING, detail="Judging the conversation")
+    llm = get_llm("judge", override=_override(run), meter=_meter(run))
+    handle.progress(
+        stage=RunStage.EVALUATING,
+        detail="Judging the conversation",
+        config=with_llm(run, "judge", llm_record(llm, run.seed)),
+    )
     messages = run_messages(run)
     if not messages:
         raise ValueError("nothing to evaluate: the run has no messages")
-    llm = get_llm("judge", override=_override(run), meter=_meter(run))
-    record_llm(handle, "judge", llm_record(llm, run.seed))
     verdict = judge.judge_conversation(messages, run_persona(run), run_topic(run), llm, seed=run.seed)
     with transaction.atomic():
         DimensionScore.objects.filter(run=run).delete()
@@ -303,7 +324,6 @@ def simulate_and_judge(handle: RunHandle, *, server_url: str | None = None) -> d
     handle.progress(stage=RunStage.LOADING_PERSONA, detail="Loading persona")
     run_folder(run).mkdir(parents=True, exist_ok=True)
     if run.source == RunSource.SIMULATED:
-        handle.progress(stage=RunStage.RUNNING_SESSION, detail=f"Turn 0/{run.max_turns}")
         converse(handle, server_url=server_url)
     return finish(handle, evaluate(handle))
 

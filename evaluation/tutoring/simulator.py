@@ -79,16 +79,22 @@ class StudentSimulator:
     def triggered(self, trigger: str, correct: bool, transcript: list[dict[str, Any]]) -> bool:
         """Does a behaviour's trigger (values.TRIGGERS) hold on this turn?"""
         previous = self.turn_decisions[-1] if self.turn_decisions else None
-        last_tutor = next((m["content"] for m in reversed(transcript) if m["role"] == "tutor"), "")
-        return {
-            "always": True,
-            "when_correct": correct,
-            "when_incorrect": not correct,
-            "after_correct": previous is not None and previous.correct,
-            "after_incorrect": previous is not None and not previous.correct,
-            "after_repeated_explanation": repeats_earlier(transcript),
-            "after_question": "?" in last_tutor,
-        }[trigger]
+        match trigger:  # only the trigger asked for is worked out: some read the whole transcript
+            case "always":
+                return True
+            case "when_correct":
+                return correct
+            case "when_incorrect":
+                return not correct
+            case "after_correct":
+                return previous is not None and previous.correct
+            case "after_incorrect":
+                return previous is not None and not previous.correct
+            case "after_repeated_explanation":
+                return repeats_earlier(transcript)
+            case "after_question":
+                return "?" in next((m["content"] for m in reversed(transcript) if m["role"] == "tutor"), "")
+        raise KeyError(trigger)
 
     @staticmethod
     def directive(decision: TurnDecision) -> str:
