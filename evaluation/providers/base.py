@@ -1,5 +1,7 @@
 """The provider interface: what a call takes, what it returns, and how it fails."""
 
+import hashlib
+import json
 import random
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field, replace
@@ -86,6 +88,22 @@ class Request:
     def with_messages(self, messages: list[Message]) -> "Request":
         return replace(self, messages=messages)
 
+    def fingerprint(self) -> str:
+        """The replay key: what changes the output (model, messages, output-relevant settings, schema,
+        tools), and nothing that does not (retries, timeouts)."""
+        payload: dict[str, Any] = {
+            "model": self.model,
+            "messages": [[m.role, m.content] for m in self.messages],
+            "settings": asdict(self.settings),
+            "schema": self.schema,
+        }
+        # Only present when used, so recordings made before tool calling keep their fingerprints.
+        if self.tools:
+            payload["tools"] = self.tools
+        if any(m.tool_calls or m.tool_call_id for m in self.messages):
+            payload["tool_turns"] = [[[asdict(c) for c in m.tool_calls], m.tool_call_id] for m in self.messages]
+        return hashlib.sha256(json.dumps(payload, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+
 
 class OfflineRule(Protocol):
     """A rule-based answer to one call, built by its caller from typed inputs (like Inspect AI's mock model).
@@ -130,9 +148,7 @@ class LLMResult:
     def fingerprint(self) -> str:
         """The request's replay key, what a recording of it is filed under: worked out when asked, since
         it encodes the whole conversation and a conversation's calls rarely need it."""
-        from evaluation.providers import replay
-
-        return replay.fingerprint(self.request) if self.request is not None else ""
+        return self.request.fingerprint() if self.request is not None else ""
 
 
 class ProviderError(Exception):

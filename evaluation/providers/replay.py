@@ -5,7 +5,6 @@ what changes the output (model, messages, output-relevant settings, schema) and 
 does not (retries, timeouts). A miss is an error naming the role and fingerprint, never a fallback.
 """
 
-import hashlib
 import json
 from dataclasses import asdict
 from pathlib import Path
@@ -15,18 +14,7 @@ from evaluation.providers.base import Completion, Provider, ReplayMiss, Request,
 
 
 def fingerprint(request: Request) -> str:
-    payload: dict[str, Any] = {
-        "model": request.model,
-        "messages": [[m.role, m.content] for m in request.messages],
-        "settings": asdict(request.settings),
-        "schema": request.schema,
-    }
-    # Only present when used, so recordings made before tool calling keep their fingerprints.
-    if request.tools:
-        payload["tools"] = request.tools
-    if any(m.tool_calls or m.tool_call_id for m in request.messages):
-        payload["tool_turns"] = [[[asdict(c) for c in m.tool_calls], m.tool_call_id] for m in request.messages]
-    return hashlib.sha256(json.dumps(payload, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+    return request.fingerprint()
 
 
 def recording_path(folder: Path, role: str, key: str) -> Path:

@@ -23,9 +23,10 @@ class SessionComplete(Exception):
 
 def session_create(*, topic_id: str, user: str = "eval-student", seed: int | None = None) -> TutoringSession:
     """A new session; a seed (a simulated run's) makes its exercises and tutor calls replay exactly."""
-    topic = Topic.objects.filter(topic_id=topic_id).first()
-    if topic is None:
-        raise InvalidInput([FieldProblem("topic_id", f"no topic {topic_id!r}")])
+    try:
+        topic = Topic.objects.get(topic_id=topic_id)
+    except Topic.DoesNotExist:
+        raise InvalidInput([FieldProblem("topic_id", f"no topic {topic_id!r}")]) from None
     session = TutoringSession(topic=topic, user=user or "eval-student")
     session.state = tutor.initial_state(topic_as_dict(topic), str(session.id), setting("TUTOR_PROBLEMS"), seed=seed)
     session.save()
@@ -187,7 +188,10 @@ def session_advance(session_id: str, student_text: str, held: TutoringSession | 
 
 
 def session_lookup(session_id: Any) -> TutoringSession | None:
-    return TutoringSession.objects.select_related("topic").filter(pk=session_id).first()
+    try:  # get(), not first(): no ORDER BY to build for a lookup by key
+        return TutoringSession.objects.select_related("topic").get(pk=session_id)
+    except TutoringSession.DoesNotExist:
+        return None
 
 
 def session_public_state(session: TutoringSession) -> dict[str, Any]:
