@@ -183,10 +183,16 @@ def require_keys(roles: list[str], override: str | None = None) -> list[str]:
 
 
 def preload() -> None:
-    """Import every vendor's module now (a worker at start): the openai package alone takes seconds
-    to import, which a worker's first run would otherwise wait."""
+    """Import every vendor's module now (a worker at start), and make one provider of each vendor that
+    calls out: the openai package alone takes seconds to import, and the SDKs import their HTTP
+    transport (httpcore) only when their first client is made. A worker's first run would otherwise
+    wait for both. The providers made here send nothing and are dropped."""
     for vendor in VENDORS.values():
-        importlib.import_module(vendor.provider_class.rpartition(".")[0])
+        module_name, _, class_name = vendor.provider_class.rpartition(".")
+        cls = getattr(importlib.import_module(module_name), class_name)
+        if vendor.key_env:
+            # A base URL, so that the OpenAI provider makes its client for compatible servers too.
+            cls(model=cls.default_model, base_url="http://127.0.0.1:9/v1", options={}, api_key="preload", key_hint="")
 
 
 def keys_check(roles: list[str], override: str | None, *, field: str) -> None:
