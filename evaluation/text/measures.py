@@ -31,12 +31,24 @@ def ngrams(words: list[str], n: int) -> list[tuple[str, ...]]:
     return [tuple(words[i : i + n]) for i in range(len(words) - n + 1)]
 
 
-@lru_cache(maxsize=2048)
-def _text_ngrams(text: str, n: int) -> tuple[tuple[tuple[str, ...], ...], frozenset[tuple[str, ...]]]:
-    """A text's n-grams, in order and as a set: a conversation compares each message with the ones
-    before it every turn, so each text is tokenised once, not once per comparison."""
+NgramsOfText = tuple[tuple[tuple[str, ...], ...], frozenset[tuple[str, ...]]]
+
+CACHED_TEXT_CHARS = 2000
+"""Texts up to this long have their n-grams cached (at most 1024 of them: a few MB at most)."""
+
+
+def _ngrams_of(text: str, n: int) -> NgramsOfText:
     grams = tuple(ngrams(tokens(text), n))
     return grams, frozenset(grams)
+
+
+_cached_ngrams_of = lru_cache(maxsize=1024)(_ngrams_of)
+
+
+def _text_ngrams(text: str, n: int) -> NgramsOfText:
+    """A text's n-grams, in order and as a set: a conversation compares each message with the ones
+    before it every turn, so a message is tokenised once, not once per comparison."""
+    return _cached_ngrams_of(text, n) if len(text) <= CACHED_TEXT_CHARS else _ngrams_of(text, n)
 
 
 def ngram_overlap(a: str, b: str, n: int = 3) -> float:

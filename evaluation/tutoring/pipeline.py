@@ -114,7 +114,10 @@ def converse(handle: RunHandle, *, server_url: str | None) -> None:
     the whole conversation, while the conversation goes on: the next message is sent without
     waiting for its store. A store's failure (or RunStopped, when the run was cancelled)
     surfaces at the next reply, so the worker notices within one turn. Token usage and cost are
-    saved with each turn's progress instead of after every LLM call.
+    saved with each turn's progress instead of after every LLM call. The price of one commit a
+    turn: live views show a student message (and "Turn N") once the tutor has answered it, and a
+    worker killed while the tutor answers loses that message from the run (the tutor's session
+    has it; the run ends interrupted).
     """
     run = handle.run
     persona, topic = run_persona(run), run_topic(run)
@@ -169,23 +172,33 @@ def converse(handle: RunHandle, *, server_url: str | None) -> None:
         else:
             await asyncio.wrap_future(store)
 
-    async def in_order(fn: Any, *args: Any) -> None:
-        """Queue fn on the run's store thread once the previous store has finished (by then it has
-        had a whole LLM call's time), so at most one is in flight and a cancelled run stops within
-        one message; raise what the previous store raised (RunStopped, a database error)."""
+    async def settle_previous() -> None:
+        """Wait for the store in flight (by then it has had a whole LLM call's time), so at most one
+        is in flight and a cancelled run stops within one turn; raise what it raised (RunStopped, a
+        database error)."""
         while pending:
             await settled(pending.pop(0))
+
+    async def in_order(fn: Any, *args: Any) -> None:
+        """Queue fn on the run's store thread once the previous store has finished."""
+        await settle_previous()
         pending.append(db.submit(fn, *args))
 
     waiting: list[dict[str, Any]] = []
     """A student message not stored yet: it goes with the tutor's reply to it, one commit a turn."""
 
+    async def store_waiting() -> None:
+        """Queue what waits as one store; when the previous store failed, raise and leave what waits
+        in place for the failure path to store."""
+        await settle_previous()
+        batch = waiting[:]
+        waiting.clear()
+        pending.append(db.submit(store, batch))
+
     async def on_message(message: dict[str, Any]) -> None:
         waiting.append(message)
         if message["role"] != "student":
-            batch = waiting[:]
-            waiting.clear()
-            await in_order(store, batch)
+            await store_waiting()
 
     async def on_session(session_id: str) -> None:
         def save() -> None:
@@ -205,14 +218,14 @@ def converse(handle: RunHandle, *, server_url: str | None) -> None:
                 log=runlog,
                 on_session=on_session,
             )
+            if waiting:  # the last student message, when no reply came to it
+                await store_waiting()
         except BaseException:
             # what arrived is stored all the same
             if waiting:
                 pending.append(db.submit(store, waiting[:]))
             await asyncio.gather(*map(asyncio.wrap_future, pending), return_exceptions=True)
             raise
-        if waiting:  # the last student message, when no reply came to it
-            await in_order(store, waiting[:])
         for queued in pending:  # every message is stored before the run goes on; a failed store fails it
             await settled(queued)
         return result
@@ -274,7 +287,11 @@ def evaluate(handle: RunHandle) -> list[dict[str, Any]]:
     """Judge the stored conversation and store scores and problems (replacing any earlier ones);
     returns the conversation as read, for the reports."""
     run = handle.run
-    llm = get_llm("judge", override=_override(run), meter=_meter(run))
+    try:
+        llm = get_llm("judge", override=_override(run), meter=_meter(run))
+    except Exception:
+        handle.progress(stage=RunStage.EVALUATING, detail="Judging the conversation")  # where it failed
+        raise
     handle.progress(
         stage=RunStage.EVALUATING,
         detail="Judging the conversation",

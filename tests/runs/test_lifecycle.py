@@ -13,6 +13,7 @@ from evaluation.runs import services as runs
 from evaluation.runs.selectors import run_lookup
 from evaluation.tasks import run_task
 from evaluation.tutoring import services as tutoring
+from evaluation.tutoring.pipeline import run_folder
 
 ROOT = Path(__file__).resolve().parents[2]
 TOPIC = "two-digit-addition-regrouping"
@@ -88,7 +89,12 @@ def test_cancel_reaches_a_running_run_within_one_turn(server):
     (done,) = tutoring.runs_execute_here([run], listener=cancel_at_turn_two)
     assert done.status == "cancelled" and done.stage == "cancelled"
     assert max(seen) <= 3  # the worker stopped at its next unit of progress
-    assert RunMessage.objects.filter(run=done, role="student").count() <= 3
+    stored = list(RunMessage.objects.filter(run=done).order_by("turn").values_list("turn", "role"))
+    assert [role for _, role in stored] == ["tutor"] + ["student", "tutor"] * ((len(stored) - 1) // 2)
+    assert len(stored) <= 1 + 2 * 4  # the cancel took effect within one turn of the turn it came in
+    # What arrived before the worker stopped is stored all the same: every message the run logged.
+    logged = [line for line in (run_folder(done) / "run.log").read_text().splitlines() if " [" in line]
+    assert len([line for line in logged if line.split(" ", 2)[2].startswith(("STUDENT [", "TUTOR ["))]) == len(stored)
     assert not done.dimension_scores.exists()
 
 
@@ -178,3 +184,16 @@ def test_concurrent_starts_never_exceed_the_limit(catalog, settings):
         outcomes = list(pool.map(one, range(20)))
     assert outcomes.count("started") == 5 and outcomes.count("refused") == 15
     assert EvaluationRun.objects.filter(status="queued").count() == 5
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_judge_that_cannot_be_made_fails_the_re_evaluation_at_evaluating(server, monkeypatch):
+    (run,) = tutoring.run_start(topic_id=TOPIC, persona="ace", max_turns=1, provider="offline", enqueue=False)
+    (run,) = tutoring.runs_execute_here([run])
+    assert run.status == "completed"
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    EvaluationRun.objects.filter(pk=run.pk).update(config={**run.config, "provider": "openai/gpt-probe"})
+    run = runs.run_requeue(run, action="evaluate")
+    assert run_task(str(run.pk), run.attempt, "evaluate") == "failed"
+    run.refresh_from_db()
+    assert (run.stage, run.detail) == ("failed", "failed at evaluating") and "OPENAI_API_KEY" in run.error
