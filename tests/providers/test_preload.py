@@ -2,6 +2,7 @@
 clients imports nothing more (the SDKs import their HTTP transports when the first client is made)."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -12,8 +13,9 @@ import json, os, sys
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "evalproject.settings")
 import django
 django.setup()
-from evaluation.providers.registry import ProviderSpec, build, preload
+from evaluation.providers.registry import ProviderSpec, _stored_credential, build, preload
 preload()
+_stored_credential("http://127.0.0.1:9/v1")  # the database's first use (driver, compiler) is not the vendors'
 before = set(sys.modules)
 os.environ["OPENAI_API_KEY"] = os.environ["ANTHROPIC_API_KEY"] = "sk-probe"
 for spec in (
@@ -27,8 +29,10 @@ print(json.dumps(sorted(m for m in set(sys.modules) - before if not m.startswith
 """
 
 
-def test_after_preload_a_workers_first_providers_import_nothing_more():
-    done = subprocess.run([sys.executable, "-c", PROBE], cwd=ROOT, capture_output=True, text=True, timeout=120)
+def test_after_preload_a_workers_first_providers_import_nothing_more(tmp_path):
+    # An empty SQLite file of its own: the probe's credential lookups touch no test database.
+    env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"} | {"EVAL_DATA_DIR": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-c", PROBE], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     imported = json.loads(done.stdout.strip().splitlines()[-1])
     assert imported == [], f"imported on first use: {imported}"
