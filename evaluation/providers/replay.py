@@ -13,17 +13,13 @@ from typing import Any
 from evaluation.providers.base import Completion, Provider, ReplayMiss, Request, ToolCall, Usage
 
 
-def fingerprint(request: Request) -> str:
-    return request.fingerprint()
-
-
 def recording_path(folder: Path, role: str, key: str) -> Path:
     return folder / role / f"{key}.json"
 
 
 def record(folder: Path, request: Request, completion: Completion, provider: str) -> Path:
     """Write one recording (atomically, so concurrent workers never see half a file)."""
-    key = fingerprint(request)
+    key = request.fingerprint()
     path = recording_path(folder, request.role, key)
     path.parent.mkdir(parents=True, exist_ok=True)
     doc: dict[str, Any] = {
@@ -56,7 +52,7 @@ class ReplayProvider(Provider):
         self.folder = Path(self.options.get("dir") or setting("RECORDINGS_DIR"))
 
     def generate(self, request: Request) -> Completion:
-        key = fingerprint(request)
+        key = request.fingerprint()
         path = recording_path(self.folder, request.role, key)
         if not path.is_file():
             raise ReplayMiss(

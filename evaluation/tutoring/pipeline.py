@@ -286,17 +286,13 @@ def tutor_record(agent: Any, target: Any, result: SessionResult, seed: int | Non
 def evaluate(handle: RunHandle) -> list[dict[str, Any]]:
     """Judge the stored conversation and store scores and problems (replacing any earlier ones);
     returns the conversation as read, for the reports."""
-    run = handle.run
+    run, detail = handle.run, "Judging the conversation"
     try:
         llm = get_llm("judge", override=_override(run), meter=_meter(run))
     except Exception:
-        handle.progress(stage=RunStage.EVALUATING, detail="Judging the conversation")  # where it failed
+        handle.progress(stage=RunStage.EVALUATING, detail=detail)  # where it failed
         raise
-    handle.progress(
-        stage=RunStage.EVALUATING,
-        detail="Judging the conversation",
-        config=with_llm(run, "judge", llm_record(llm, run.seed)),
-    )
+    handle.progress(stage=RunStage.EVALUATING, detail=detail, config=with_llm(run, "judge", llm_record(llm, run.seed)))
     messages = run_messages(run)
     if not messages:
         raise ValueError("nothing to evaluate: the run has no messages")

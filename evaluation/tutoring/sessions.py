@@ -53,7 +53,7 @@ def session_open(session_id: str, read: TutoringSession | None = None) -> "TurnD
     the opening is then written only if nobody wrote the session since it was read, else only if
     its log is still empty, so two sockets opening one session store one opening.
     """
-    session = read if read is not None and str(read.pk) == str(session_id) else _read(session_id)
+    session = _held_or_read(session_id, read)
     if session.full_conversation_log:
         return None
     llm = _tutor_llm(str(session_id))
@@ -151,40 +151,52 @@ def _write(session: TutoringSession, fields: tuple[str, ...], *, if_unchanged: b
 
 
 def session_advance(session_id: str, student_text: str, held: TutoringSession | None = None) -> TurnDone:
-    """Record the student's message, then the tutor's reply.
+    """Answer a student message and store it with the tutor's reply, in one write.
 
     `held` is the session as the previous turn on this socket left it: the turn then reads nothing,
-    and each write checks that nobody else wrote in between (another socket on the same session);
-    if somebody did, the session is read again and this turn's messages go after theirs.
+    and the write checks that nobody else wrote in between (another socket on the same session); if
+    somebody did, the session is read again and this turn's messages go after theirs. A tutor that
+    fails stores the student's message on its own, so a tutor failure never loses it.
     """
-    session = held if held is not None and str(held.pk) == str(session_id) else None
-    if session is not None:
-        if session.is_complete:
-            raise SessionComplete("this session is complete")
-        _append(session, "student", student_text)
-        # Stored before the tutor answers: a failing tutor must not lose what the student said.
-        if not _write(session, _LOGS, if_unchanged=True):
-            session = None
-    if session is None:
-        session = _read(session_id)
-        if session.is_complete:
-            raise SessionComplete("this session is complete")
-        _append(session, "student", student_text)
-        _write(session, _LOGS, if_unchanged=False)
+    session = _held_or_read(session_id, held)
+    if session.is_complete:
+        raise SessionComplete("this session is complete")
+    _append(session, "student", student_text)
     llm = _tutor_llm(str(session_id))
     _hand_back_connection()
-    reply, complete = tutor.tutor_turn(session.state, list(session.full_conversation_log), student_text, llm)
-    entry = _append(session, "tutor", reply)
+    try:
+        reply, complete = tutor.tutor_turn(session.state, list(session.full_conversation_log), student_text, llm)
+    except BaseException:
+        _store_turn(session_id, session, student_text, None, _LOGS)
+        raise
+    _append(session, "tutor", reply)
     session.is_complete = complete
-    everything = (*_LOGS, "state", "is_complete")
-    if not _write(session, everything, if_unchanged=True):
-        # Another socket stored messages while the tutor was answering: add the reply after them.
-        state, session = session.state, _read(session_id)
-        session.state = state
-        entry = _append(session, "tutor", reply)
-        session.is_complete = session.is_complete or complete
-        _write(session, everything, if_unchanged=False)
-    return TurnDone(entry, session.is_complete, session_public_state(session), session)
+    session = _store_turn(session_id, session, student_text, reply, (*_LOGS, "state", "is_complete"))
+    return TurnDone(session.full_conversation_log[-1], session.is_complete, session_public_state(session), session)
+
+
+def _held_or_read(session_id: str, held: TutoringSession | None) -> TutoringSession:
+    """The copy the caller holds when it is this session's, else the session as stored."""
+    return held if held is not None and str(held.pk) == str(session_id) else _read(session_id)
+
+
+def _store_turn(
+    session_id: str, session: TutoringSession, student_text: str, reply: str | None, fields: tuple[str, ...]
+) -> TutoringSession:
+    """Write this copy, whose logs end with the turn's messages, unless somebody wrote the session since
+    it was read; then read it again, add the student's message (and the reply) after theirs, and write
+    that. Returns the session as stored."""
+    if _write(session, fields, if_unchanged=True):
+        return session
+    state, complete = session.state, session.is_complete
+    session = _read(session_id)
+    session.state = state
+    session.is_complete = session.is_complete or complete
+    _append(session, "student", student_text)
+    if reply is not None:
+        _append(session, "tutor", reply)
+    _write(session, fields, if_unchanged=False)
+    return session
 
 
 def session_lookup(session_id: Any) -> TutoringSession | None:

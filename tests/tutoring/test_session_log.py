@@ -43,3 +43,19 @@ def test_turns_on_a_held_session_store_the_whole_log_after_every_write(catalog):
     full, history = stored_logs(session.id)
     assert [m["content"] for m in full][7:9] == ["from elsewhere", "last"]
     assert full == done.session.full_conversation_log and len(history) == len(full) == 10
+
+
+def test_a_turn_on_a_held_session_reads_nothing_and_writes_once(catalog):
+    """The student's message goes with the tutor's reply: one UPDATE a turn, and no SELECT."""
+    from django.db import connection as db
+    from django.test.utils import CaptureQueriesContext
+
+    session = sessions.session_create(topic_id="two-digit-addition-regrouping", seed=3)
+    held = sessions.session_open(str(session.id)).session
+    held = sessions.session_advance(str(session.id), "It's 50", held).session  # the tutor's LLM is resolved
+    with CaptureQueriesContext(db) as queries:
+        done = sessions.session_advance(str(session.id), "I don't know", held)
+    statements = [q["sql"].split()[0].upper() for q in queries.captured_queries]
+    assert statements.count("UPDATE") == 1 and "SELECT" not in statements, queries.captured_queries
+    assert [m["role"] for m in stored_logs(session.id)[0]] == ["tutor", "student", "tutor", "student", "tutor"]
+    assert done.entry == stored_logs(session.id)[0][-1]
