@@ -12,6 +12,7 @@ BEHAVIOUR_SHOWN_LIMIT of the checked behaviour requests show.
 """
 
 from dataclasses import asdict, dataclass
+from functools import lru_cache
 from typing import Any
 
 from evaluation.text import word_count
@@ -54,13 +55,21 @@ class Rate:
     def of(cls, k: int, n: int) -> "Rate":
         if n == 0:
             return cls(k, n, None, None, None)
-        from scipy.stats import binomtest
-
-        ci = binomtest(k, n).proportion_ci(confidence_level=CONFIDENCE, method="wilson")
-        return cls(k, n, round(k / n, 4), round(float(ci.low), 4), round(float(ci.high), 4))
+        low, high = _wilson(k, n)
+        return cls(k, n, round(k / n, 4), low, high)
 
     def excludes(self, value: float) -> bool:
         return self.low is not None and self.high is not None and not self.low <= value <= self.high
+
+
+@lru_cache(maxsize=4096)
+def _wilson(k: int, n: int) -> tuple[float, float]:
+    """The Wilson interval of k in n, rounded. Kept per (k, n): scipy's binomtest also works out an
+    exact p-value nobody reads here (most of its cost), and a run's counts are small numbers that recur."""
+    from scipy.stats import binomtest
+
+    ci = binomtest(k, n).proportion_ci(confidence_level=CONFIDENCE, method="wilson")
+    return round(float(ci.low), 4), round(float(ci.high), 4)
 
 
 @dataclass(frozen=True)

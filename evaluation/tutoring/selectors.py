@@ -69,16 +69,22 @@ def conversation(run: EvaluationRun) -> QuerySet[RunMessage]:
 
 
 def run_messages(run: EvaluationRun) -> list[dict[str, Any]]:
-    return [
-        {
-            "turn": m.turn,
-            "role": m.role,
-            "content": m.content,
-            "timestamp": m.timestamp.isoformat(),
-            "metadata": m.metadata,
-        }
-        for m in conversation(run)
-    ]
+    """The messages of `conversation(run)` as plain values, in one query: newest attempt first, so the
+    rows wanted are the leading ones with the first row's attempt (an older attempt's rows are read and
+    dropped, where the queryset would first ask which attempt is the newest)."""
+    rows = RunMessage.objects.filter(run=run).order_by("-attempt", "turn", "id")
+    fields = ("attempt", "turn", "role", "content", "timestamp", "metadata")
+    messages: list[dict[str, Any]] = []
+    newest = None
+    for attempt, turn, role, content, timestamp, metadata in rows.values_list(*fields):
+        if newest is None:
+            newest = attempt
+        elif attempt != newest:
+            break
+        messages.append(
+            {"turn": turn, "role": role, "content": content, "timestamp": timestamp.isoformat(), "metadata": metadata}
+        )
+    return messages
 
 
 def run_evaluation(run: EvaluationRun, messages: list[dict[str, Any]] | None = None) -> dict[str, Any] | None:
