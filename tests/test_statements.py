@@ -1,4 +1,5 @@
-"""The compiled one-row writes store what the ORM would, on SQLite and on PostgreSQL alike."""
+"""The compiled one-row writes store what the ORM would, and the compiled reads by key read what it
+would, on SQLite and on PostgreSQL alike."""
 
 import datetime as dt
 import json
@@ -119,3 +120,37 @@ def test_json_encoded_by_the_caller_is_stored_as_given_and_only_for_a_json_field
     assert session.full_conversation_log == log
     with pytest.raises(TypeError, match="user, which is not a JSONField"):
         statements.update(TutoringSession, {"pk": session.pk}, user=encoded)
+
+
+def _columns(obj):
+    return {f.attname: getattr(obj, f.attname) for f in type(obj)._meta.concrete_fields}
+
+
+def test_get_reads_what_select_related_get_reads_and_its_related_rows_need_no_query(catalog, django_assert_num_queries):
+    from evaluation.models import Persona
+
+    persona, topic = Persona.objects.order_by("persona_id").first(), Topic.objects.order_by("topic_id").first()
+    run = EvaluationRun.objects.create(
+        run_id="run_get", persona=persona, topic=topic, status=RunStatus.RUNNING, config={"a": [1, "é"]}, seed=7
+    )
+    by_orm = EvaluationRun.objects.select_related("persona", "topic", "agent").get(pk=run.pk)
+    with django_assert_num_queries(1):
+        got = statements.get(EvaluationRun, run.pk, related=("persona", "topic", "agent"))
+        assert got.agent is None  # a nullable key with no row: known, not fetched
+        assert _columns(got.persona) == _columns(by_orm.persona) and _columns(got.topic) == _columns(by_orm.topic)
+    assert _columns(got) == _columns(by_orm) and got.config == {"a": [1, "é"]}
+    assert (got._state.adding, got._state.db, got.persona._state.adding) == (False, "default", False)
+    got.save(update_fields=["seed"])  # an instance the ORM can save, as it would its own
+
+    session = TutoringSession.objects.create(topic=topic, state={"index": 2}, full_conversation_log=[{"turn": 1}])
+    read = statements.get(TutoringSession, str(session.pk), related=("topic",))  # a key given as text, as URLs do
+    assert _columns(read) == _columns(TutoringSession.objects.get(pk=session.pk)) and read.topic.pk == topic.pk
+    assert isinstance(read.updated_at, dt.datetime) and read.updated_at.tzinfo is not None
+
+
+def test_get_of_a_missing_key_is_none_and_a_related_name_must_be_a_foreign_key(run):
+    import uuid
+
+    assert statements.get(TutoringSession, uuid.uuid4()) is None
+    with pytest.raises(TypeError, match="status is not a foreign key"):
+        statements.get(EvaluationRun, run.pk, related=("status",))

@@ -1,4 +1,5 @@
-"""One-row writes whose SQL is built once: for the few statements a conversation repeats every turn.
+"""One-row writes (and reads by key) whose SQL is built once: for the few statements a conversation
+repeats every turn and a run repeats at its start and end.
 
 The ORM builds a query, resolves its expressions and compiles its SQL anew on every `update()` and
 `create()`. For a one-row write that costs more than the database's own work, and a conversation
@@ -9,16 +10,24 @@ the same. They send no signals. `update()`, like `QuerySet.update()`, runs no `p
 auto_now): the caller passes every value it writes; a value that is an expression (`F(...)`) goes
 through the ORM. `insert()` fills what is left out with the field's default or, for auto_now and
 auto_now_add, the current time. A JSONField's value may come already encoded (`EncodedJSON`), for a
-value the caller keeps encoded as it grows (a session's append-only logs).
+value the caller keeps encoded as it grows (a session's append-only logs). `get()` reads one row by
+its key, with the rows its foreign keys point to, into the instances `select_related(...).get(pk=)`
+gives, each value through its field's own converters.
 """
 
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import Any, TypeVar
 
 from django.db import connections, models, router, transaction
 from django.db.models import Field
 from django.utils import timezone
+
+M = TypeVar("M", bound=models.Model)
+
+
+def _column(field: Field) -> str:
+    return field.column or field.attname
 
 
 def _field(model: type[models.Model], name: str) -> Field:
@@ -33,9 +42,9 @@ def _update_sql(
     sets, conditions = [_field(model, n) for n in columns], [_field(model, n) for n in where]
     sql = (
         f"UPDATE {quote(model._meta.db_table)} SET "
-        + ", ".join(f"{quote(f.column or f.attname)} = %s" for f in sets)
+        + ", ".join(f"{quote(_column(f))} = %s" for f in sets)
         + " WHERE "
-        + " AND ".join(f"{quote(f.column or f.attname)} = %s" for f in conditions)
+        + " AND ".join(f"{quote(_column(f))} = %s" for f in conditions)
     )
     return sql, tuple(sets), tuple(conditions)
 
@@ -45,7 +54,7 @@ def _insert_sql(model: type[models.Model], alias: str, columns: tuple[str, ...])
     quote = connections[alias].ops.quote_name
     fields = [_field(model, n) for n in columns]
     sql = (
-        f"INSERT INTO {quote(model._meta.db_table)} ({', '.join(quote(f.column or f.attname) for f in fields)}) "
+        f"INSERT INTO {quote(model._meta.db_table)} ({', '.join(quote(_column(f)) for f in fields)}) "
         f"VALUES ({', '.join(['%s'] * len(fields))})"
     )
     return sql, tuple(fields)
@@ -115,3 +124,72 @@ def insert(model: type[models.Model], /, **values: Any) -> None:
     sql, fields = _insert_sql(model, alias, tuple(values))
     params = [_prep_save(f, v, connection) for f, v in zip(fields, values.values(), strict=True)]
     _execute(connection, sql, params)
+
+
+@dataclass(frozen=True)
+class _Part:
+    """One model's columns in a `get()` row: the key that joined it (None for the row's own model)."""
+
+    key: models.ForeignKey | None
+    model: type[models.Model]
+    fields: tuple[Field, ...]
+    pk_index: int
+
+
+@lru_cache(maxsize=64)
+def _select_sql(model: type[models.Model], alias: str, related: tuple[str, ...]) -> tuple[str, tuple[_Part, ...]]:
+    """SELECT the model's columns and each related model's (joined as select_related joins them:
+    LEFT OUTER for a nullable key) WHERE the key matches; with the layout to cut a row back up."""
+    quote = connections[alias].ops.quote_name
+
+    def part(key: models.ForeignKey | None, target: type[models.Model]) -> _Part:
+        fields = tuple(target._meta.concrete_fields)
+        return _Part(key, target, fields, [f.primary_key for f in fields].index(True))
+
+    parts, joins = [part(None, model)], []
+    for n, name in enumerate(related, start=1):
+        key = model._meta.get_field(name)
+        if not isinstance(key, models.ForeignKey):
+            raise TypeError(f"statements.get: {model.__name__}.{name} is not a foreign key")
+        target = key.related_model
+        assert isinstance(target, type)
+        kind = "LEFT OUTER JOIN" if key.null else "INNER JOIN"
+        on = f"t0.{quote(_column(key))} = t{n}.{quote(_column(key.target_field))}"
+        joins.append(f"{kind} {quote(target._meta.db_table)} t{n} ON {on}")
+        parts.append(part(key, target))
+    columns = ", ".join(f"t{n}.{quote(_column(f))}" for n, p in enumerate(parts) for f in p.fields)
+    table, pk = quote(model._meta.db_table), quote(_column(model._meta.pk))
+    return f"SELECT {columns} FROM {table} t0 {' '.join(joins)} WHERE t0.{pk} = %s", tuple(parts)
+
+
+def _instance(part: _Part, alias: str, values: tuple[Any, ...], connection: Any) -> models.Model:
+    """The instance the ORM would build from these column values, each through the converters the ORM
+    applies to it (the backend's, then the field's own)."""
+    converted = []
+    for field, value in zip(part.fields, values, strict=True):
+        col = field.get_col(part.model._meta.db_table)
+        for convert in (*connection.ops.get_db_converters(col), *field.get_db_converters(connection)):
+            value = convert(value, col, connection)
+        converted.append(value)
+    return part.model.from_db(alias, [f.attname for f in part.fields], converted)
+
+
+def get(model: type[M], pk: Any, /, *, related: tuple[str, ...] = ()) -> M | None:
+    """The row with this key as an instance of `model`, or None: what
+    `model.objects.select_related(*related).get(pk=pk)` gives, without building the query each time."""
+    alias = router.db_for_read(model)
+    connection = connections[alias]
+    sql, parts = _select_sql(model, alias, related)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [model._meta.pk.get_db_prep_value(_plain(pk), connection)])
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    head, start = parts[0], len(parts[0].fields)
+    instance = _instance(head, alias, row[:start], connection)
+    for part in parts[1:]:
+        values, start = row[start : start + len(part.fields)], start + len(part.fields)
+        target = None if values[part.pk_index] is None else _instance(part, alias, values, connection)
+        assert part.key is not None
+        part.key.set_cached_value(instance, target)  # as select_related leaves it: no query on access
+    return instance  # type: ignore[return-value]

@@ -364,7 +364,9 @@ def _begin(run_pk: Any, attempt: int) -> EvaluationRun | None:
     )
     if not updated:
         return None
-    run = EvaluationRun.objects.select_related("persona", "topic", "agent").get(pk=run_pk)
+    run = statements.get(EvaluationRun, run_pk, related=("persona", "topic", "agent"))
+    if run is None:
+        return None  # deleted between the two statements
     _event(run, RunStatus.RUNNING, f"worker:{run.worker}")
     return run
 

@@ -135,7 +135,10 @@ def _encoded_log(session: TutoringSession, name: str) -> statements.EncodedJSON:
 
 
 def _read(session_id: str) -> TutoringSession:
-    return TutoringSession.objects.select_related("topic").get(pk=session_id)
+    session = statements.get(TutoringSession, session_id, related=("topic",))
+    if session is None:
+        raise TutoringSession.DoesNotExist(f"no session {session_id}")
+    return session
 
 
 def _write(session: TutoringSession, fields: tuple[str, ...], *, if_unchanged: bool) -> bool:
@@ -200,10 +203,7 @@ def _store_turn(
 
 
 def session_lookup(session_id: Any) -> TutoringSession | None:
-    try:  # get(), not first(): no ORDER BY to build for a lookup by key
-        return TutoringSession.objects.select_related("topic").get(pk=session_id)
-    except TutoringSession.DoesNotExist:
-        return None
+    return statements.get(TutoringSession, session_id, related=("topic",))
 
 
 def session_public_state(session: TutoringSession) -> dict[str, Any]:
