@@ -95,7 +95,7 @@ def _cluster_running() -> bool:
     from django_q.conf import Conf
     from django_q.status import Stat
 
-    mine = [stat for stat in Stat.get_all() if getattr(stat, "sentinel", None) == os.getppid()]
+    mine = [stat for stat in Stat.get_all(run_services.broker()) if getattr(stat, "sentinel", None) == os.getppid()]
     return bool(mine) and all(stat.status in (Conf.IDLE, Conf.WORKING) for stat in mine)
 
 

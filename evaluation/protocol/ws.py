@@ -77,6 +77,10 @@ _lookup = database_sync_to_async(selectors.session_lookup)
 
 
 class TutorSessionConsumer(AsyncJsonWebsocketConsumer):
+    channel_layer_alias = None
+    """No channel layer: a tutor socket hears only its client. With one, Channels gives every socket a
+    channel of its own and a receive task on the layer (on Redis, a share of a blocking pop) that
+    nothing here ever sends to."""
     authorized = False
     held: TutoringSession | None = None
     """The session as this socket's last turn stored it (the next turn starts from it, reading nothing)."""

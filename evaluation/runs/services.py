@@ -181,6 +181,24 @@ def runs_dispatch_safely() -> None:
         log.warning("handing queued runs to workers failed; the sweep schedule tries again", exc_info=True)
 
 
+_brokers: dict[int, Any] = {}
+_brokers_lock = threading.Lock()
+
+
+def broker() -> Any:
+    """This process's django-q2 broker, made once. Given none, django-q2 makes a broker (on Redis, a
+    client with a connection pool and a new connection) for every `async_task` and `Stat.get_all`;
+    a worker sends at least one of each for every run. A forked process makes its own."""
+    pid = os.getpid()
+    with _brokers_lock:
+        if pid not in _brokers:
+            from django_q.brokers import get_broker
+
+            _brokers.clear()  # the parent's: its sockets are the parent's to use
+            _brokers[pid] = get_broker()
+        return _brokers[pid]
+
+
 _CLUSTERS_KEPT_FOR = 10.0
 _clusters: tuple[float, int] = (-_CLUSTERS_KEPT_FOR, 1)
 MAX_TASK_COPIES = 8
@@ -207,7 +225,7 @@ def task_copies() -> int:
     try:
         from django_q.status import Stat
 
-        count = len(Stat.get_all())
+        count = len(Stat.get_all(broker()))
     except Exception:
         log.debug("django-q2 cluster stats could not be read; one copy per task", exc_info=True)
         count = 1
@@ -222,7 +240,7 @@ def _send(tasks: list[tuple[str, int, str, str]]) -> None:
     for pk, attempt, action, run_id in tasks:
         try:
             for _ in range(copies):
-                async_task(TASK, pk, attempt, action, task_name=f"{action} {run_id}"[:100])
+                async_task(TASK, pk, attempt, action, task_name=f"{action} {run_id}"[:100], broker=broker())
         except Exception:
             # The broker refused it: the run waits again, and the next dispatch sends it.
             log.warning("could not hand run %s to the broker", run_id, exc_info=True)

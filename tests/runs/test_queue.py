@@ -234,3 +234,19 @@ def post_start(url: str, token: str, **body) -> dict:
     with urllib.request.urlopen(request, timeout=60) as response:
         assert response.status == 202
         return json.loads(response.read())
+
+
+def test_a_process_keeps_one_broker_and_a_forked_process_makes_its_own(db):
+    import multiprocessing
+
+    first = runs.broker()
+    assert runs.broker() is first  # not a new client (and, on Redis, a new connection) per task sent
+
+    def child(answers):
+        answers.put(runs.broker() is not first and runs.broker() is runs.broker())
+
+    answers = multiprocessing.get_context("fork").SimpleQueue()
+    process = multiprocessing.get_context("fork").Process(target=child, args=(answers,))
+    process.start()
+    process.join(30)
+    assert process.exitcode == 0 and answers.get() is True
