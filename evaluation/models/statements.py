@@ -140,6 +140,8 @@ class _Part:
 def _select_sql(model: type[models.Model], alias: str, related: tuple[str, ...]) -> tuple[str, tuple[_Part, ...]]:
     """SELECT the model's columns and each related model's (joined as select_related joins them:
     LEFT OUTER for a nullable key) WHERE the key matches; with the layout to cut a row back up."""
+    if model._meta.parents:
+        raise TypeError(f"statements.get: {model.__name__} inherits from a concrete model; use the ORM")
     quote = connections[alias].ops.quote_name
 
     def part(key: models.ForeignKey | None, target: type[models.Model]) -> _Part:
@@ -168,7 +170,7 @@ def _instance(part: _Part, alias: str, values: tuple[Any, ...], connection: Any)
     converted = []
     for field, value in zip(part.fields, values, strict=True):
         col = field.get_col(part.model._meta.db_table)
-        for convert in (*connection.ops.get_db_converters(col), *field.get_db_converters(connection)):
+        for convert in (*connection.ops.get_db_converters(col), *col.get_db_converters(connection)):
             value = convert(value, col, connection)
         converted.append(value)
     return part.model.from_db(alias, [f.attname for f in part.fields], converted)

@@ -181,22 +181,32 @@ def runs_dispatch_safely() -> None:
         log.warning("handing queued runs to workers failed; the sweep schedule tries again", exc_info=True)
 
 
-_brokers: dict[int, Any] = {}
-_brokers_lock = threading.Lock()
+_broker: Any = None
+_broker_lock = threading.Lock()
 
 
 def broker() -> Any:
     """This process's django-q2 broker, made once. Given none, django-q2 makes a broker (on Redis, a
     client with a connection pool and a new connection) for every `async_task` and `Stat.get_all`;
     a worker sends at least one of each for every run. A forked process makes its own."""
-    pid = os.getpid()
-    with _brokers_lock:
-        if pid not in _brokers:
-            from django_q.brokers import get_broker
+    global _broker
+    if _broker is None:
+        with _broker_lock:
+            if _broker is None:
+                from django_q.brokers import get_broker
 
-            _brokers.clear()  # the parent's: its sockets are the parent's to use
-            _brokers[pid] = get_broker()
-        return _brokers[pid]
+                _broker = get_broker()
+    return _broker
+
+
+def _forget_broker() -> None:
+    """In a forked child: the parent's broker and its sockets are the parent's; so is its lock, which
+    another thread of the parent may have held at the fork."""
+    global _broker, _broker_lock
+    _broker, _broker_lock = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_broker)
 
 
 _CLUSTERS_KEPT_FOR = 10.0

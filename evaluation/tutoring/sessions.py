@@ -1,6 +1,7 @@
 """The reference tutor's sessions: create one, advance it by a student message, read it back."""
 
 import json
+import logging
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -15,6 +16,8 @@ from evaluation.models import Topic, TutoringSession, statements
 from evaluation.providers import LLM, get_llm
 from evaluation.tutoring import tutor
 from evaluation.tutoring.topics import topic_as_dict
+
+log = logging.getLogger(__name__)
 
 
 class SessionComplete(Exception):
@@ -157,11 +160,35 @@ def session_advance(session_id: str, student_text: str, held: TutoringSession | 
     """Answer a student message and store it with the tutor's reply, in one write.
 
     `held` is the session as the previous turn on this socket left it: the turn then reads nothing,
-    and the write checks that nobody else wrote in between (another socket on the same session); if
-    somebody did, the session is read again and this turn's messages go after theirs. A tutor that
-    fails stores the student's message on its own, so a tutor failure never loses it.
+    and the write checks that nobody wrote the session since (another socket on it). If somebody
+    did, the held copy was out of date when the tutor answered from it: the session is read again
+    and the tutor answers anew from what is stored (a second LLM call, only then). A tutor that fails
+    stores the student's message on its own, so a tutor failure never loses it.
     """
     session = _held_or_read(session_id, held)
+    turn = _answer(session_id, session, student_text)
+    if turn is None and session is held:  # the held copy was out of date
+        session = _read(session_id)
+        turn = _answer(session_id, session, student_text)
+    if turn is None:
+        # Another socket stored messages while the tutor was answering: add these after them.
+        state, complete, reply = session.state, session.is_complete, session.full_conversation_log[-1]["content"]
+        session = _read(session_id)
+        session.state = state
+        session.is_complete = session.is_complete or complete
+        _append(session, "student", student_text)
+        turn = _append(session, "tutor", reply)
+        _write(session, _TURN, if_unchanged=False)
+    return TurnDone(turn, session.is_complete, session_public_state(session), session)
+
+
+_TURN = (*_LOGS, "state", "is_complete")
+
+
+def _answer(session_id: str, session: TutoringSession, student_text: str) -> dict[str, Any] | None:
+    """The tutor's reply to the student on this copy of the session, stored with the student's message
+    if nobody wrote the session since the copy was read or written; None (the copy holding both) if
+    somebody did."""
     if session.is_complete:
         raise SessionComplete("this session is complete")
     _append(session, "student", student_text)
@@ -170,36 +197,28 @@ def session_advance(session_id: str, student_text: str, held: TutoringSession | 
     try:
         reply, complete = tutor.tutor_turn(session.state, list(session.full_conversation_log), student_text, llm)
     except BaseException:
-        _store_turn(session_id, session, student_text, None, _LOGS)
+        _keep_student_message(session_id, session, student_text)
         raise
-    _append(session, "tutor", reply)
+    entry = _append(session, "tutor", reply)
     session.is_complete = complete
-    session = _store_turn(session_id, session, student_text, reply, (*_LOGS, "state", "is_complete"))
-    return TurnDone(session.full_conversation_log[-1], session.is_complete, session_public_state(session), session)
+    return entry if _write(session, _TURN, if_unchanged=True) else None
+
+
+def _keep_student_message(session_id: str, session: TutoringSession, student_text: str) -> None:
+    """The tutor failed: store what the student said all the same (after any messages stored since
+    this copy was read). A failure here is logged; the tutor's error is the one the caller hears."""
+    try:
+        if not _write(session, _LOGS, if_unchanged=True):
+            session = _read(session_id)
+            _append(session, "student", student_text)
+            _write(session, _LOGS, if_unchanged=False)
+    except Exception:
+        log.warning("session %s: the student's message was not stored after a tutor failure", session_id, exc_info=True)
 
 
 def _held_or_read(session_id: str, held: TutoringSession | None) -> TutoringSession:
     """The copy the caller holds when it is this session's, else the session as stored."""
     return held if held is not None and str(held.pk) == str(session_id) else _read(session_id)
-
-
-def _store_turn(
-    session_id: str, session: TutoringSession, student_text: str, reply: str | None, fields: tuple[str, ...]
-) -> TutoringSession:
-    """Write this copy, whose logs end with the turn's messages, unless somebody wrote the session since
-    it was read; then read it again, add the student's message (and the reply) after theirs, and write
-    that. Returns the session as stored."""
-    if _write(session, fields, if_unchanged=True):
-        return session
-    state, complete = session.state, session.is_complete
-    session = _read(session_id)
-    session.state = state
-    session.is_complete = session.is_complete or complete
-    _append(session, "student", student_text)
-    if reply is not None:
-        _append(session, "tutor", reply)
-    _write(session, fields, if_unchanged=False)
-    return session
 
 
 def session_lookup(session_id: Any) -> TutoringSession | None:

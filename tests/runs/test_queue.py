@@ -249,4 +249,6 @@ def test_a_process_keeps_one_broker_and_a_forked_process_makes_its_own(db):
     process = multiprocessing.get_context("fork").Process(target=child, args=(answers,))
     process.start()
     process.join(30)
+    if process.exitcode is None:
+        process.kill()
     assert process.exitcode == 0 and answers.get() is True

@@ -140,6 +140,8 @@ def test_two_sockets_taking_turns_on_one_session_keep_every_message_in_order(ser
     assert [m["turn"] for m in log] == list(range(1, 10))
     assert [m["role"] for m in log] == ["tutor", "student"] * 4 + ["tutor"]
     assert len(state["conversation_history"]) == 9
+    # "four" was answered from the session as stored, not from the first socket's copy of it
+    assert state["turn"] == 5, state  # the opening and four answers
 
 
 def test_websocket_unknown_session_closes_with_4404(server):
