@@ -2,7 +2,7 @@
 
 Variants: the bare SDKs, and the same calls through get_llm(...).call() (retries, limits, JSON
 handling and accounting included): OpenAI's Responses API, chat completions for an OpenAI-
-compatible base URL (over httpx, and through the SDK), Anthropic's streamed Messages API, and the
+compatible base URL (over urllib3, and through the SDK), Anthropic's streamed Messages API, and the
 offline provider. Each repeat runs every variant once, in a shuffled order, for --calls calls after
 a warm-up that is not counted; figures are the median (min-max) over the repeats of this process's
 CPU per call (the fake LLM's CPU is not in it) and of the wall time per call.
@@ -71,8 +71,8 @@ def main() -> None:
             "openai chat: bare SDK": lambda: oa.chat.completions.create(
                 model="m", messages=raw_messages, max_tokens=100
             ),
-            "openai chat: get_llm (httpx)": ours(chat),
-            "openai chat: get_llm (httpx) + JSON": ours(chat, schema=SCHEMA),
+            "openai chat: get_llm (urllib3)": ours(chat),
+            "openai chat: get_llm (urllib3) + JSON": ours(chat, schema=SCHEMA),
             "openai chat: get_llm (SDK)": ours(chat_sdk),
             "anthropic stream: bare SDK": raw_anthropic,
             "anthropic stream: get_llm": ours(claude),

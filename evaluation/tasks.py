@@ -115,13 +115,21 @@ def runs_sweep_task() -> list[str]:
 
 def preload() -> None:
     """Import now what a run would otherwise import on first use: the LLM vendors' SDKs (the openai
-    package alone takes seconds) and scipy's statistics (the reports' intervals). The qcluster process
-    calls it before it forks its workers, which then share what it imported; each worker calls it
-    again at start, which costs nothing after a fork and covers a worker started some other way."""
+    package alone takes seconds), scipy's statistics (the reports' intervals), the WebSocket client
+    (the simulated student's side of the session protocol) and the channel layer's backend (progress
+    broadcasts; a layer is made and dropped, as a worker's first event would make one). The qcluster
+    process calls it before it forks its workers, which then share what it imported; each worker
+    calls it again at start, which costs nothing after a fork and covers a worker started some other
+    way."""
+    from channels.layers import DEFAULT_CHANNEL_LAYER, channel_layers
+
     from evaluation.providers.registry import preload as preload_vendors
 
     preload_vendors()
     importlib.import_module("scipy.stats")
+    importlib.import_module("websockets.asyncio.client")
+    if DEFAULT_CHANNEL_LAYER in channel_layers.configs:
+        channel_layers.make_backend(DEFAULT_CHANNEL_LAYER)
 
 
 def sweep_on_worker_start(sender: object = None, proc_name: str = "", **kwargs: object) -> None:

@@ -2,10 +2,11 @@
 OpenAI-compatible base URL (Ollama, vLLM, llama.cpp server, LM Studio)."""
 
 import json
+import urllib.request
 from typing import Any
 
-import httpx
 import openai
+import urllib3
 
 from evaluation.providers.base import (
     Completion,
@@ -31,15 +32,17 @@ class OpenAIProvider(Provider):
         # A custom base URL is usually a local OpenAI-compatible server: chat completions, maybe no key.
         self.api = self.options.get("api") or ("chat" if self.base_url else "responses")
         self.takes_seed = self.api == "chat"  # the Responses API has no seed parameter
-        # Always an explicit key: the SDK would otherwise read OPENAI_API_KEY itself, whatever the URL.
-        self.client = openai.OpenAI(api_key=self.api_key or "none", base_url=self.base_url or None, max_retries=0)
-        # OpenAI-compatible servers at a typed base URL get the chat wire format straight over httpx;
-        # OpenAI's own endpoint (and {"client": "sdk"}) keeps the SDK.
+        # OpenAI-compatible servers at a typed base URL get the chat wire format straight over urllib3;
+        # OpenAI's own endpoint (and {"client": "sdk"}) keeps the SDK, whose client (an httpx pool and a
+        # TLS context: some 40 ms of CPU to make) is made only then.
         self.compat = (
             CompatChat(self.base_url, self.api_key)
             if self.base_url and self.api == "chat" and self.options.get("client") != "sdk"
             else None
         )
+        if self.compat is None:
+            # Always an explicit key: the SDK would otherwise read OPENAI_API_KEY itself, whatever the URL.
+            self.client = openai.OpenAI(api_key=self.api_key or "none", base_url=self.base_url or None, max_retries=0)
 
     def generate(self, request: Request) -> Completion:
         if self.compat is not None:
@@ -104,9 +107,13 @@ class OpenAIProvider(Provider):
         assert self.compat is not None
         try:
             data = self.compat.create(_chat_body(request), request.timeout)
-        except httpx.TimeoutException as exc:
-            raise RetryableError(f"{self.name}: no reply within {request.timeout:g}s") from exc
-        except httpx.TransportError as exc:
+        except urllib3.exceptions.HTTPError as exc:
+            # urllib3 makes a refused connection (NewConnectionError) a kind of connect timeout.
+            timed_out = isinstance(exc, urllib3.exceptions.TimeoutError) and not isinstance(
+                exc, urllib3.exceptions.NewConnectionError
+            )
+            if timed_out:
+                raise RetryableError(f"{self.name}: no reply within {request.timeout:g}s") from exc
             raise RetryableError(f"{self.name}: connection failed ({exc})") from exc
         except CompatStatusError as exc:
             raise status_error(self.name, exc.status, exc.message, exc.retry_after, self.key_hint) from exc
@@ -164,9 +171,16 @@ class CompatStatusError(Exception):
 
 
 class CompatChat:
-    """POST {base_url}/chat/completions with httpx: the body is plain JSON built once per call, with
+    """POST {base_url}/chat/completions over urllib3: the body is plain JSON built once per call, with
     none of the SDK's per-request transformation of the arguments and validation of the reply
-    models, which cost more CPU than the HTTP exchange itself against a local server."""
+    models, which cost more CPU than the HTTP exchange itself against a local server. urllib3 (a
+    thread-safe connection pool over the standard library's HTTP client) takes about half the CPU of
+    httpx for the same call (bench/README.md); like httpx it follows no redirect and goes through
+    the proxy the environment names for the URL (HTTP(S)_PROXY, NO_PROXY)."""
+
+    POOL_SIZE = 64
+    """Connections kept open to the server: one per thread calling at once (the tutor server's turn
+    threads, a batch's runs); beyond it a call opens one for itself and closes it after."""
 
     def __init__(self, base_url: str, api_key: str | None):
         # "none" without a key, as the SDK sends: never the environment's key (registry.api_key_for).
@@ -176,25 +190,49 @@ class CompatChat:
             "authorization": f"Bearer {api_key or 'none'}",
         }
         self.url = base_url.rstrip("/") + "/chat/completions"
-        self.client = httpx.Client(headers=headers)
+        proxy = _proxy_for(self.url)
+        self.pool: urllib3.PoolManager = (
+            urllib3.ProxyManager(proxy, headers=headers, maxsize=self.POOL_SIZE)
+            if proxy
+            else urllib3.PoolManager(headers=headers, maxsize=self.POOL_SIZE)
+        )
 
     def create(self, body: dict[str, Any], timeout: float) -> dict[str, Any]:
-        """The reply's JSON; CompatStatusError on an error status, httpx errors on transport failures,
-        ValueError when the body is not a JSON object."""
-        response = self.client.post(self.url, content=json.dumps(body).encode(), timeout=timeout)
-        if response.status_code >= 400:
-            raise CompatStatusError(response.status_code, _error_text(response), parse_retry_after(response.headers))
-        data = json.loads(response.content)
+        """The reply's JSON; CompatStatusError on an error status, urllib3 errors on transport failures
+        (urllib3.exceptions.TimeoutError for no connection or reply within `timeout`), ValueError
+        when the body is not a JSON object."""
+        response = self.pool.request(
+            "POST",
+            self.url,
+            body=json.dumps(body).encode(),
+            timeout=urllib3.Timeout(connect=timeout, read=timeout),
+            retries=False,  # LLM.call retries, with its own backoff and Retry-After
+            redirect=False,
+        )
+        if response.status >= 400:
+            raise CompatStatusError(response.status, _error_text(response), parse_retry_after(response.headers))
+        data = json.loads(response.data)
         if not isinstance(data, dict):
             raise ValueError("the reply is not a JSON object")
         return data
 
 
-def _error_text(response: httpx.Response) -> str:
+def _proxy_for(url: str) -> str | None:
+    """The proxy the environment names for this URL (as httpx and the SDKs take it), unless NO_PROXY
+    exempts its host."""
+    parsed = urllib3.util.parse_url(url)
+    proxy = urllib.request.getproxies().get(parsed.scheme or "http")
+    if not proxy or urllib.request.proxy_bypass(parsed.host or ""):
+        return None
+    return proxy
+
+
+def _error_text(response: urllib3.BaseHTTPResponse) -> str:
+    text = response.data.decode("utf-8", errors="replace")
     try:
-        body = response.json()
+        body = json.loads(text)
     except ValueError:
-        return response.text[:300] or response.reason_phrase
+        return text[:300] or response.reason or f"HTTP {response.status}"
     error = body.get("error", body) if isinstance(body, dict) else body
     if isinstance(error, dict) and error.get("message"):
         return str(error["message"])

@@ -186,13 +186,13 @@ def preload() -> None:
     """Import every vendor's module now (a worker at start), and make one provider of each vendor that
     calls out: the openai package alone takes seconds to import, and the SDKs import their HTTP
     transport (httpcore) only when their first client is made. A worker's first run would otherwise
-    wait for both. The providers made here send nothing and are dropped."""
+    wait for both. The providers made here (at the vendor's own endpoint, so with its SDK client)
+    send nothing and are dropped."""
     for vendor in VENDORS.values():
         module_name, _, class_name = vendor.provider_class.rpartition(".")
         cls = getattr(importlib.import_module(module_name), class_name)
         if vendor.key_env:
-            # A base URL, so that the OpenAI provider makes its client for compatible servers too.
-            cls(model=cls.default_model, base_url="http://127.0.0.1:9/v1", options={}, api_key="preload", key_hint="")
+            cls(model=cls.default_model, base_url="", options={}, api_key="preload", key_hint="")
 
 
 def keys_check(roles: list[str], override: str | None, *, field: str) -> None:

@@ -15,6 +15,8 @@ from evaluation.providers import (
     get_llm,
 )
 from evaluation.providers.loopback import Reply
+from evaluation.providers.openai_api import _proxy_for
+from evaluation.tutoring.server import free_port
 
 SCORE_SCHEMA = {
     "type": "object",
@@ -246,3 +248,23 @@ def test_native_tool_calls_round_trip(vendor, loopback):
             "role": "user",
             "content": [{"type": "tool_result", "tool_use_id": call.id, "content": "5"}],
         }
+
+
+def test_unreachable_and_silent_compatible_servers_fail_naming_why(loopback, settings):
+    """Over urllib3 (no SDK), a transport failure still reads as one: the connection, or the wait."""
+    settings.EVALUATION = {**settings.EVALUATION, "LLM_MAX_ATTEMPTS": 1, "LLM_TIMEOUT_SECONDS": 0.3}
+    closed = ProviderSpec("openai", "llama3", f"http://127.0.0.1:{free_port()}/v1", {"api": "chat"})
+    with pytest.raises(ProviderError, match=r"openai: connection failed \(.*refused"):
+        ask(closed)
+    loopback.script(Reply(fault="hang"))
+    silent = ProviderSpec("openai", "llama3", loopback.openai_url, {"api": "chat"})
+    with pytest.raises(ProviderError, match=r"openai: no reply within 0.3s"):
+        ask(silent)
+
+
+def test_compatible_servers_are_reached_through_the_environments_proxy(monkeypatch):
+    monkeypatch.setenv("HTTP_PROXY", "http://proxy.example:3128")
+    monkeypatch.setenv("NO_PROXY", "localhost,127.0.0.1")
+    assert _proxy_for("http://llm.example:8000/v1/chat/completions") == "http://proxy.example:3128"
+    assert _proxy_for("http://127.0.0.1:11434/v1/chat/completions") is None
+    assert _proxy_for("https://llm.example/v1/chat/completions") is None  # HTTPS_PROXY is not set
