@@ -1,9 +1,15 @@
 """Progress events: stored first, then sent to live views after the transaction commits.
 
-A worker sends every event through one event loop on a thread of its own that lives as long as
-the process, so the channel layer keeps one connection (Redis) instead of a new loop and a new
-connection per event (`async_to_sync` makes both each time). Events leave in the order they were
-made; a lost event costs freshness only, because pages and the API read the database.
+A worker sends its events through one event loop on a thread of its own that lives as long as the
+process, so the channel layer keeps one connection (Redis) instead of a new loop and a new
+connection per event (`async_to_sync` makes both each time).
+
+Each event is the run's whole status, so a newer one supersedes an older one of the same run. A
+run's events leave in the order they were made, and every change of its status, stage or attempt
+leaves at once; progress within a stage (the turn counter) leaves at most once every PACE seconds
+per run, always its newest: a live view is never more than PACE behind, and a 20-turn conversation
+sends a handful of turn events instead of twenty (each a round trip to Redis from the worker). A lost
+event costs freshness only, because pages and the API read the database.
 """
 
 import asyncio
@@ -31,14 +37,34 @@ GROUP = "runs"
 QUEUE_LIMIT = 1000
 """Events waiting to be sent; beyond it new ones are dropped (the layer is down or far behind)."""
 
+PACE = 1.0
+"""Seconds between two sent events of one run that differ only in progress within a stage."""
+
+ENDED = frozenset({"completed", "failed", "cancelled", "interrupted"})
+"""Lifecycle statuses after which a run sends nothing more (its pacing record is dropped)."""
+
+_FLUSH = object()
+"""Queued by flush(): send every held event now."""
+
+
+def _phase(payload: dict[str, Any]) -> tuple[Any, ...]:
+    """What an event must never be held back over: the run's status, stage and attempt."""
+    return payload.get("run_status"), payload.get("status"), payload.get("attempt")
+
 
 class _Sender:
-    """One loop thread per process that sends queued events to the channel layer, one at a time."""
+    """One loop thread per process that sends queued events to the channel layer, one at a time,
+    pacing each run's progress events (PACE)."""
 
     def __init__(self, layer: Any):
         self.layer = layer
         self.loop = asyncio.new_event_loop()
-        self.queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue(QUEUE_LIMIT)
+        self.queue: asyncio.Queue[Any] = asyncio.Queue(QUEUE_LIMIT)
+        self.last: dict[str, tuple[float, tuple[Any, ...]]] = {}
+        """Per run: when its last event was sent, and its phase."""
+        self.held: dict[str, dict[str, Any]] = {}
+        """Per run: its newest event not sent yet (it leaves when the run's pace allows)."""
+        self.timers: dict[str, asyncio.TimerHandle] = {}
         self.idle = threading.Event()
         self.idle.set()
         self.thread = threading.Thread(target=self._run, name="run-broadcast", daemon=True)
@@ -50,28 +76,68 @@ class _Sender:
 
     async def _consume(self) -> None:
         while True:
-            payload = await self.queue.get()
-            if payload is None:
+            item = await self.queue.get()
+            if item is None:
                 return
-            try:
-                await self.layer.group_send(GROUP, {"type": "run.progress", "payload": payload})
-            except Exception:  # a broadcast must never break a run
-                log.warning("broadcast failed for %s", payload.get("run_id"), exc_info=True)
-            if self.queue.empty():
+            if item is _FLUSH:
+                for run_id in list(self.held):
+                    await self._send(self.held.pop(run_id))
+            elif isinstance(item, str):  # a run's pause is over: its held event leaves
+                self.timers.pop(item, None)
+                held = self.held.pop(item, None)
+                if held is not None:
+                    await self._send(held)
+            else:
+                await self._offer(item)
+            if self.queue.empty() and not self.held:
                 self.idle.set()
 
-    def _put(self, payload: dict[str, Any] | None) -> None:
+    async def _offer(self, payload: dict[str, Any]) -> None:
+        """Send the event now, or hold it (superseding an older held one) until the run's pace allows."""
+        run_id = str(payload.get("run_id"))
+        last = self.last.get(run_id)
+        wait = 0.0 if last is None or last[1] != _phase(payload) else last[0] + PACE - self.loop.time()
+        if wait <= 0:
+            self.held.pop(run_id, None)  # older than this one
+            await self._send(payload)
+            return
+        if run_id not in self.timers:
+            self.timers[run_id] = self.loop.call_later(wait, self._put, run_id)
+        self.held[run_id] = payload
+
+    async def _send(self, payload: dict[str, Any]) -> None:
+        run_id = str(payload.get("run_id"))
+        timer = self.timers.pop(run_id, None)
+        if timer is not None:
+            timer.cancel()
+        if payload.get("run_status") in ENDED:
+            self.last.pop(run_id, None)
+        else:
+            self.last[run_id] = (self.loop.time(), _phase(payload))
         try:
-            self.queue.put_nowait(payload)
+            await self.layer.group_send(GROUP, {"type": "run.progress", "payload": payload})
+        except Exception:  # a broadcast must never break a run
+            log.warning("broadcast failed for %s", payload.get("run_id"), exc_info=True)
+
+    def _put(self, item: Any) -> None:
+        try:
+            self.queue.put_nowait(item)
         except asyncio.QueueFull:
-            log.warning("broadcast queue full: dropped an event of %s", payload and payload.get("run_id"))
+            if isinstance(item, dict):
+                log.warning("broadcast queue full: dropped an event of %s", item.get("run_id"))
+            else:  # a held event's release, or a flush: it still has to happen
+                self.loop.call_later(0.1, self._put, item)
 
     def send(self, payload: dict[str, Any]) -> None:
         self.idle.clear()
         self.loop.call_soon_threadsafe(self._put, payload)
 
     def flush(self, timeout: float) -> bool:
-        """Wait until every queued event has been sent (or failed); False on timeout."""
+        """Send every queued and held event now; False if they were not all sent within timeout."""
+        if self.idle.is_set():
+            return True  # nothing queued or held
+        self.idle.clear()
+        self.loop.call_soon_threadsafe(self._put, _FLUSH)
         return self.idle.wait(timeout)
 
 

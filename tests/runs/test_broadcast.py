@@ -1,7 +1,11 @@
 """Progress events reach live views through a real Redis channel layer, in order, over one
-connection that lives as long as the worker (not a new loop and connection per event)."""
+connection that lives as long as the worker (not a new loop and connection per event); a run's
+progress within a stage is paced (its newest event at most once a PACE), its status and stage
+changes are not."""
 
+import asyncio
 import shutil
+import time
 
 import pytest
 import redis
@@ -17,10 +21,10 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-@pytest.mark.django_db
-def test_thirty_progress_events_arrive_in_order_over_one_connection(
-    tmp_path, settings, django_capture_on_commit_callbacks
-):
+@pytest.fixture
+def live_view(tmp_path, settings):
+    """A Redis channel layer and a channel in the runs group, as a live view joins it; yields
+    (receive(n): the details of the next n events, Redis client)."""
     with redis_server(tmp_path) as url:
         settings.CHANNEL_LAYERS = {
             "default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [url]}}
@@ -33,19 +37,52 @@ def test_thirty_progress_events_arrive_in_order_over_one_connection(
             return name
 
         channel = async_to_sync(subscribe)()
-        server = redis.Redis.from_url(url)
-        connections_before = server.info("stats")["total_connections_received"]
-        run = EvaluationRun.objects.create(run_id="run_live", status="running")
-        with django_capture_on_commit_callbacks(execute=True):
-            for turn in range(1, 31):
-                run.detail = f"Turn {turn}/30"
-                events.broadcast(run)
-        assert events.flush(10), "the events were not sent within 10 s"
-        opened = server.info("stats")["total_connections_received"] - connections_before
 
-        async def receive_all() -> list[str]:
-            return [(await layer.receive(channel))["payload"]["detail"] for _ in range(30)]
+        def receive(n: int) -> list[str]:
+            async def receive_all() -> list[str]:
+                return [(await layer.receive(channel))["payload"]["detail"] for _ in range(n)]
 
-        received = async_to_sync(receive_all)()
-    assert received == [f"Turn {turn}/30" for turn in range(1, 31)]
-    assert opened <= 1, f"30 events opened {opened} connections to Redis"
+            async def within_ten_seconds() -> list[str]:
+                return await asyncio.wait_for(receive_all(), 10)
+
+            return async_to_sync(within_ten_seconds)()
+
+        yield receive, redis.Redis.from_url(url)
+
+
+@pytest.mark.django_db
+def test_a_burst_of_turns_sends_the_first_and_the_newest_over_one_connection(
+    live_view, django_capture_on_commit_callbacks
+):
+    receive, server = live_view
+    connections_before = server.info("stats")["total_connections_received"]
+    run = EvaluationRun.objects.create(run_id="run_live", status="running", stage="running_session")
+    with django_capture_on_commit_callbacks(execute=True):
+        for turn in range(1, 31):
+            run.detail = f"Turn {turn}/30"
+            events.broadcast(run)
+    assert events.flush(10), "the events were not sent within 10 s"
+    opened = server.info("stats")["total_connections_received"] - connections_before
+    assert receive(2) == ["Turn 1/30", "Turn 30/30"]
+    assert opened <= 1, f"the events opened {opened} connections to Redis"
+
+
+@pytest.mark.django_db
+def test_a_held_turn_leaves_on_its_own_and_a_stage_change_is_never_held(live_view, django_capture_on_commit_callbacks):
+    receive, _ = live_view
+    run = EvaluationRun.objects.create(run_id="run_paced", status="running", stage="running_session")
+    with django_capture_on_commit_callbacks(execute=True):
+        for detail in ("Turn 1/9", "Turn 2/9"):  # the second is held: within PACE of the first
+            run.detail = detail
+            events.broadcast(run)
+    time.sleep(events.PACE + 0.5)  # no flush: the held turn leaves when its pace allows
+    with django_capture_on_commit_callbacks(execute=True):
+        run.detail = "Turn 3/9"
+        events.broadcast(run)  # within PACE of turn 2: held
+        run.stage, run.detail = "evaluating", "Judging the conversation"
+        events.broadcast(run)  # a new stage: sent at once; turn 3, older, is dropped
+        run.status, run.stage, run.detail = "completed", "completed", "Complete"
+        events.broadcast(run)  # had "Judging" been held, this newer event would have dropped it
+    assert events.flush(5)
+    # Had turn 2 still been held when the stage changed, it would have been dropped as older.
+    assert receive(4) == ["Turn 1/9", "Turn 2/9", "Judging the conversation", "Complete"]

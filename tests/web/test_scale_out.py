@@ -62,7 +62,10 @@ def test_worker_progress_reaches_a_staff_websocket_through_redis(catalog, staff_
     stages = [e["status"] for e in events]
     assert stages[-1] == "completed", (events[-1], (tmp_path / "worker.log").read_text()[-2000:])
     assert "running_session" in stages and "evaluating" in stages
-    assert any(e["detail"] == "Turn 2/3" for e in events)
+    assert stages.index("running_session") < stages.index("evaluating")  # in the order they happened
+    # Turns within one second of each other are paced to the newest (tests/runs/test_broadcast.py);
+    # the stage's own event carries its turn counter.
+    assert any(e["status"] == "running_session" and e["detail"].startswith("Turn ") for e in events)
 
 
 def start_run(url: str, token: str) -> dict:
