@@ -115,6 +115,8 @@ class TurnDone:
 
 
 _LOGS = ("full_conversation_log", "conversation_history")
+_TURN = (*_LOGS, "state", "is_complete")
+"""What a turn writes: both logs, the tutor's state and whether the session ended."""
 
 
 def _encoded_log(session: TutoringSession, name: str) -> statements.EncodedJSON:
@@ -138,7 +140,7 @@ def _encoded_log(session: TutoringSession, name: str) -> statements.EncodedJSON:
 
 
 def _read(session_id: str) -> TutoringSession:
-    session = statements.get(TutoringSession, session_id, related=("topic",))
+    session = session_lookup(session_id)
     if session is None:
         raise TutoringSession.DoesNotExist(f"no session {session_id}")
     return session
@@ -180,9 +182,6 @@ def session_advance(session_id: str, student_text: str, held: TutoringSession | 
         turn = _append(session, "tutor", reply)
         _write(session, _TURN, if_unchanged=False)
     return TurnDone(turn, session.is_complete, session_public_state(session), session)
-
-
-_TURN = (*_LOGS, "state", "is_complete")
 
 
 def _answer(session_id: str, session: TutoringSession, student_text: str) -> dict[str, Any] | None:
