@@ -1,10 +1,15 @@
 """OpenAI: the Responses API (reasoning effort, JSON schema output); chat completions for any
 OpenAI-compatible base URL (Ollama, vLLM, llama.cpp server, LM Studio)."""
 
+import functools
 import json
+import os
+import ssl
 import urllib.request
 from typing import Any
+from urllib.parse import unquote
 
+import certifi
 import openai
 import urllib3
 
@@ -175,12 +180,14 @@ class CompatChat:
     none of the SDK's per-request transformation of the arguments and validation of the reply
     models, which cost more CPU than the HTTP exchange itself against a local server. urllib3 (a
     thread-safe connection pool over the standard library's HTTP client) takes about half the CPU of
-    httpx for the same call (bench/README.md); like httpx it follows no redirect and goes through
-    the proxy the environment names for the URL (HTTP(S)_PROXY, NO_PROXY)."""
+    httpx for the same call (bench/README.md). As the SDK's httpx client does, it follows no
+    redirect, goes through the proxy the environment names for the URL (HTTP(S)_PROXY or
+    ALL_PROXY, credentials included, unless NO_PROXY exempts the host) and trusts certifi's CAs
+    (or SSL_CERT_FILE / SSL_CERT_DIR when set)."""
 
     POOL_SIZE = 64
-    """Connections kept open to the server: one per thread calling at once (the tutor server's turn
-    threads, a batch's runs); beyond it a call opens one for itself and closes it after."""
+    """Connections kept open to the server: one per thread calling at once (the tutor server's 64
+    turn threads, a batch's runs); beyond it a call opens one for itself and closes it after."""
 
     def __init__(self, base_url: str, api_key: str | None):
         # "none" without a key, as the SDK sends: never the environment's key (registry.api_key_for).
@@ -190,12 +197,19 @@ class CompatChat:
             "authorization": f"Bearer {api_key or 'none'}",
         }
         self.url = base_url.rstrip("/") + "/chat/completions"
+        tls: dict[str, Any] = {"ssl_context": _tls_context()} if self.url.startswith("https:") else {}
         proxy = _proxy_for(self.url)
-        self.pool: urllib3.PoolManager = (
-            urllib3.ProxyManager(proxy, headers=headers, maxsize=self.POOL_SIZE)
-            if proxy
-            else urllib3.PoolManager(headers=headers, maxsize=self.POOL_SIZE)
-        )
+        if proxy is None:
+            self.pool: urllib3.PoolManager = urllib3.PoolManager(headers=headers, maxsize=self.POOL_SIZE, **tls)
+            return
+        parsed = urllib3.util.parse_url(proxy)
+        if parsed.scheme not in ("http", "https"):
+            raise ValueError(
+                f"proxy {parsed.scheme}://{parsed.host}:{parsed.port or ''} (from the environment): only http:// "
+                "and https:// proxies are supported for OpenAI-compatible servers; exempt the host with NO_PROXY"
+            )
+        auth = urllib3.make_headers(proxy_basic_auth=unquote(parsed.auth)) if parsed.auth else None
+        self.pool = urllib3.ProxyManager(proxy, proxy_headers=auth, headers=headers, maxsize=self.POOL_SIZE, **tls)
 
     def create(self, body: dict[str, Any], timeout: float) -> dict[str, Any]:
         """The reply's JSON; CompatStatusError on an error status, urllib3 errors on transport failures
@@ -217,14 +231,26 @@ class CompatChat:
         return data
 
 
+@functools.cache
+def _tls_context() -> ssl.SSLContext:
+    """One TLS context for every compatible server: certifi's CAs, as the SDKs trust, or the files
+    SSL_CERT_FILE / SSL_CERT_DIR name."""
+    cafile, capath = os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR")
+    if cafile or capath:
+        return ssl.create_default_context(cafile=cafile, capath=capath)
+    return ssl.create_default_context(cafile=certifi.where())
+
+
 def _proxy_for(url: str) -> str | None:
-    """The proxy the environment names for this URL (as httpx and the SDKs take it), unless NO_PROXY
-    exempts its host."""
+    """The proxy the environment names for this URL's scheme (else ALL_PROXY), with http:// when it
+    names none, unless NO_PROXY exempts the URL's host."""
     parsed = urllib3.util.parse_url(url)
-    proxy = urllib.request.getproxies().get(parsed.scheme or "http")
-    if not proxy or urllib.request.proxy_bypass(parsed.host or ""):
+    proxies = urllib.request.getproxies_environment()
+    proxy = proxies.get(parsed.scheme or "http") or proxies.get("all")
+    # proxy_bypass_environment: NO_PROXY only, as httpx reads it (not the system settings on macOS).
+    if not proxy or urllib.request.proxy_bypass_environment(parsed.host or "", proxies):  # type: ignore[attr-defined]
         return None
-    return proxy
+    return proxy if "://" in proxy else f"http://{proxy}"
 
 
 def _error_text(response: urllib3.BaseHTTPResponse) -> str:

@@ -9,6 +9,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import urlsplit
 
+import urllib3
+
 from evaluation.conf import setting
 from evaluation.errors import FieldProblem, InvalidInput
 from evaluation.providers.base import ROLES, GenerateSettings, MissingKeyError, Provider
@@ -120,9 +122,24 @@ def missing_key(spec: ProviderSpec) -> str | None:
 
 
 def check_base_url(url: str) -> None:
-    """Refuse a base URL whose host is not in EVAL_ALLOWED_BASE_URL_HOSTS (when that list is set)."""
+    """Refuse a base URL that HTTP clients could read two ways, and one whose host is not in
+    EVAL_ALLOWED_BASE_URL_HOSTS (when that list is set).
+
+    The host checked must be the host called: urllib3 (chat with compatible servers) ends the host at
+    a backslash where urlsplit does not, so `http://127.0.0.1:9\\@llm.internal/v1` would pass the
+    check as llm.internal and reach 127.0.0.1. A backslash, whitespace or a control character is
+    refused, and so is a URL whose host urllib3 reads differently."""
+    odd = next((c for c in url if c == "\\" or c.isspace() or ord(c) < 32 or ord(c) == 127), None)
+    if odd is not None:
+        raise ValueError(f"{url!r}: a base URL may not contain {odd!r}")
+    try:
+        host = urlsplit(url).hostname or ""
+        called = (urllib3.util.parse_url(url).host or "").strip("[]").lower()
+    except ValueError as exc:  # urllib3's LocationParseError is one
+        raise ValueError(f"{url!r}: not a URL ({exc})") from None
+    if called != host:
+        raise ValueError(f"{url!r}: its host reads as {host!r} or as {called!r}; write it plainly")
     allowed = setting("ALLOWED_BASE_URL_HOSTS")
-    host = urlsplit(url).hostname or ""
     if allowed and host not in allowed:
         raise ValueError(f"{url!r}: host {host!r} is not in EVAL_ALLOWED_BASE_URL_HOSTS ({', '.join(allowed)})")
 

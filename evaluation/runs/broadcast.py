@@ -6,10 +6,11 @@ connection per event (`async_to_sync` makes both each time).
 
 Each event is the run's whole status, so a newer one supersedes an older one of the same run. A
 run's events leave in the order they were made, and every change of its status, stage or attempt
-leaves at once; progress within a stage (the turn counter) leaves at most once every PACE seconds
-per run, always its newest: a live view is never more than PACE behind, and a 20-turn conversation
-sends a handful of turn events instead of twenty (each a round trip to Redis from the worker). A lost
-event costs freshness only, because pages and the API read the database.
+leaves at once, after the newest progress of the stage before it; progress within a stage (the turn
+counter) leaves at most once every PACE seconds per run, always its newest: a live view is never
+more than PACE behind, and a 20-turn conversation sends a handful of turn events instead of twenty
+(each a round trip to Redis from the worker). A run that was stopped elsewhere drops what it holds
+(`discard`). A lost event costs freshness only, because pages and the API read the database.
 """
 
 import asyncio
@@ -64,7 +65,11 @@ class _Sender:
         """Per run: when its last event was sent, and its phase."""
         self.held: dict[str, dict[str, Any]] = {}
         """Per run: its newest event not sent yet (it leaves when the run's pace allows)."""
-        self.timers: dict[str, asyncio.TimerHandle] = {}
+        self.timers: dict[str, tuple[object, asyncio.TimerHandle]] = {}
+        """Per run: the release of its held event (a token, so that a stale release is told apart)."""
+        self.lock = threading.Lock()
+        self.pending = 0
+        """Events handed to send() and not yet sent, held or dropped (under lock)."""
         self.idle = threading.Event()
         self.idle.set()
         self.thread = threading.Thread(target=self._run, name="run-broadcast", daemon=True)
@@ -79,45 +84,68 @@ class _Sender:
             item = await self.queue.get()
             if item is None:
                 return
+            handled = 0
             if item is _FLUSH:
                 for run_id in list(self.held):
                     await self._send(self.held.pop(run_id))
-            elif isinstance(item, str):  # a run's pause is over: its held event leaves
-                self.timers.pop(item, None)
-                held = self.held.pop(item, None)
-                if held is not None:
-                    await self._send(held)
+            elif isinstance(item, tuple):  # a run's pause is over: its held event leaves
+                _, run_id, token = item
+                if self.timers.get(run_id, (None,))[0] is token:
+                    del self.timers[run_id]
+                    held = self.held.pop(run_id, None)
+                    if held is not None:
+                        await self._send(held)
+            elif isinstance(item, str):  # discard(): the run stopped, what it held is out of date
+                self._cancel(item)
+                self.held.pop(item, None)
             else:
                 await self._offer(item)
-            if self.queue.empty() and not self.held:
+                handled = 1
+            self._done(handled)
+
+    def _done(self, handled: int) -> None:
+        with self.lock:
+            self.pending -= handled
+            if self.pending == 0 and not self.held and self.queue.empty():
                 self.idle.set()
 
     async def _offer(self, payload: dict[str, Any]) -> None:
-        """Send the event now, or hold it (superseding an older held one) until the run's pace allows."""
+        """Send the event now, or hold it (superseding an older held one) until the run's pace allows.
+        A new phase leaves at once, after the newest progress of the phase before it."""
         run_id = str(payload.get("run_id"))
         last = self.last.get(run_id)
-        wait = 0.0 if last is None or last[1] != _phase(payload) else last[0] + PACE - self.loop.time()
-        if wait <= 0:
-            self.held.pop(run_id, None)  # older than this one
-            await self._send(payload)
-            return
-        if run_id not in self.timers:
-            self.timers[run_id] = self.loop.call_later(wait, self._put, run_id)
-        self.held[run_id] = payload
+        if last is not None and last[1] == _phase(payload):
+            wait = last[0] + PACE - self.loop.time()
+            if wait > 0:
+                if run_id not in self.timers:
+                    token = object()
+                    self.timers[run_id] = (token, self.loop.call_later(wait, self._put, ("release", run_id, token)))
+                self.held[run_id] = payload
+                return
+        older = self.held.pop(run_id, None)
+        if older is not None and _phase(older) != _phase(payload):
+            await self._send(older)
+        await self._send(payload)
+
+    def _cancel(self, run_id: str) -> None:
+        timer = self.timers.pop(run_id, None)
+        if timer is not None:
+            timer[1].cancel()
 
     async def _send(self, payload: dict[str, Any]) -> None:
         run_id = str(payload.get("run_id"))
-        timer = self.timers.pop(run_id, None)
-        if timer is not None:
-            timer.cancel()
-        if payload.get("run_status") in ENDED:
-            self.last.pop(run_id, None)
-        else:
-            self.last[run_id] = (self.loop.time(), _phase(payload))
+        self._cancel(run_id)
         try:
             await self.layer.group_send(GROUP, {"type": "run.progress", "payload": payload})
         except Exception:  # a broadcast must never break a run
             log.warning("broadcast failed for %s", payload.get("run_id"), exc_info=True)
+        now = self.loop.time()
+        if payload.get("run_status") in ENDED:
+            self.last.pop(run_id, None)
+        else:
+            self.last[run_id] = (now, _phase(payload))  # after the send: a slow send does not eat the pace
+        if len(self.last) > QUEUE_LIMIT:  # runs that stopped without an ending event: past their pace
+            self.last = {k: v for k, v in self.last.items() if now - v[0] < PACE}
 
     def _put(self, item: Any) -> None:
         try:
@@ -125,18 +153,23 @@ class _Sender:
         except asyncio.QueueFull:
             if isinstance(item, dict):
                 log.warning("broadcast queue full: dropped an event of %s", item.get("run_id"))
-            else:  # a held event's release, or a flush: it still has to happen
+                self._done(1)
+            else:  # a release, a discard or a flush: it still has to happen
                 self.loop.call_later(0.1, self._put, item)
 
     def send(self, payload: dict[str, Any]) -> None:
-        self.idle.clear()
+        with self.lock:
+            self.pending += 1
+            self.idle.clear()
         self.loop.call_soon_threadsafe(self._put, payload)
+
+    def discard(self, run_id: str) -> None:
+        self.loop.call_soon_threadsafe(self._put, run_id)
 
     def flush(self, timeout: float) -> bool:
         """Send every queued and held event now; False if they were not all sent within timeout."""
         if self.idle.is_set():
             return True  # nothing queued or held
-        self.idle.clear()
         self.loop.call_soon_threadsafe(self._put, _FLUSH)
         return self.idle.wait(timeout)
 
@@ -169,6 +202,14 @@ def flush(timeout: float = 5.0) -> bool:
 
 
 atexit.register(flush, 2.0)
+
+
+def discard(run: EvaluationRun) -> None:
+    """The run stopped (cancelled, interrupted elsewhere): drop what this process holds of it, which
+    would otherwise reach live views after the party that stopped it said so."""
+    sender = _sender
+    if sender is not None:
+        sender.discard(str(run.run_id))
 
 
 def broadcast(run: EvaluationRun, listener: Listener | None = None) -> None:

@@ -32,7 +32,7 @@ from evaluation.conf import setting
 from evaluation.errors import CapacityReached, PlainMessage, RunBusy
 from evaluation.models import EvaluationRun, RunEvent, statements
 from evaluation.models.runs import ACTIVE_STATUSES, DEFAULT_SOURCE, RETRYABLE_STATUSES, RunSource, RunStage, RunStatus
-from evaluation.runs.broadcast import Listener, broadcast
+from evaluation.runs.broadcast import Listener, broadcast, discard
 from evaluation.runs.selectors import SENT, WAITING
 
 log = logging.getLogger(__name__)
@@ -359,6 +359,7 @@ class RunHandle:
                 setattr(self.run, key, value)
         if not updated:
             status = EvaluationRun.objects.filter(pk=self.run.pk).values_list("status", flat=True).first()
+            discard(self.run)  # what this process holds of it is older than what stopped it
             raise RunStopped(f"run {self.run.run_id} is {status}")
         broadcast(self.run, self.listener)
 

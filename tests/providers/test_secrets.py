@@ -6,6 +6,7 @@ from django.urls import reverse
 from evaluation.models import Agent, EndpointCredential
 from evaluation.providers import Message, ProviderSpec, get_llm
 from evaluation.providers.base import MissingKeyError
+from evaluation.providers.registry import build
 
 pytestmark = pytest.mark.django_db
 
@@ -65,6 +66,27 @@ def test_custom_hosts_can_be_restricted(settings, staff_client, catalog):
         content_type="application/json",
     )
     assert response.status_code == 400 and "EVAL_ALLOWED_BASE_URL_HOSTS" in response.json()["error"]
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1:9\\@llm.internal/v1",  # urllib3 ends the host at the backslash: 127.0.0.1
+        "http://127.0.0.1:9 @llm.internal/v1",
+        "http://llm.internal\t/v1",
+    ],
+)
+def test_a_base_url_read_two_ways_is_refused_before_anything_is_sent(settings, url):
+    settings.EVALUATION = {**settings.EVALUATION, "ALLOWED_BASE_URL_HOSTS": ["llm.internal"]}
+    with pytest.raises(ValueError, match="a base URL may not contain"):
+        ProviderSpec.parse(f"openai/m@{url}")
+    with pytest.raises(MissingKeyError, match="a base URL may not contain"):
+        build(ProviderSpec("openai", "m", url, {"api": "chat"}))
+
+
+@pytest.mark.parametrize("url", ["http://[::1]:8000/v1", "http://LLM.Internal:8000/v1", "https://u:p@llm.internal/v1"])
+def test_plain_base_urls_still_pass(url):
+    assert ProviderSpec.parse(f"openai/m@{url}").base_url == url
 
 
 def test_an_agents_auth_header_may_name_only_allowed_variables(admin_client, settings, catalog):

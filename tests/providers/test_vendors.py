@@ -3,6 +3,7 @@
 import time
 
 import pytest
+import urllib3
 
 from evaluation.providers import (
     AuthError,
@@ -15,7 +16,7 @@ from evaluation.providers import (
     get_llm,
 )
 from evaluation.providers.loopback import Reply
-from evaluation.providers.openai_api import _proxy_for
+from evaluation.providers.openai_api import CompatChat, _proxy_for
 from evaluation.tutoring.server import free_port
 
 SCORE_SCHEMA = {
@@ -25,7 +26,7 @@ SCORE_SCHEMA = {
 }
 VENDORS = {
     "openai-responses": ("openai", "gpt-5.2", {"api": "responses"}, "responses"),
-    # An OpenAI-compatible server at a typed base URL: chat completions over httpx, and through the SDK.
+    # An OpenAI-compatible server at a typed base URL: chat completions over urllib3, and through the SDK.
     "openai-chat": ("openai", "llama3", {"api": "chat"}, "chat"),
     "openai-chat-sdk": ("openai", "llama3", {"api": "chat", "client": "sdk"}, "chat"),
     "anthropic": ("anthropic", "claude-opus-4-6", {}, "messages"),
@@ -262,9 +263,31 @@ def test_unreachable_and_silent_compatible_servers_fail_naming_why(loopback, set
         ask(silent)
 
 
-def test_compatible_servers_are_reached_through_the_environments_proxy(monkeypatch):
-    monkeypatch.setenv("HTTP_PROXY", "http://proxy.example:3128")
-    monkeypatch.setenv("NO_PROXY", "localhost,127.0.0.1")
-    assert _proxy_for("http://llm.example:8000/v1/chat/completions") == "http://proxy.example:3128"
+@pytest.fixture
+def proxy_env(monkeypatch):
+    """No proxy variable from the shell running the tests (urllib prefers the lowercase ones)."""
+    for name in ("http_proxy", "https_proxy", "all_proxy", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.upper(), raising=False)
+    return monkeypatch
+
+
+def test_compatible_servers_are_reached_through_the_environments_proxy(proxy_env):
+    proxy_env.setenv("HTTP_PROXY", "http://user:p%40ss@proxy.example:3128")
+    proxy_env.setenv("NO_PROXY", "localhost,127.0.0.1")
+    assert _proxy_for("http://llm.example:8000/v1/chat/completions") == "http://user:p%40ss@proxy.example:3128"
     assert _proxy_for("http://127.0.0.1:11434/v1/chat/completions") is None
-    assert _proxy_for("https://llm.example/v1/chat/completions") is None  # HTTPS_PROXY is not set
+    assert _proxy_for("https://llm.example/v1/chat/completions") is None  # neither HTTPS_PROXY nor ALL_PROXY
+    chat = CompatChat("http://llm.example:8000/v1", None)
+    assert isinstance(chat.pool, urllib3.ProxyManager) and chat.pool.proxy.host == "proxy.example"
+    assert chat.pool.proxy_headers == urllib3.make_headers(proxy_basic_auth="user:p@ss")
+    assert not isinstance(CompatChat("http://127.0.0.1:11434/v1", None).pool, urllib3.ProxyManager)
+    proxy_env.setenv("ALL_PROXY", "proxy.example:8080")  # no scheme: http://, as httpx takes it
+    assert _proxy_for("https://llm.example/v1/chat/completions") == "http://proxy.example:8080"
+
+
+def test_an_unsupported_proxy_is_refused_by_name_without_its_credentials(proxy_env):
+    proxy_env.setenv("HTTP_PROXY", "socks5://user:secret@proxy.example:1080")
+    with pytest.raises(ValueError, match=r"proxy socks5://proxy.example:1080 .*only http:// and https://") as refused:
+        CompatChat("http://llm.example:8000/v1", None)
+    assert "secret" not in str(refused.value)

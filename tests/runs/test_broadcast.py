@@ -80,9 +80,25 @@ def test_a_held_turn_leaves_on_its_own_and_a_stage_change_is_never_held(live_vie
         run.detail = "Turn 3/9"
         events.broadcast(run)  # within PACE of turn 2: held
         run.stage, run.detail = "evaluating", "Judging the conversation"
-        events.broadcast(run)  # a new stage: sent at once; turn 3, older, is dropped
+        events.broadcast(run)  # a new stage: at once, after the newest turn of the stage before
         run.status, run.stage, run.detail = "completed", "completed", "Complete"
-        events.broadcast(run)  # had "Judging" been held, this newer event would have dropped it
+        events.broadcast(run)  # had "Judging" been held, this newer event would have superseded it
     assert events.flush(5)
-    # Had turn 2 still been held when the stage changed, it would have been dropped as older.
-    assert receive(4) == ["Turn 1/9", "Turn 2/9", "Judging the conversation", "Complete"]
+    # Had turn 2 still been held at turn 3 (more than PACE after turn 1), turn 3 would have replaced it.
+    assert receive(5) == ["Turn 1/9", "Turn 2/9", "Turn 3/9", "Judging the conversation", "Complete"]
+
+
+@pytest.mark.django_db
+def test_a_stopped_run_drops_what_it_holds(live_view, django_capture_on_commit_callbacks):
+    receive, _ = live_view
+    run = EvaluationRun.objects.create(run_id="run_stopped", status="running", stage="running_session")
+    with django_capture_on_commit_callbacks(execute=True):
+        for detail in ("Turn 1/9", "Turn 2/9"):
+            run.detail = detail
+            events.broadcast(run)
+    events.discard(run)  # as RunHandle.progress does when the run was cancelled meanwhile
+    with django_capture_on_commit_callbacks(execute=True):
+        run.status, run.detail = "cancelled", "Cancelled"
+        events.broadcast(run)  # held turn 2 would have gone out first, after the cancellation was decided
+    assert events.flush(5)
+    assert receive(2) == ["Turn 1/9", "Cancelled"]
