@@ -10,8 +10,7 @@ from django.core.management.base import OutputWrapper
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
-ENDED = {"completed", "failed", "interrupted", "cancelled"}
-"""Lifecycle statuses after which a run's bar stops moving."""
+from evaluation.models.runs import ACTIVE_STATUSES
 
 
 class RunProgress:
@@ -57,7 +56,7 @@ class RunProgress:
 
     def __call__(self, status: dict[str, Any]) -> None:
         run_id = status["run_id"]
-        ended = status["run_status"] in ENDED
+        ended = status["run_status"] not in ACTIVE_STATUSES  # its bar stops moving
         if not self.live:
             with self.lock:
                 if ended and run_id not in self.ended:

@@ -25,6 +25,7 @@ from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.db import transaction
 
 from evaluation.models import EvaluationRun
+from evaluation.models.runs import ACTIVE_STATUSES
 from evaluation.runs.selectors import run_status
 
 log = logging.getLogger(__name__)
@@ -41,8 +42,9 @@ QUEUE_LIMIT = 1000
 PACE = 1.0
 """Seconds between two sent events of one run that differ only in progress within a stage."""
 
-ENDED = frozenset({"completed", "failed", "cancelled", "interrupted"})
-"""Lifecycle statuses after which a run sends nothing more (its pacing record is dropped)."""
+PACING_KEPT = 1000
+"""Runs whose last sent event is remembered for pacing; beyond it, those past their pace are dropped
+(runs that stopped without an ending event)."""
 
 _FLUSH = object()
 """Queued by flush(): send every held event now."""
@@ -140,11 +142,11 @@ class _Sender:
         except Exception:  # a broadcast must never break a run
             log.warning("broadcast failed for %s", payload.get("run_id"), exc_info=True)
         now = self.loop.time()
-        if payload.get("run_status") in ENDED:
+        if payload.get("run_status") not in ACTIVE_STATUSES:  # it ended: it sends nothing more
             self.last.pop(run_id, None)
         else:
             self.last[run_id] = (now, _phase(payload))  # after the send: a slow send does not eat the pace
-        if len(self.last) > QUEUE_LIMIT:  # runs that stopped without an ending event: past their pace
+        if len(self.last) > PACING_KEPT:
             self.last = {k: v for k, v in self.last.items() if now - v[0] < PACE}
 
     def _put(self, item: Any) -> None:
