@@ -157,6 +157,20 @@ elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
         # Connections above min_size that stay unused this long are closed.
         "max_idle": float(os.environ.get("EVAL_DB_POOL_MAX_IDLE", "300")),
     }
+    # Prepared statements: a pooled connection that runs one statement EVAL_DB_PREPARE_THRESHOLD
+    # times has PostgreSQL keep its parse and plan: a conversation repeats a few statements every
+    # turn, and preparing them took a fifth off PostgreSQL's CPU (bench/README.md). psycopg prepares
+    # only queries whose parameters go separately, so Django's server-side binding goes with it.
+    # "off" for a pooler that cannot keep prepared statements (PgBouncer in transaction mode before
+    # 1.21, or without max_prepared_statements): docs/scaling.md.
+    _prepare = os.environ.get("EVAL_DB_PREPARE_THRESHOLD", "5").strip().lower()
+    if _prepare not in ("", "none", "off"):
+        if not _prepare.isdigit():
+            raise ImproperlyConfigured(
+                f"EVAL_DB_PREPARE_THRESHOLD: expected a number of executions (0 or more) or 'off', got {_prepare!r}"
+            )
+        _threshold = int(_prepare)
+        DATABASES["default"]["OPTIONS"].update({"server_side_binding": True, "prepare_threshold": _threshold})
 
     _INHERITED_POOLS: list = []
 

@@ -3,15 +3,20 @@ would, on SQLite and on PostgreSQL alike."""
 
 import datetime as dt
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
 from evaluation.models import Agent, EvaluationRun, RunMessage, Topic, TutoringSession, statements
 from evaluation.models.runs import RunStatus
 
+ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.django_db
 
 
@@ -154,3 +159,46 @@ def test_get_of_a_missing_key_is_none_and_a_related_name_must_be_a_foreign_key(r
     assert statements.get(TutoringSession, uuid.uuid4()) is None
     with pytest.raises(TypeError, match="status is not a foreign key"):
         statements.get(EvaluationRun, run.pk, related=("status",))
+
+
+def test_on_postgresql_a_statement_a_connection_repeats_is_prepared(run):
+    """EVAL_DB_PREPARE_THRESHOLD (5 by default): a statement a pooled connection runs more often than
+    that is prepared, so PostgreSQL parses and plans it once, not every turn."""
+    if connection.vendor != "postgresql":
+        pytest.skip("prepared statements are PostgreSQL's; CI runs this file on PostgreSQL too")
+    for turn in range(7):
+        statements.update(EvaluationRun, {"pk": run.pk}, turn=turn)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT statement FROM pg_prepared_statements")
+        prepared = [row[0] for row in cursor.fetchall()]
+    assert any(s.startswith('UPDATE "evaluation_evaluationrun" SET "turn" = $1 WHERE') for s in prepared), prepared
+    run.refresh_from_db()
+    assert run.turn == 6
+
+
+DATABASE_OPTIONS = """
+import json, django
+django.setup()
+from django.conf import settings
+options = settings.DATABASES["default"]["OPTIONS"]
+print(json.dumps([options.get("server_side_binding"), options.get("prepare_threshold")]))
+"""
+
+
+@pytest.mark.parametrize(
+    ("value", "options"), [(None, [True, 5]), ("0", [True, 0]), ("off", [None, None]), ("five", None), ("-1", None)]
+)
+def test_the_prepare_threshold_comes_from_the_environment_and_a_bad_one_is_named(tmp_path, value, options):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("EVAL_", "DATABASE_URL"))}
+    env.update({"DATABASE_URL": "postgres://eval@127.0.0.1:1/eval", "EVAL_DATA_DIR": str(tmp_path)})
+    if value is not None:
+        env["EVAL_DB_PREPARE_THRESHOLD"] = value
+    done = subprocess.run([sys.executable, "-c", DATABASE_OPTIONS], cwd=ROOT, env=env, capture_output=True, text=True)
+    if options is None:
+        assert done.returncode != 0
+        assert f"EVAL_DB_PREPARE_THRESHOLD: expected a number of executions (0 or more) or 'off', got '{value}'" in (
+            done.stderr
+        ), done.stderr[-1500:]
+    else:
+        assert done.returncode == 0, done.stderr[-1500:]
+        assert json.loads(done.stdout) == options
