@@ -103,6 +103,42 @@ def test_insert_dates_auto_now_fields_and_fills_a_uuid_key_by_its_default():
     assert session.created_at >= before and session.updated_at >= before and session.state == {"index": 0}
 
 
+def test_insert_rows_stores_a_turns_messages_in_one_statement_in_their_order(run, django_assert_num_queries):
+    when = timezone.now().replace(microsecond=0)
+    turns = [(1, "student"), (1, "tutor"), (2, "student")]
+    rows = [
+        {
+            "run": run.pk,
+            "attempt": 2,
+            "turn": t,
+            "role": r,
+            "content": f"{r} {t}",
+            "timestamp": when,
+            "metadata": {"t": t},
+        }
+        for t, r in turns
+    ]
+    with django_assert_num_queries(1):
+        statements.insert_rows(RunMessage, rows)
+    stored = RunMessage.objects.filter(run=run).order_by("id")
+    assert [(m.attempt, m.turn, m.role, m.content, m.timestamp, m.metadata) for m in stored] == [
+        (2, t, r, f"{r} {t}", when, {"t": t}) for t, r in turns
+    ]
+    with django_assert_num_queries(0):
+        statements.insert_rows(RunMessage, [])
+
+
+def test_insert_rows_gives_each_row_its_own_default_and_refuses_rows_naming_other_fields():
+    topic = Topic.objects.create(topic_id="statements-topic-4", name="T", grade=3, subject="mathematics")
+    before = timezone.now()
+    statements.insert_rows(TutoringSession, [{"topic": topic, "user": "a"}, {"topic": topic, "user": "b"}])
+    first, second = TutoringSession.objects.filter(topic=topic).order_by("user")
+    assert first.id != second.id and first.created_at >= before and (first.user, second.user) == ("a", "b")
+    with pytest.raises(ValueError, match=r"every row must name the fields \['topic', 'user'\]"):
+        statements.insert_rows(TutoringSession, [{"topic": topic, "user": "c"}, {"user": "d", "topic": topic}])
+    assert TutoringSession.objects.filter(topic=topic).count() == 2
+
+
 def test_a_none_condition_is_refused_rather_than_matching_nothing(run):
     with pytest.raises(ValueError, match="None condition"):
         statements.update(EvaluationRun, {"pk": run.pk, "worker": None}, turn=1)

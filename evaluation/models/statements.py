@@ -9,7 +9,7 @@ convert every value with its field's own `get_db_prep_save`, as the ORM does, so
 the same. They send no signals. `update()`, like `QuerySet.update()`, runs no `pre_save` (no
 auto_now): the caller passes every value it writes; a value that is an expression (`F(...)`) goes
 through the ORM. `insert()` fills what is left out with the field's default or, for auto_now and
-auto_now_add, the current time. A JSONField's value may come already encoded (`EncodedJSON`), for a
+auto_now_add, the current time; `insert_rows()` does the same for several rows in one statement. A JSONField's value may come already encoded (`EncodedJSON`), for a
 value the caller keeps encoded as it grows (a session's append-only logs). `get()` reads one row by
 its key, with the rows its foreign keys point to, into the instances `select_related(...).get(pk=)`
 gives, each value through its field's own converters.
@@ -50,12 +50,15 @@ def _update_sql(
 
 
 @lru_cache(maxsize=256)
-def _insert_sql(model: type[models.Model], alias: str, columns: tuple[str, ...]) -> tuple[str, tuple[Field, ...]]:
+def _insert_sql(
+    model: type[models.Model], alias: str, columns: tuple[str, ...], rows: int
+) -> tuple[str, tuple[Field, ...]]:
     quote = connections[alias].ops.quote_name
     fields = [_field(model, n) for n in columns]
+    row = f"({', '.join(['%s'] * len(fields))})"
     sql = (
         f"INSERT INTO {quote(model._meta.db_table)} ({', '.join(quote(_column(f)) for f in fields)}) "
-        f"VALUES ({', '.join(['%s'] * len(fields))})"
+        f"VALUES {', '.join([row] * rows)}"
     )
     return sql, tuple(fields)
 
@@ -112,17 +115,32 @@ def insert(model: type[models.Model], /, **values: Any) -> None:
     """INSERT one row of these field values, by field name (a foreign key by its object or its key:
     `run=run`, `run=run.pk` or `run_id=run.pk`). Fields left out take their defaults, an
     auto-increment key its next value, an auto_now or auto_now_add date the current time."""
+    insert_rows(model, [values])
+
+
+def insert_rows(model: type[models.Model], rows: list[dict[str, Any]], /) -> None:
+    """INSERT these rows in one statement (a turn's messages: one round trip, not one each), each as
+    `insert` takes it; every row names the same fields in the same order."""
+    if not rows:
+        return
+    names = tuple(rows[0])
+    if any(tuple(row) != names for row in rows[1:]):
+        raise ValueError(f"statements.insert_rows: every row must name the fields {list(names)}, in that order")
+    dated: list[Field] = []  # auto_now / auto_now_add: the current time
+    defaulted: list[Field] = []  # the rest left out: the field's default, made anew for each row
     for field in model._meta.concrete_fields:
-        if field.name in values or field.attname in values or isinstance(field, models.AutoField):
+        if field.name in names or field.attname in names or isinstance(field, models.AutoField):
             continue
-        if getattr(field, "auto_now", False) or getattr(field, "auto_now_add", False):
-            values[field.name] = timezone.now()
-        else:
-            values[field.name] = field.get_default()
+        auto = getattr(field, "auto_now", False) or getattr(field, "auto_now_add", False)
+        (dated if auto else defaulted).append(field)
+    now = timezone.now() if dated else None
     alias = router.db_for_write(model)
     connection = connections[alias]
-    sql, fields = _insert_sql(model, alias, tuple(values))
-    params = [_prep_save(f, v, connection) for f, v in zip(fields, values.values(), strict=True)]
+    sql, fields = _insert_sql(model, alias, names + tuple(f.name for f in (*dated, *defaulted)), len(rows))
+    params = []
+    for row in rows:
+        values = [*row.values(), *[now] * len(dated), *[f.get_default() for f in defaulted]]
+        params += [_prep_save(f, v, connection) for f, v in zip(fields, values, strict=True)]
     _execute(connection, sql, params)
 
 

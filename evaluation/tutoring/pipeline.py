@@ -144,17 +144,21 @@ def converse(handle: RunHandle, *, server_url: str | None) -> None:
     def store(messages: list[dict[str, Any]]) -> None:
         stopped = None
         with transaction.atomic():  # the messages and the turn's progress in one commit
-            for message in messages:
-                statements.insert(
-                    RunMessage,
-                    run=run.pk,
-                    attempt=run.attempt,
-                    turn=message["turn"],
-                    role=message["role"],
-                    content=message["content"],
-                    timestamp=parse_datetime(message["timestamp"]) or timezone.now(),
-                    metadata=message["metadata"],
-                )
+            statements.insert_rows(
+                RunMessage,
+                [
+                    {
+                        "run": run.pk,
+                        "attempt": run.attempt,
+                        "turn": message["turn"],
+                        "role": message["role"],
+                        "content": message["content"],
+                        "timestamp": parse_datetime(message["timestamp"]) or timezone.now(),
+                        "metadata": message["metadata"],
+                    }
+                    for message in messages
+                ],
+            )
             turns = [m["metadata"]["turn_decision"]["turn"] for m in messages if m["role"] == "student"]
             if turns:
                 try:
