@@ -158,11 +158,12 @@ elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
         "max_idle": float(os.environ.get("EVAL_DB_POOL_MAX_IDLE", "300")),
     }
     # Prepared statements: a pooled connection that runs one statement EVAL_DB_PREPARE_THRESHOLD
-    # times has PostgreSQL keep its parse and plan: a conversation repeats a few statements every
-    # turn, and preparing them took a fifth off PostgreSQL's CPU (bench/README.md). psycopg prepares
-    # only queries whose parameters go separately, so Django's server-side binding goes with it.
-    # "off" for a pooler that cannot keep prepared statements (PgBouncer in transaction mode before
-    # 1.21, or without max_prepared_statements): docs/scaling.md.
+    # times prepares it, and PostgreSQL stops parsing it anew (and, once a generic plan serves,
+    # planning it): a conversation repeats a few statements every turn, and preparing them took a
+    # fifth off PostgreSQL's CPU (bench/README.md). psycopg prepares only queries whose parameters
+    # go separately, so Django's server-side binding goes with it. "off" behind a pooler that cannot
+    # keep prepared statements (PgBouncer in transaction mode before 1.22, or without
+    # max_prepared_statements), and docs/scaling.md says what to restart after a migration.
     _prepare = os.environ.get("EVAL_DB_PREPARE_THRESHOLD", "5").strip().lower()
     if _prepare not in ("", "none", "off"):
         if not _prepare.isdigit():

@@ -4,7 +4,8 @@ repeats every turn and a run repeats at its start and end.
 The ORM builds a query, resolves its expressions and compiles its SQL anew on every `update()` and
 `create()`. For a one-row write that costs more than the database's own work, and a conversation
 repeats a few of them every turn (a run's messages and progress, a tutor session's logs;
-bench/README.md has the figures). These build the SQL once per model, columns and database, and
+bench/README.md has the figures). These build the SQL once per model, columns and database (and,
+for an INSERT, number of rows), and
 convert every value with its field's own `get_db_prep_save`, as the ORM does, so what is stored is
 the same. They send no signals. `update()`, like `QuerySet.update()`, runs no `pre_save` (no
 auto_now): the caller passes every value it writes; a value that is an expression (`F(...)`) goes
@@ -120,7 +121,9 @@ def insert(model: type[models.Model], /, **values: Any) -> None:
 
 def insert_rows(model: type[models.Model], rows: list[dict[str, Any]], /) -> None:
     """INSERT these rows in one statement (a turn's messages: one round trip, not one each), each as
-    `insert` takes it; every row names the same fields in the same order."""
+    `insert` takes it; every row names the same fields in the same order. For a few rows: one
+    statement carries rows x columns parameters, within the databases' limits (PostgreSQL 65535,
+    SQLite 32766) for tens of rows, not thousands."""
     if not rows:
         return
     names = tuple(rows[0])

@@ -4,6 +4,7 @@ Everything here is a pure function of a context dict (built by selectors from th
 the same report can be written again at any time from what is stored.
 """
 
+import json
 import statistics
 from collections import Counter
 from pathlib import Path
@@ -41,8 +42,14 @@ def _json(data: Any) -> str:
     standard library's encoder writes indented JSON in pure Python, and a run's conversation.json
     took a few ms of a worker's CPU. Dates and dataclasses go to `str` as they did; a float the
     standard library writes with an exponent may be written in another, equal form (1.25e-05 as
-    0.0000125)."""
-    return orjson.dumps(data, option=_ORJSON, default=str).decode() + "\n"
+    0.0000125), and NaN or infinity as null (the standard library wrote NaN, which is not JSON).
+    What orjson refuses and the standard library takes (an integer beyond 64 bits, nesting deeper
+    than 254 levels: an external tutor's session state may hold either) is written by the standard
+    library, so a report never fails where it did not."""
+    try:
+        return orjson.dumps(data, option=_ORJSON, default=str).decode() + "\n"
+    except orjson.JSONEncodeError:
+        return json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n"
 
 
 def bar(score: float, scale: int = 10) -> str:

@@ -41,3 +41,15 @@ def test_a_very_small_or_large_float_may_be_written_otherwise_but_reads_back_the
     data = {"cost_usd": 1.25e-05, "tokens": 2.5e20, "tiny": 1e-07}
     assert reports._json(data) == '{\n  "cost_usd": 0.0000125,\n  "tokens": 2.5e+20,\n  "tiny": 1e-7\n}\n'
     assert json.loads(reports._json(data)) == data
+
+
+def test_nan_and_infinity_are_written_as_null_so_the_file_stays_json():
+    assert reports._json({"mean": float("nan"), "upper": float("inf")}) == '{\n  "mean": null,\n  "upper": null\n}\n'
+
+
+def test_what_orjson_refuses_is_written_by_the_standard_library_so_a_report_never_fails():
+    nested: list = []
+    for _ in range(300):
+        nested = [nested]
+    for data in ({"state": {"counter": 2**64}}, {"state": nested}):
+        assert reports._json(data) == json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n"
