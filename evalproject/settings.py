@@ -163,7 +163,7 @@ elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     # fifth off PostgreSQL's CPU (bench/README.md). psycopg prepares only queries whose parameters
     # go separately, so Django's server-side binding goes with it. "off" behind a pooler that cannot
     # keep prepared statements (PgBouncer in transaction mode before 1.22, or without
-    # max_prepared_statements), and docs/scaling.md says what to restart after a migration.
+    # max_prepared_statements). A statement a migration made stale: evaluation/models/prepared.py.
     _prepare = os.environ.get("EVAL_DB_PREPARE_THRESHOLD", "5").strip().lower()
     if _prepare not in ("", "none", "off"):
         if not _prepare.isdigit():

@@ -11,9 +11,14 @@ class EvaluationConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from django.db.backends.signals import connection_created
         from django_q.signals import post_spawn
 
+        from evaluation.models import prepared
         from evaluation.tasks import sweep_on_worker_start
+
+        # A prepared statement a migration made stale is forgotten and run again (docs/scaling.md).
+        connection_created.connect(prepared.install, dispatch_uid="evaluation-forget-stale-plans")
 
         # Every qcluster worker process that starts ends the runs of workers that died.
         post_spawn.connect(sweep_on_worker_start, dispatch_uid="evaluation-sweep-on-worker-start")

@@ -214,6 +214,38 @@ def test_on_postgresql_a_statement_a_connection_repeats_is_prepared(run):
     assert run.turn == 6
 
 
+@pytest.mark.django_db(transaction=True)
+def test_on_postgresql_a_statement_a_migration_made_stale_is_forgotten_and_run_again(caplog):
+    """A column's type changed by another connection (a `migrate` process) makes PostgreSQL refuse a
+    statement prepared before it; outside a transaction the statement runs again at once."""
+    if connection.vendor != "postgresql":
+        pytest.skip("prepared statements are PostgreSQL's; CI runs this file on PostgreSQL too")
+    if connection.settings_dict["OPTIONS"].get("prepare_threshold") is None:
+        pytest.skip("EVAL_DB_PREPARE_THRESHOLD=off in this environment")
+    import psycopg
+
+    def read() -> tuple:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT id, name FROM eval_stale_plan WHERE id = %s", [1])
+            return cursor.fetchone()
+
+    with connection.cursor() as cursor:
+        cursor.execute("CREATE TABLE eval_stale_plan (id integer PRIMARY KEY, name varchar(10))")
+        cursor.execute("INSERT INTO eval_stale_plan VALUES (1, 'x')")
+    try:
+        for _ in range(7):
+            assert read() == (1, "x")
+        with psycopg.connect(connection.connection.info.dsn, autocommit=True) as migrate:
+            migrate.execute("ALTER TABLE eval_stale_plan ALTER COLUMN name TYPE varchar(20)")
+        assert read() == (1, "x")
+        assert "a prepared statement was stale after a migration" in caplog.text
+        for _ in range(7):
+            assert read() == (1, "x")
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("DROP TABLE eval_stale_plan")
+
+
 DATABASE_OPTIONS = """
 import json, django
 django.setup()

@@ -1,0 +1,40 @@
+"""PostgreSQL's prepared statements that a migration made stale are forgotten, and the statement runs again.
+
+A pooled connection prepares what it repeats (EVAL_DB_PREPARE_THRESHOLD). A migration that changes a
+column's type (a longer CharField) changes the rows such a statement returns, and PostgreSQL then
+refuses it on that connection, every time, until the connection is replaced (an hour in the pool).
+Outside a transaction the statement is run again once the connection has forgotten its prepared
+statements (psycopg clears its own record of them when it sees DEALLOCATE ALL). Inside one, the
+failed statement has aborted the transaction: its rollback makes psycopg forget them, and the error
+goes to the caller as any database error does.
+"""
+
+import logging
+from typing import Any
+
+from django.db import NotSupportedError
+
+log = logging.getLogger(__name__)
+
+STALE_PLAN = "cached plan must not change result type"
+
+
+def forget_stale_plans(execute: Any, sql: str, params: Any, many: bool, context: dict[str, Any]) -> Any:
+    """A Django execute wrapper: on a stale prepared statement outside a transaction, forget them all
+    and run the statement again."""
+    try:
+        return execute(sql, params, many, context)
+    except NotSupportedError as exc:
+        connection = context["connection"]
+        if STALE_PLAN not in str(exc) or connection.in_atomic_block:
+            raise
+        log.warning("a prepared statement was stale after a migration; this connection forgets them: %s", exc)
+        connection.connection.execute("DEALLOCATE ALL")
+        return execute(sql, params, many, context)
+
+
+def install(sender: Any, connection: Any, **kwargs: Any) -> None:
+    """On `connection_created` (sent each time a thread's connection comes from the pool): wrap every
+    statement of a PostgreSQL connection, once."""
+    if connection.vendor == "postgresql" and forget_stale_plans not in connection.execute_wrappers:
+        connection.execute_wrappers.insert(0, forget_stale_plans)
