@@ -3,10 +3,10 @@
 A pooled connection prepares what it repeats (EVAL_DB_PREPARE_THRESHOLD). A migration that changes a
 column's type (a longer CharField) changes the rows such a statement returns, and PostgreSQL then
 refuses it on that connection, every time, until the connection is replaced (an hour in the pool).
-Outside a transaction the statement is run again once the connection has forgotten its prepared
-statements (psycopg clears its own record of them when it sees DEALLOCATE ALL). Inside one, the
-failed statement has aborted the transaction: its rollback makes psycopg forget them, and the error
-goes to the caller as any database error does.
+Outside a transaction a statement (not an executemany) is run again once the connection has
+forgotten its prepared statements (psycopg clears its own record of them when it sees DEALLOCATE
+ALL). Inside one, the failed statement has aborted the transaction: its rollback makes psycopg
+forget them, and the error goes to the caller as any database error does.
 """
 
 import logging
@@ -26,8 +26,8 @@ def forget_stale_plans(execute: Any, sql: str, params: Any, many: bool, context:
         return execute(sql, params, many, context)
     except NotSupportedError as exc:
         connection = context["connection"]
-        if STALE_PLAN not in str(exc) or connection.in_atomic_block:
-            raise
+        if STALE_PLAN not in str(exc) or connection.in_atomic_block or many:
+            raise  # in a transaction, or an executemany that may have run in part: not run again here
         log.warning("a prepared statement was stale after a migration; this connection forgets them: %s", exc)
         connection.connection.execute("DEALLOCATE ALL")
         return execute(sql, params, many, context)
