@@ -235,7 +235,8 @@ def test_on_postgresql_a_statement_a_migration_made_stale_is_forgotten_and_run_a
     try:
         for _ in range(7):
             assert read() == (1, "x")
-        with psycopg.connect(connection.connection.info.dsn, autocommit=True) as migrate:
+        password = connection.settings_dict["PASSWORD"] or None
+        with psycopg.connect(connection.connection.info.dsn, password=password, autocommit=True) as migrate:
             migrate.execute("ALTER TABLE eval_stale_plan ALTER COLUMN name TYPE varchar(20)")
         assert read() == (1, "x")
         assert "a prepared statement was stale after a migration" in caplog.text
