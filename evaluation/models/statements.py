@@ -5,13 +5,13 @@ The ORM builds a query, resolves its expressions and compiles its SQL anew on ev
 `create()`. For a one-row write that costs more than the database's own work, and a conversation
 repeats a few of them every turn (a run's messages and progress, a tutor session's logs;
 bench/README.md has the figures). These build the SQL once per model, columns and database (and,
-for an INSERT, number of rows), and
-convert every value with its field's own `get_db_prep_save`, as the ORM does, so what is stored is
-the same. They send no signals. `update()`, like `QuerySet.update()`, runs no `pre_save` (no
-auto_now): the caller passes every value it writes; a value that is an expression (`F(...)`) goes
-through the ORM. `insert()` fills what is left out with the field's default or, for auto_now and
-auto_now_add, the current time; `insert_rows()` does the same for several rows in one statement. A JSONField's value may come already encoded (`EncodedJSON`), for a
-value the caller keeps encoded as it grows (a session's append-only logs). `get()` reads one row by
+for an INSERT, number of rows), and convert every value with its field's own `get_db_prep_save`, as
+the ORM does, so what is stored is the same. They send no signals. `update()`, like
+`QuerySet.update()`, runs no `pre_save` (no auto_now): the caller passes every value it writes; a
+value that is an expression (`F(...)`) goes through the ORM. `insert()` fills what is left out with
+the field's default or, for auto_now and auto_now_add, the current time; `insert_rows()` does the
+same for several rows in one statement. A JSONField's value may come already encoded
+(`EncodedJSON`), for a value the caller keeps encoded as it grows (a session's append-only logs). `get()` reads one row by
 its key, with the rows its foreign keys point to, into the instances `select_related(...).get(pk=)`
 gives, each value through its field's own converters.
 """
