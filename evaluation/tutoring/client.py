@@ -35,6 +35,7 @@ class RunLog:
     def __init__(self, path: Path | None):
         self.path = path
         self._file: IO[str] | None = None
+        self._second, self._stamp = -1, ""
         if path:
             path.parent.mkdir(parents=True, exist_ok=True)
 
@@ -43,8 +44,11 @@ class RunLog:
             return
         if self._file is None:
             self._file = self.path.open("a", encoding="utf-8", buffering=1)
-        stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
-        self._file.write(f"{stamp} {event}\n")
+        now = time.time()
+        second = int(now)
+        if second != self._second:  # strftime once a second: it was most of a line's cost
+            self._second, self._stamp = second, time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(second))
+        self._file.write(f"{self._stamp}.{int((now - second) * 1000):03d} {event}\n")
 
     def close(self) -> None:
         if self._file is not None:

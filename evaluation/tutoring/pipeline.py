@@ -8,7 +8,7 @@ a retry never mixes with it; the reason lands in the run's error and in error.tx
 
 import asyncio
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
@@ -28,6 +28,7 @@ from evaluation.tutoring import judge, reports
 from evaluation.tutoring.client import ChatTarget, ProtocolTarget, RunLog, SessionResult, TutorUnavailable
 from evaluation.tutoring.llm_records import RECORD_KEYS, llm_record, usage_of
 from evaluation.tutoring.selectors import (
+    Judged,
     group_baseline,
     group_runs,
     run_messages,
@@ -39,6 +40,16 @@ from evaluation.tutoring.server import tutor_server
 from evaluation.tutoring.simulator import StudentSimulator
 
 log = logging.getLogger(__name__)
+
+conversation_loop: Callable[[], asyncio.AbstractEventLoop]
+"""The conversation's event loop: uvloop's (in C) takes less of a turn than asyncio's own, which
+wakes several times a turn (the socket's frames, the store thread's results)."""
+try:
+    import uvloop
+
+    conversation_loop = uvloop.new_event_loop
+except ImportError:  # pragma: no cover - uvloop is not built for Windows
+    conversation_loop = asyncio.new_event_loop
 
 
 def run_folder(run: EvaluationRun) -> Path:
@@ -240,7 +251,8 @@ def converse(handle: RunHandle, *, server_url: str | None) -> None:
     )
     try:
         with tutor_target(run.agent, server_url, meter) as target:
-            result = asyncio.run(conversation(target))
+            with asyncio.Runner(loop_factory=conversation_loop) as runner:
+                result = runner.run(conversation(target))
             tutor = tutor_record(run.agent, target, result, run.seed)
     finally:
         db.submit(lambda: connection.close()).result()  # the store thread's connection goes back now, not at GC
@@ -287,9 +299,9 @@ def tutor_record(agent: Any, target: Any, result: SessionResult, seed: int | Non
     }
 
 
-def evaluate(handle: RunHandle) -> list[dict[str, Any]]:
+def evaluate(handle: RunHandle) -> tuple[list[dict[str, Any]], Judged]:
     """Judge the stored conversation and store scores and problems (replacing any earlier ones);
-    returns the conversation as read, for the reports."""
+    returns the conversation as read and the rows stored, for the reports."""
     run, detail = handle.run, "Judging the conversation"
     try:
         llm = get_llm("judge", override=_override(run), meter=_meter(run))
@@ -301,36 +313,40 @@ def evaluate(handle: RunHandle) -> list[dict[str, Any]]:
     if not messages:
         raise ValueError("nothing to evaluate: the run has no messages")
     verdict = judge.judge_conversation(messages, run_persona(run), run_topic(run), llm, seed=run.seed)
+    scores = [
+        DimensionScore(run=run, dimension=s.dimension, score=s.score, analysis=s.analysis) for s in verdict.scores
+    ]
+    problems = [
+        Problem(
+            run=run,
+            rank=f.rank,
+            title=f.title,
+            turns=list(f.turns),
+            description=f.description,
+            quote=f.quote,
+            quote_found=f.quote_found,
+            severity=f.severity,
+            root_cause=f.root_cause,
+        )
+        for f in sorted(verdict.findings, key=lambda f: f.rank)
+    ]
     with transaction.atomic():
         DimensionScore.objects.filter(run=run).delete()
         Problem.objects.filter(run=run).delete()
-        DimensionScore.objects.bulk_create(
-            DimensionScore(run=run, dimension=s.dimension, score=s.score, analysis=s.analysis) for s in verdict.scores
-        )
-        Problem.objects.bulk_create(
-            Problem(
-                run=run,
-                rank=f.rank,
-                title=f.title,
-                turns=list(f.turns),
-                description=f.description,
-                quote=f.quote,
-                quote_found=f.quote_found,
-                severity=f.severity,
-                root_cause=f.root_cause,
-            )
-            for f in verdict.findings
-        )
+        DimensionScore.objects.bulk_create(scores)
+        Problem.objects.bulk_create(problems)
         handle.progress(overall_score=verdict.average, summary=verdict.summary, judge_label=verdict.judge_label)
-    return messages
+    return messages, (scores, problems)
 
 
-def finish(handle: RunHandle, messages: list[dict[str, Any]]) -> dict[str, Any]:
-    """Write the reports of the conversation just judged; returns what the run stores on completion."""
+def finish(handle: RunHandle, judged: tuple[list[dict[str, Any]], Judged]) -> dict[str, Any]:
+    """Write the reports of the conversation just judged (its messages and the verdict's rows as
+    `evaluate` returns them); returns what the run stores on completion."""
     run = handle.run
     handle.progress(stage=RunStage.GENERATING_REPORTS, detail="Writing reports")
     folder = run_folder(run)
-    reports.write_run_reports(folder, run_report_context(run, messages))
+    messages, rows = judged
+    reports.write_run_reports(folder, run_report_context(run, messages, rows))
     (folder / "error.txt").unlink(missing_ok=True)
     return {"error": "", "error_traceback": "", "artifacts_dir": str(folder)}
 

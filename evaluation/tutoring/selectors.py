@@ -41,6 +41,7 @@ __all__ = [
     "persona_schema",
     "persona_get",
     "persona_list",
+    "Judged",
     "run_evaluation",
     "run_list_page",
     "run_messages",
@@ -87,12 +88,22 @@ def run_messages(run: EvaluationRun) -> list[dict[str, Any]]:
     return messages
 
 
-def run_evaluation(run: EvaluationRun, messages: list[dict[str, Any]] | None = None) -> dict[str, Any] | None:
-    """The judge's verdict on the run; `messages`, when the caller already read them, saves a second read."""
-    scores = list(DimensionScore.objects.filter(run=run).order_by("id"))
+Judged = tuple[list[DimensionScore], list[Problem]]
+"""A verdict's rows as the judge stage just stored them: its scores in order, its problems by rank."""
+
+
+def run_evaluation(
+    run: EvaluationRun, messages: list[dict[str, Any]] | None = None, judged: Judged | None = None
+) -> dict[str, Any] | None:
+    """The judge's verdict on the run; `messages`, when the caller already read them, and `judged`,
+    the rows the caller just stored, save reading them again."""
+    if judged is None:
+        judged = list(DimensionScore.objects.filter(run=run).order_by("id")), []
+        if judged[0]:
+            judged = judged[0], list(Problem.objects.filter(run=run).order_by("rank"))
+    scores, problems = judged
     if not scores:
         return None
-    problems = Problem.objects.filter(run=run).order_by("rank")
     return {
         "scores": {s.dimension: s.score for s in scores},
         "avg_score": run.overall_score,
@@ -166,9 +177,12 @@ def run_config(run: EvaluationRun) -> dict[str, Any]:
     )
 
 
-def run_report_context(run: EvaluationRun, messages: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+def run_report_context(
+    run: EvaluationRun, messages: list[dict[str, Any]] | None = None, judged: Judged | None = None
+) -> dict[str, Any]:
     """Everything the report writers need, from the database alone (`messages`: the run's
-    conversation as `run_messages` gives it, when the caller has just read it)."""
+    conversation as `run_messages` gives it, and `judged`, its verdict's rows, when the caller has
+    just read or stored them)."""
     persona, topic = run_persona(run), run_topic(run)
     messages = run_messages(run) if messages is None else messages
     return {
@@ -183,7 +197,7 @@ def run_report_context(run: EvaluationRun, messages: list[dict[str, Any]] | None
             "final_state": redact(run.config.get("session_state")) if run.config.get("session_state") else None,
         },
         "messages": messages,
-        "evaluation": run_evaluation(run, messages),
+        "evaluation": run_evaluation(run, messages, judged),
     }
 
 

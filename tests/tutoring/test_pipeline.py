@@ -11,7 +11,8 @@ from rest_framework.authtoken.models import Token
 
 from evaluation.models import Agent, EvaluationRun, Problem, TutoringSession
 from evaluation.providers.loopback import Reply
-from evaluation.tutoring.reports import ARTIFACTS
+from evaluation.tutoring.reports import ARTIFACTS, write_run_reports
+from evaluation.tutoring.selectors import run_report_context
 from evaluation.tutoring.server import free_port
 from tests.servers import SERVER_ENV, database_url_for_tests, qcluster_worker
 
@@ -222,7 +223,7 @@ def scripted(judge_reply):
     return respond
 
 
-def test_llm_judge_scores_and_problems_land_in_db_and_files(server, loopback, settings):
+def test_llm_judge_scores_and_problems_land_in_db_and_files(server, loopback, settings, tmp_path):
     loopback.responder = scripted(JUDGE)
     provider = f"openai/judge-model@{loopback.openai_url}"
     cli(persona="average_student", provider=provider, topic_id=TOPIC, max_turns=3, seed=4)
@@ -243,6 +244,11 @@ def test_llm_judge_scores_and_problems_land_in_db_and_files(server, loopback, se
     assert "| missed_student_signal | 1 |" in problems_md and "Increase the conversation" not in problems_md
     assert "Have the tutor check the student's last message" in problems_md
     assert "`███░░░░░░░`" in (folder / "review.md").read_text()
+    # The run wrote its reports from the rows as its judge stage stored them: written again from the
+    # database alone, they read the same.
+    write_run_reports(tmp_path, run_report_context(run))
+    for name in ("evaluation.json", "review.md", "problems.md", "conversation.json"):
+        assert (tmp_path / name).read_text() == (folder / name).read_text(), name
     assert json.loads((folder / "config.json").read_text())["provider"] == provider
     assert run.token_usage["by_role"]["judge"]["calls"] == 1 and run.token_usage["by_role"]["simulator"]["calls"] == 3
     # the judge saw the transcript, persona and topic as spec 001 builds them
