@@ -38,8 +38,15 @@ class StudentSimulator:
         self.seed = seed
         self.rng = random.Random(seed)
         self.turn_decisions: list[TurnDecision] = []
+        self._system_prompt = ""
 
     def system_prompt(self) -> str:
+        """The persona's prompt, built on the first turn: it depends on the persona and topic alone."""
+        if not self._system_prompt:
+            self._system_prompt = self._build_system_prompt()
+        return self._system_prompt
+
+    def _build_system_prompt(self) -> str:
         p = self.persona
         style = p.response_style
         lines = [

@@ -1,7 +1,7 @@
 """Typed values of the tutoring room, built once per run and read everywhere instead of untyped dicts."""
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from evaluation.tutoring.personas import persona_as_dict
@@ -203,6 +203,12 @@ class TurnDecision:
     behaviors: tuple[str, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["behaviors"] = list(self.behaviors)
-        return data
+        # Field by field: dataclasses.asdict deep-copies every value, and this runs twice a turn.
+        return {
+            "turn": self.turn,
+            "roll": self.roll,
+            "probability": self.probability,
+            "correct": self.correct,
+            "mistake": self.mistake,
+            "behaviors": list(self.behaviors),
+        }

@@ -1,5 +1,6 @@
 """The student simulator: enforced correctness rates, reproducible decisions, directives, offline turns."""
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -179,3 +180,18 @@ def test_the_prompt_and_the_judge_name_a_behaviours_trigger():
     sim = StudentSimulator(persona, None, None, seed=1)
     assert "celebrates breakthrough (about 80% of turns, when correct)" in sim.system_prompt()
     assert "celebrates_breakthrough_probability=0.8 (when_correct)" in build_user_message([], persona, None)
+
+
+def test_a_turn_decision_as_stored_names_every_field_in_plain_values():
+    decision = TurnDecision(turn=3, roll=0.25, probability=0.7, correct=False, mistake="m", behaviors=("b1", "b2"))
+    stored = decision.as_dict()
+    assert set(stored) == {f.name for f in dataclasses.fields(TurnDecision)}
+    assert stored == {
+        "turn": 3,
+        "roll": 0.25,
+        "probability": 0.7,
+        "correct": False,
+        "mistake": "m",
+        "behaviors": ["b1", "b2"],
+    }
+    assert json.loads(json.dumps(stored)) == stored
