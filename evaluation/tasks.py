@@ -68,12 +68,11 @@ def _hand_over(started: float) -> list[str]:
     tried: set[str] = set()
     while len(statuses) < HAND_OVERS_PER_TASK and time.monotonic() - started < budget:
         try:
-            if not _cluster_running():
-                break
             if not connection.in_atomic_block:
                 close_old_connections()  # as django-q2 does before each task
             sent = run_selectors.run_sent_not_begun(excluding=tried)
-            if sent is None:
+            # The cluster's stats are read only when there is a run to begin: most tasks find none.
+            if sent is None or not _cluster_running():
                 break
             tried.add(sent.pk)
             status = _execute(sent.pk, sent.attempt, sent.action)
