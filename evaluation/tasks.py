@@ -24,7 +24,7 @@ HAND_OVERS_PER_TASK = 16
 Q_CLUSTER["recycle"] tasks, and a task that never returned would never be counted."""
 
 
-def run_task(run_pk: str, attempt: int, action: str = "execute") -> str:
+def run_task(run_pk: str, attempt: int, action: str = "execute", kind: str = "") -> str:
     """Run one attempt; a task for a run that is not queued at this attempt does nothing ('skipped').
 
     Then the hand-over: the worker, free again (after its run, or at once for a copy it skipped),
@@ -36,15 +36,17 @@ def run_task(run_pk: str, attempt: int, action: str = "execute") -> str:
     least half of it), for at most HAND_OVERS_PER_TASK runs, and only while the worker's own
     qcluster reports itself running (a cluster that is stopping begins nothing new). The result
     names every run the task ended: "completed", or "completed; handed over: completed, failed".
+    `kind` is the run's kind as its task was sent (read from the run when a task sent before it
+    was carried has none).
     """
     started = time.monotonic()
-    status = _execute(run_pk, attempt, action)
+    status = _execute(run_pk, attempt, action, kind)
     handed = _hand_over(started)
     return f"{status}; handed over: {', '.join(handed)}" if handed else status
 
 
-def _execute(run_pk: str, attempt: int, action: str) -> str:
-    kind = EvaluationRun.objects.filter(pk=run_pk).values_list("kind", flat=True).first()
+def _execute(run_pk: str, attempt: int, action: str, kind: str) -> str:
+    kind = kind or EvaluationRun.objects.filter(pk=run_pk).values_list("kind", flat=True).first() or ""
     if kind == RunKind.TUTOR:
         run = tutoring.run_execute(run_pk, attempt, action)
     elif kind == RunKind.DRIFT:
@@ -75,7 +77,7 @@ def _hand_over(started: float) -> list[str]:
             if sent is None or not _cluster_running():
                 break
             tried.add(sent.pk)
-            status = _execute(sent.pk, sent.attempt, sent.action)
+            status = _execute(sent.pk, sent.attempt, sent.action, sent.kind)
         except Exception:
             # The task's own run has ended as it should; a failed look for the next one leaves the
             # sent runs to their own tasks.

@@ -62,14 +62,15 @@ class SentRun:
     attempt: int
     action: str
     run_id: str
+    kind: str
 
 
 def run_sent_not_begun(*, excluding: set[str] | frozenset[str] = frozenset()) -> SentRun | None:
     """The oldest run whose task went to the workers but that no worker has begun: what a worker that
     just ended a run begins itself (the hand-over), instead of leaving it behind busy workers."""
     sent = EvaluationRun.objects.filter(SENT).exclude(pk__in=list(excluding)).order_by("created_at", "run_id")
-    row = sent.values_list("pk", "attempt", "queue_action", "run_id").first()
-    return SentRun(str(row[0]), row[1], row[2], row[3]) if row is not None else None
+    row = sent.values_list("pk", "attempt", "queue_action", "run_id", "kind").first()
+    return SentRun(str(row[0]), *row[1:]) if row is not None else None
 
 
 def active_runs(kind: str | None = None) -> QuerySet[EvaluationRun]:

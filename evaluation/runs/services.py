@@ -156,7 +156,7 @@ def runs_dispatch() -> list[str]:
         # Nothing waits: no capacity lock (nor, on SQLite, the write lock) for every run that ends. A run
         # queued after this read hands itself over once it commits, and sees this run's slot free.
         return []
-    sent: list[tuple[str, int, str, str]] = []
+    sent: list[tuple[str, int, str, str, str]] = []
     with transaction.atomic():
         _lock_capacity()
         free = int(setting("MAX_ACTIVE_RUNS")) - occupancy().holding
@@ -164,13 +164,13 @@ def runs_dispatch() -> list[str]:
             return []
         now = timezone.now()
         waiting = EvaluationRun.objects.filter(WAITING).order_by("created_at", "run_id")
-        for pk, attempt, action, run_id in waiting.values_list("pk", "attempt", "queue_action", "run_id")[:free]:
-            if EvaluationRun.objects.filter(pk=pk, attempt=attempt, status=RunStatus.QUEUED).update(
-                sent_attempt=attempt, heartbeat_at=now
-            ):
-                sent.append((str(pk), attempt, action, run_id))
+        rows = waiting.values_list("pk", "attempt", "queue_action", "run_id", "kind")[:free]
+        for pk, attempt, action, run_id, kind in rows:
+            where = {"pk": pk, "attempt": attempt, "status": RunStatus.QUEUED}
+            if statements.update(EvaluationRun, where, sent_attempt=attempt, heartbeat_at=now):
+                sent.append((str(pk), attempt, action, run_id, kind))
         transaction.on_commit(lambda: _send(sent))
-    return [run_id for *_, run_id in sent]
+    return [run_id for _, _, _, run_id, _ in sent]
 
 
 def runs_dispatch_safely() -> None:
@@ -243,14 +243,16 @@ def task_copies() -> int:
     return _clusters[1]
 
 
-def _send(tasks: list[tuple[str, int, str, str]]) -> None:
+def _send(tasks: list[tuple[str, int, str, str, str]]) -> None:
+    """Send each run's task (pk, attempt, action, run_id, kind): its kind rides along, so the worker,
+    and each copy it skips, does not read it first."""
     from django_q.tasks import async_task
 
     copies = task_copies() if tasks else 1
-    for pk, attempt, action, run_id in tasks:
+    for pk, attempt, action, run_id, kind in tasks:
         try:
             for _ in range(copies):
-                async_task(TASK, pk, attempt, action, task_name=f"{action} {run_id}"[:100], broker=broker())
+                async_task(TASK, pk, attempt, action, kind, task_name=f"{action} {run_id}"[:100], broker=broker())
         except Exception:
             # The broker refused it: the run waits again, and the next dispatch sends it.
             log.warning("could not hand run %s to the broker", run_id, exc_info=True)
@@ -264,13 +266,13 @@ def runs_resend_lost(*, stale_after: float | None = None) -> list[str]:
     cutoff = timezone.now() - timedelta(seconds=limit)
     lost = EvaluationRun.objects.filter(SENT, heartbeat_at__lt=cutoff)
     resent = []
-    for pk, attempt, action, run_id in lost.values_list("pk", "attempt", "queue_action", "run_id"):
+    for pk, attempt, action, run_id, kind in lost.values_list("pk", "attempt", "queue_action", "run_id", "kind"):
         if EvaluationRun.objects.filter(pk=pk, attempt=attempt, status=RunStatus.QUEUED).update(
             heartbeat_at=timezone.now()
         ):
-            resent.append((str(pk), attempt, action, run_id))
+            resent.append((str(pk), attempt, action, run_id, kind))
     _send(resent)
-    return [run_id for *_, run_id in resent]
+    return [run_id for _, _, _, run_id, _ in resent]
 
 
 def run_requeue(

@@ -108,8 +108,8 @@ def test_retry_is_a_new_attempt_whose_messages_never_mix(server):
     # A completed run may be run again as a new attempt; the old attempt's messages stay with it.
     run = runs.run_requeue(run)
     assert (run.status, run.attempt) == ("queued", 2)
-    assert run_task(str(run.pk), 1) == "skipped"  # the old attempt's task, delivered late
-    assert run_task(str(run.pk), 2, "execute") == "completed"
+    assert run_task(str(run.pk), 1) == "skipped"  # the old attempt's task, delivered late (and sent without its kind)
+    assert run_task(str(run.pk), 2, "execute", "tutor") == "completed"  # as a task is sent now: with the run's kind
     rows = list(RunMessage.objects.filter(run=run).values_list("attempt", "turn", "role"))
     assert [r for r in rows if r[0] == 1] == first
     second = [r for r in rows if r[0] == 2]
