@@ -2,6 +2,7 @@
 
 import asyncio
 import contextvars
+import json
 import logging
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -179,7 +180,12 @@ class TutorSessionConsumer(AsyncJsonWebsocketConsumer):
 
     @classmethod
     async def encode_json(cls, content: Any) -> str:
-        return orjson.dumps(content).decode()  # the frames in a tenth of json.dumps's time
+        try:
+            return orjson.dumps(content).decode()  # the frames in a tenth of json.dumps's time
+        except orjson.JSONEncodeError:
+            # What orjson refuses and json.dumps writes (a lone surrogate in a tutor's reply, say) is
+            # sent as Channels would send it.
+            return json.dumps(content)
 
     async def decode_json(self, text_data: str) -> Any:
         try:
