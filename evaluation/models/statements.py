@@ -11,9 +11,9 @@ the ORM does, so what is stored is the same. They send no signals. `update()`, l
 value that is an expression (`F(...)`) goes through the ORM. `insert()` fills what is left out with
 the field's default or, for auto_now and auto_now_add, the current time; `insert_rows()` does the
 same for several rows in one statement. A JSONField's value may come already encoded
-(`EncodedJSON`), for a value the caller keeps encoded as it grows (a session's append-only logs). `get()` reads one row by
-its key, with the rows its foreign keys point to, into the instances `select_related(...).get(pk=)`
-gives, each value through its field's own converters.
+(`EncodedJSON`), for a value the caller keeps encoded as it grows (a session's append-only logs).
+`get()` reads one row by its key, with the rows its foreign keys point to, into the instances
+`select_related(...).get(pk=)` gives, each value through its field's own converters.
 """
 
 from dataclasses import dataclass

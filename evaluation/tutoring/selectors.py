@@ -97,11 +97,11 @@ def run_evaluation(
 ) -> dict[str, Any] | None:
     """The judge's verdict on the run; `messages`, when the caller already read them, and `judged`,
     the rows the caller just stored, save reading them again."""
-    if judged is None:
-        judged = list(DimensionScore.objects.filter(run=run).order_by("id")), []
-        if judged[0]:
-            judged = judged[0], list(Problem.objects.filter(run=run).order_by("rank"))
-    scores, problems = judged
+    if judged is not None:
+        scores, problems = judged
+    else:
+        scores = list(DimensionScore.objects.filter(run=run).order_by("id"))
+        problems = list(Problem.objects.filter(run=run).order_by("rank")) if scores else []
     if not scores:
         return None
     return {
