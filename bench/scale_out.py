@@ -24,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -80,6 +81,24 @@ def service(args: list[str], env: dict[str, str], log: Path) -> Iterator[subproc
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait(5)
+
+
+def wait_for_clusters(clusters: int, workers: int, timeout: float = 60) -> None:
+    """Until django-q2's cluster stats show every qcluster with all its workers: the senders count the
+    clusters to send each task's copies, so work started before the last one registered would get too
+    few copies (a start-up effect, not the steady state this measures)."""
+    from django_q.status import Stat
+
+    from evaluation.runs.services import broker
+
+    deadline = time.monotonic() + timeout
+    while True:
+        stats = Stat.get_all(broker())
+        if len(stats) >= clusters and all(len(stat.workers) >= workers for stat in stats):
+            return
+        if time.monotonic() > deadline:
+            sys.exit(f"the qclusters did not all start within {timeout:.0f} s: {len(stats)} of {clusters} seen")
+        time.sleep(0.1)
 
 
 def main() -> None:
@@ -166,6 +185,7 @@ def main() -> None:
             f"{args.clusters} qcluster processes x {args.workers} workers = {slots} slots; "
             f"{args.web_processes} {args.server} process(es); {load_average()}"
         )
+        wait_for_clusters(args.clusters, args.workers)
         batch(slots, 1)  # warm-up: every worker's first run, not counted
         ideal = math.ceil(args.conversations / slots) * (1 + 2 * args.turns + 1) * args.latency
         walls, failures, per_part = [], [], {k: [] for k in ("workers", "web", "postgresql", "redis", "all")}
@@ -176,6 +196,15 @@ def main() -> None:
             wall, done = batch(args.conversations, args.turns)
             after = cpu()
             walls.append(wall)
+            begun = sorted((r for r in done if r.started_at), key=lambda r: r.started_at)
+            longest = max((r.completed_at or r.started_at) - r.started_at for r in begun).total_seconds()
+            per_worker = Counter(r.worker for r in begun).values()
+            print(
+                f"  batch {len(walls)}: wall {wall:.2f} s; last run begun "
+                f"{(begun[-1].started_at - begun[0].started_at).total_seconds():.2f} s after the first; "
+                f"longest run {longest:.2f} s; runs per worker {min(per_worker)}-{max(per_worker)}",
+                flush=True,
+            )
             durations += [(r.completed_at - r.started_at).total_seconds() for r in done if r.completed_at]
             by_worker: dict[str, list[EvaluationRun]] = {}
             for r in done:
