@@ -1,14 +1,15 @@
-"""The run list and a report page with 10,000 runs in the database: render time and SQL queries.
+"""The run list and a report page with 10,000 runs in the database: render time (median (min-max) of
+20 requests after one warm-up request) and SQL queries.
 
 python bench/dashboard_list.py [--runs 10000] [--messages 20]
 """
 
 import argparse
-import statistics
 import time
 import uuid
 
 from _django import setup
+from _harness import spread
 
 setup(fresh_database=True)
 
@@ -71,6 +72,7 @@ def fill(runs: int, messages: int) -> None:
 
 
 def timed(client: Client, url: str, n: int = 20) -> tuple[list[float], int]:
+    """Render times (ms) of n requests after one warm-up request, and the SQL queries of the last."""
     client.get(url)
     times = []
     for _ in range(n):
@@ -104,9 +106,7 @@ def main() -> None:
     ]
     for label, url in pages:
         times, queries = timed(client, url)
-        print(
-            f"{label:<40} median {statistics.median(times):7.1f} ms   max {max(times):7.1f} ms   {queries} SQL queries"
-        )
+        print(f"{label:<40} {spread(times, '{:.1f}')} ms   {queries} SQL queries")
 
 
 if __name__ == "__main__":

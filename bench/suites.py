@@ -1,9 +1,11 @@
 """EVAL.md harness speed: parse 10,000 cases and fingerprint them; a fully cached re-run of 1,000 cases.
 
 The first run calls the fake LLM (the loopback server in a process of its own, zero latency); the
-re-run reloads the cache from disk and must make no LLM call.
+re-run reloads the cache from disk and must make no LLM call. A warm-up (a small suite parsed,
+fingerprinted and run once) is not counted; each figure is the median (min-max) of --repeats, and
+each repeat starts from an empty cache.
 
-python bench/suites.py [--cases 10000] [--cached 1000]
+python bench/suites.py [--cases 10000] [--cached 1000] [--repeats 5]
 """
 
 import argparse
@@ -12,7 +14,7 @@ import time
 from pathlib import Path
 
 from _django import setup
-from _harness import fake_llm, load_average
+from _harness import fake_llm, load_average, spread
 
 setup()
 
@@ -35,6 +37,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--cases", type=int, default=10_000)
     parser.add_argument("--cached", type=int, default=1_000)
+    parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
     from django.conf import settings
 
@@ -43,51 +46,75 @@ def main() -> None:
     folder = Path(tempfile.mkdtemp(prefix="eval-bench-"))
     (folder / "SKILL.md").write_text("Answer arithmetic questions and explain in one sentence.\n")
     text = suite_text(args.cases)
-    print(load_average())
+    print(f"{args.repeats} repeats after a warm-up; {load_average()}")
+    warm_suite = parse_suite(suite_text(100), str(folder / "EVAL.md"))
+    # The bench's temporary folder is its one suite folder.
+    subject = resolve_subject(warm_suite, SuiteScope(folders=(folder.resolve(),), packages=(), root=folder.resolve()))
+    parse_and_fingerprint(suite_text(100), folder, subject, 100)
+    parse_us, hash_us = [], []
+    for _ in range(args.repeats):
+        parsed, hashed = parse_and_fingerprint(text, folder, subject, args.cases)
+        parse_us.append(parsed / args.cases * 1e6)
+        hash_us.append(hashed / args.cases * 1e6)
+    print(f"parse {args.cases} cases ({len(text) / 1e6:.1f} MB): {spread(parse_us, '{:.1f}')} us/case")
+    print(f"fingerprint {args.cases} cases: {spread(hash_us, '{:.1f}')} us/case")
+
+    small = parse_suite(suite_text(args.cached), str(folder / "EVAL.md"))
+    colds, warms, calls, cached_calls, served = [], [], set(), set(), set()
+    with fake_llm(0.0) as server:
+        cached_runs(server, warm_suite, subject, folder / "warm-up.json", folder)
+        for i in range(args.repeats):
+            cold, warm, passes, cached, calls_first, second_calls = cached_runs(
+                server, small, subject, folder / f"cache-{i}.json", folder
+            )
+            colds.append(cold)
+            warms.append(warm / args.cached * 1000)
+            calls.add(calls_first)
+            cached_calls.add(second_calls)
+            served.add(cached)
+    print(
+        f"first run of {args.cached} cases against the fake LLM (0 ms latency, {passes} passed, "
+        f"LLM calls {sorted(calls)}): {spread(colds)} s"
+    )
+    print(
+        f"fully cached re-run of {args.cached} cases: {spread(warms)} ms/case, served from the cache "
+        f"{sorted(served)}, LLM calls {sorted(cached_calls)}"
+    )
+
+
+def parse_and_fingerprint(text: str, folder: Path, subject, cases: int) -> tuple[float, float]:
+    """Seconds to parse the suite, and to fingerprint every case."""
     started = time.perf_counter()
     suite = parse_suite(text, str(folder / "EVAL.md"))
     parsed = time.perf_counter() - started
-    # The bench's temporary folder is its one suite folder.
-    subject = resolve_subject(suite, SuiteScope(folders=(folder.resolve(),), packages=(), root=folder.resolve()))
     started = time.perf_counter()
     keys = [
         fingerprint(suite, c, subject, agent_model="openai/gpt-5.2", judge_model="openai/gpt-5.2", judge=True)
         for c in suite.cases
     ]
     hashed = time.perf_counter() - started
-    assert len(set(keys)) == args.cases
-    print(
-        f"parse {args.cases} cases ({len(text) / 1e6:.1f} MB): {parsed * 1000:.0f} ms ({parsed / args.cases * 1e6:.1f} us/case)"
-    )
-    print(f"fingerprint {args.cases} cases: {hashed * 1000:.0f} ms ({hashed / args.cases * 1e6:.1f} us/case)")
-
-    small = parse_suite(suite_text(args.cached), str(folder / "EVAL.md"))
-    cache = FileCache(folder / "cache.json")
-    with fake_llm(0.0) as server:
-        cold, warm, passes, cached, calls_first, second_calls = cached_runs(server, small, subject, cache, folder)
-    print(
-        f"first run of {args.cached} cases against the fake LLM (0 ms latency, {passes} passed, {calls_first} LLM calls): {cold:.2f} s"
-    )
-    print(
-        f"fully cached re-run of {args.cached} cases: {warm * 1000:.0f} ms ({warm / args.cached * 1000:.2f} ms/case), {cached} served from the cache, {second_calls} LLM calls"
-    )
+    assert len(set(keys)) == cases
+    return parsed, hashed
 
 
-def cached_runs(server, small, subject, cache, folder):
+def cached_runs(server, small, subject, path: Path, folder):
+    """A first run into an empty cache at `path`, then a re-run with the cache reloaded from disk:
+    (first s, re-run s, passed, served from the cache, LLM calls of the first, LLM calls of the re-run)."""
     model = f"openai/bench@{server.openai_url}"
-    options = RunOptions(model=model, judge_model=model, cache=cache, use_db=False)
+    options = RunOptions(model=model, judge_model=model, cache=FileCache(path), use_db=False)
+    before = server.count()
     started = time.perf_counter()
     first = [run_case(small, c, options, subject=subject) for c in small.cases]
     cold = time.perf_counter() - started
     passes = sum(r.passed for r in first)
-    calls_first = server.count()  # before the re-run: a cache hit is not an LLM call
+    calls_first = server.count() - before  # before the re-run: a cache hit is not an LLM call
     # Reload the cache from disk, as a new process (or CI with a restored cache) would.
-    options.cache = FileCache(folder / "cache.json")
+    options.cache = FileCache(path)
     started = time.perf_counter()
     second = [run_case(small, c, options, subject=subject) for c in small.cases]
     warm = time.perf_counter() - started
     cached = sum(r.cached for r in second)
-    second_calls = server.count() - calls_first
+    second_calls = server.count() - before - calls_first
     return cold, warm, passes, cached, calls_first, second_calls
 
 
