@@ -209,20 +209,22 @@ def _forget_broker() -> None:
 os.register_at_fork(after_in_child=_forget_broker)
 
 
-_CLUSTERS_KEPT_FOR = 10.0
+_CLUSTERS_KEPT_FOR = 1.0
 _clusters: tuple[float, int] = (-_CLUSTERS_KEPT_FOR, 1)
 MAX_TASK_COPIES = 8
 
 
 def task_copies() -> int:
-    """How many copies of a run's task go to the broker: one per live qcluster process (django-q2's
-    cluster stats, looked up at most every 10 s), at most MAX_TASK_COPIES.
+    """How many copies of a run's task go to the broker: one per live qcluster process (counted at
+    most once a second), at most MAX_TASK_COPIES.
 
     A cluster's pusher takes a task from the broker whenever its own queue has room, even while all
     of its workers are busy; the task then waits there for a worker, up to a whole run, while a
     worker of another cluster is idle. With a copy for each cluster, the first worker free anywhere
     begins the run (the conditional begin lets one copy win) and the later copies find it begun and
-    do nothing. In sync mode, and where the stats cannot be read, one copy.
+    do nothing. Too few copies (a count older than a cluster that has just started) can leave a
+    worker of the new cluster idle for a whole run, so the count is kept for one second only. In
+    sync mode, and where the clusters cannot be counted, one copy.
     """
     global _clusters
     from django_q.conf import Conf
@@ -233,14 +235,34 @@ def task_copies() -> int:
     if now - _clusters[0] < _CLUSTERS_KEPT_FOR:
         return _clusters[1]
     try:
-        from django_q.status import Stat
-
-        count = len(Stat.get_all(broker()))
+        count = live_clusters()
     except Exception:
         log.debug("django-q2 cluster stats could not be read; one copy per task", exc_info=True)
         count = 1
     _clusters = (now, max(1, min(count, MAX_TASK_COPIES)))
     return _clusters[1]
+
+
+def live_clusters() -> int:
+    """The qcluster processes whose stats django-q2 published in the last few seconds (each cluster
+    refreshes them every half second, with a 3 s expiry). On Redis their keys are counted, one KEYS
+    round trip; elsewhere the stats are read and unpacked."""
+    from django_q.status import Stat
+
+    client = broker()
+    redis = _redis_client(client)
+    if redis is not None:
+        return len(redis.keys(Stat.get_key("*")))
+    return len(Stat.get_all(client))
+
+
+def _redis_client(client: Any) -> Any:
+    """The redis-py client behind django-q2's Redis broker; None for any other broker."""
+    try:
+        from django_q.brokers.redis_broker import Redis
+    except ImportError:  # the redis extra is not installed, so it is not a Redis broker
+        return None
+    return client.connection if isinstance(client, Redis) else None
 
 
 def _send(tasks: list[tuple[str, int, str, str, str]]) -> None:

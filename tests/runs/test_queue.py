@@ -169,6 +169,35 @@ def test_a_worker_that_ends_a_run_begins_the_sent_runs_itself_and_their_tasks_do
     assert len(set(EvaluationRun.objects.values_list("worker", flat=True))) == 1
 
 
+@pytest.mark.skipif(shutil.which("redis-server") is None, reason="redis-server is not installed (.ci/run installs it)")
+@pytest.mark.django_db(transaction=True)
+def test_the_copies_of_a_task_follow_the_clusters_that_are_up_within_a_second(tmp_path, monkeypatch):
+    """Each run's task goes once to every live qcluster: a cluster that has just started is counted
+    within a second (a count kept longer sent one copy to two clusters, and a worker of the new one
+    idled for a whole run while a run waited in the other), and a stopped one stops being counted."""
+    from django_q.conf import Conf
+
+    with redis_server(tmp_path) as redis_url:
+        # This process sends through the same Redis as the clusters, as the web process does.
+        monkeypatch.setattr(Conf, "SYNC", False)
+        monkeypatch.setattr(Conf, "ORM", None)
+        monkeypatch.setattr(Conf, "REDIS", redis_url)
+        monkeypatch.setattr(runs, "_broker", None)
+        monkeypatch.setattr(runs, "_clusters", (-runs._CLUSTERS_KEPT_FOR, 1))
+        env = _cluster_env(redis_url, tmp_path, max_active_runs=2, workers=1)
+        with qcluster_worker(env, tmp_path / "q1.log"):
+            _until_clusters_are_up(redis_url, 1)
+            assert runs.task_copies() == 1
+            with qcluster_worker(env, tmp_path / "q2.log"):
+                _until_clusters_are_up(redis_url, 2)
+                time.sleep(1.0)  # counted within a second of its stats
+                assert runs.task_copies() == 2 and runs.live_clusters() == 2
+            deadline = time.monotonic() + 15  # the stopped cluster's stats expire 3 s after its last refresh
+            while runs.task_copies() != 1:
+                assert time.monotonic() < deadline, "a stopped qcluster was still counted after 15 s"
+                time.sleep(0.2)
+
+
 def _cluster_env(redis_url: str, tmp_path, *, max_active_runs: int, workers: int) -> dict[str, str]:
     """The environment of a web process and qcluster processes on a real Redis broker."""
     return {
