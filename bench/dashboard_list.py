@@ -20,6 +20,7 @@ from django.test.utils import CaptureQueriesContext  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
 from evaluation.models import DimensionScore, EvaluationRun, Persona, Problem, RunMessage, Topic  # noqa: E402
+from evaluation.models.runs import RunStage, RunStatus  # noqa: E402
 
 DIMS = ["responsiveness", "explanation_quality", "emotional_attunement", "pacing", "authenticity"]
 
@@ -35,8 +36,8 @@ def fill(runs: int, messages: int) -> None:
                 run_id=f"run_bench_{i:05d}_{uuid.uuid4().hex[:4]}",
                 persona=personas[i % len(personas)],
                 topic=topics[i % len(topics)],
-                status="completed" if i % 10 else "failed",
-                stage="complete",
+                status=RunStatus.COMPLETED if i % 10 else RunStatus.FAILED,
+                stage=RunStage.COMPLETED if i % 10 else RunStage.FAILED,
                 overall_score=5 + (i % 40) / 10,
             )
             for i in range(start, min(runs, start + batch))

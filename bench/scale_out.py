@@ -222,10 +222,14 @@ def main() -> None:
     print(f"wall {spread(walls)} s; ideal {ideal:.1f} s; wall/ideal {spread([w / ideal for w in walls])}")
     print(f"failed runs per batch: {failures}")
     path = (1 + 2 * args.turns + 1) * args.latency
+    waits = (
+        f"median {statistics.median(gaps) * 1000:.0f} ms, max {max(gaps) * 1000:.0f} ms"
+        if gaps
+        else "none (no worker ran two runs in a batch)"
+    )
     print(
         f"one run, begin to end: median {statistics.median(durations):.2f} s against its {path:.1f} s of LLM "
-        f"latency; a worker's wait between one run's end and its next run's begin: median "
-        f"{statistics.median(gaps) * 1000:.0f} ms, max {max(gaps) * 1000:.0f} ms"
+        f"latency; a worker's wait between one run's end and its next run's begin: {waits}"
     )
     for part, values in per_part.items():
         print(f"CPU-s per conversation, {part:<10} {spread(values, '{:.3f}')}")

@@ -11,10 +11,11 @@ import json
 from _django import ROOT
 
 from evaluation.tutoring.simulator import StudentSimulator
+from evaluation.tutoring.values import PersonaSpec
 
 
 def realised(persona: dict, seed: int, turns: int) -> float:
-    sim = StudentSimulator(persona, None, llm=None, seed=seed)  # type: ignore[arg-type]
+    sim = StudentSimulator(PersonaSpec.from_dict(persona), None, llm=None, seed=seed)  # type: ignore[arg-type]
     return sum(sim.decide(t).correct for t in range(1, turns + 1)) / turns
 
 
