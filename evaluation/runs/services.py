@@ -257,12 +257,13 @@ def live_clusters() -> int:
 
 
 def _redis_client(client: Any) -> Any:
-    """The redis-py client behind django-q2's Redis broker; None for any other broker."""
+    """The redis-py client behind django-q2's own Redis broker; None for any other broker, a subclass
+    included (it may keep its stats elsewhere: it is asked through Stat.get_all)."""
     try:
         from django_q.brokers.redis_broker import Redis
     except ImportError:  # the redis extra is not installed, so it is not a Redis broker
         return None
-    return client.connection if isinstance(client, Redis) else None
+    return client.connection if type(client) is Redis else None
 
 
 def _send(tasks: list[tuple[str, int, str, str, str]]) -> None:
