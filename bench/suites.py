@@ -51,10 +51,11 @@ def main() -> None:
     (folder / "SKILL.md").write_text("Answer arithmetic questions and explain in one sentence.\n")
     text = suite_text(args.cases)
     print(f"{args.repeats} repeats after a warm-up; {load_average()}")
-    warm_suite = parse_suite(suite_text(100), str(folder / "EVAL.md"))
+    warm_text = suite_text(100)
+    warm_suite = parse_suite(warm_text, str(folder / "EVAL.md"))
     # The bench's temporary folder is its one suite folder.
     subject = resolve_subject(warm_suite, SuiteScope(folders=(folder.resolve(),), packages=(), root=folder.resolve()))
-    parse_and_fingerprint(suite_text(100), folder, subject, 100)
+    parse_and_fingerprint(warm_text, folder, subject, 100)
     parse_us, hash_us = [], []
     for _ in range(args.repeats):
         parsed, hashed = parse_and_fingerprint(text, folder, subject, args.cases)
@@ -66,10 +67,10 @@ def main() -> None:
     small = parse_suite(suite_text(args.cached), str(folder / "EVAL.md"))
     colds, warms, calls, cached_calls, served = [], [], set(), set(), set()
     with fake_llm(0.0) as server:
-        cached_runs(server, warm_suite, subject, folder / "warm-up.json", folder)
+        cached_runs(server, warm_suite, subject, folder / "warm-up.json")
         for i in range(args.repeats):
             cold, warm, passes, cached, calls_first, second_calls = cached_runs(
-                server, small, subject, folder / f"cache-{i}.json", folder
+                server, small, subject, folder / f"cache-{i}.json"
             )
             colds.append(cold)
             warms.append(warm / args.cached * 1000)
@@ -101,7 +102,7 @@ def parse_and_fingerprint(text: str, folder: Path, subject, cases: int) -> tuple
     return parsed, hashed
 
 
-def cached_runs(server, small, subject, path: Path, folder):
+def cached_runs(server, small, subject, path: Path):
     """A first run into an empty cache at `path`, then a re-run with the cache reloaded from disk:
     (first s, re-run s, passed, served from the cache, LLM calls of the first, LLM calls of the re-run)."""
     model = f"openai/bench@{server.openai_url}"
