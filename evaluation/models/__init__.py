@@ -15,6 +15,7 @@ from evaluation.models.judging import (
 )
 from evaluation.models.llm import EndpointCredential, LLMConfig
 from evaluation.models.runs import (
+    BaselineGate,
     CompletedRun,
     DimensionScore,
     EvaluationRun,
@@ -36,6 +37,7 @@ __all__ = [
     "CanarySet",
     "Annotation",
     "Agent",
+    "BaselineGate",
     "AgentEvaluationConfig",
     "AgentMessage",
     "CacheEntry",

@@ -179,6 +179,29 @@ class FailedRun(EvaluationRun):
         verbose_name = "failed run"
 
 
+class BaselineGate(models.Model):
+    """A batch's check against its baseline (tutoring.regression.Gate), stored with the batch's group once
+    its last run has ended, and again when a run of it ends after a retry."""
+
+    class Outcome(models.TextChoices):
+        REGRESSION = "regression"
+        PASS = "pass"
+        NOT_COMPARED = "not compared"
+
+    group = models.CharField(max_length=120, unique=True)
+    baseline = models.CharField(max_length=200, help_text="The baseline's group (or run) id.")
+    outcome = models.CharField(max_length=12, choices=Outcome.choices)
+    forced = models.BooleanField(default=False, help_text="Compared although the baseline does not match.")
+    detail = models.JSONField(default=dict, help_text="The whole gate: rows, runs left out, mismatches, rule.")
+    checked_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-checked_at"]
+
+    def __str__(self) -> str:
+        return f"{self.group} against {self.baseline}: {self.outcome}" + (" (forced)" if self.forced else "")
+
+
 class RunEvent(models.Model):
     """One change of a run's state, and who made it (a user, a worker, the sweeper, the CLI)."""
 
