@@ -373,6 +373,9 @@ EVALUATION = {
     "MAX_QUEUED_RUNS": int(os.environ.get("EVAL_MAX_QUEUED_RUNS", "1000")),
     # Rows one export (CSV or JSON) may hold; a bigger export is refused with the limit in the message.
     "EXPORT_MAX_ROWS": int(os.environ.get("EVAL_EXPORT_MAX_ROWS", "10000")),
+    # The alternative annotator test's epsilon (docs/judging.md): 0.2 against expert annotators, 0.15 skilled,
+    # 0.1 crowd workers (Calderon, Reichart and Dror, 2025).
+    "ALT_TEST_EPSILON": float(os.environ.get("EVAL_ALT_TEST_EPSILON", "0.2")),
     # Environment variables whose value may be sent somewhere other than their vendor's own endpoint:
     # as the key of a custom base URL (options {"key_env": NAME}) or as an agent's Authorization header.
     "ALLOWED_KEY_VARS": [v.strip() for v in os.environ.get("EVAL_ALLOWED_KEY_VARS", "").split(",") if v.strip()],

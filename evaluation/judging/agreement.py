@@ -1,6 +1,6 @@
 """Agreement statistics for one rubric dimension: judge vs people, people vs people, judge vs itself, and
 whether the judge can stand in for a rater. Point estimates come from scikit-learn (Cohen's kappa with
-quadratic weights), scipy (Spearman's rho, t-tests, Benjamini-Yekutieli) and krippendorff (ordinal
+quadratic weights), scipy (Spearman's rho, the alternative annotator test's t-tests) and krippendorff (ordinal
 alpha). Intervals are percentile bootstraps over items, seeded, with each statistic computed for all
 resamples at once in numpy (tests check those against the libraries on the same resamples), so a
 table of eight dimensions over thousands of items takes well under a second.
@@ -10,6 +10,7 @@ Values are places on the dimension's scale, 0 for the worst level (values.Scale)
 
 import functools
 import math
+import re
 import warnings
 from dataclasses import dataclass, field
 
@@ -21,14 +22,19 @@ from numpy.typing import NDArray
 
 RESAMPLES = 1000
 SEED = 20250515
-MIN_ANNOTATORS = 3
-"""The alternative-annotator test asks for three or more annotators (Calderon et al., 2025) ..."""
-MIN_ITEMS = 30
-"""... and thirty or more items each annotator shares with the others."""
-EPSILON = 0.1
-"""How much worse than a person the judge may be per item and still count as a stand-in (the test's epsilon)."""
-STAND_IN, CANNOT, NOT_ENOUGH = "can stand in for a rater", "cannot stand in for a rater", "not enough labels"
-
+ACCURACY, NEGATIVE_RMSE = "accuracy", "negative RMSE"
+Q = 0.05
+"""The false discovery rate the Benjamini-Yekutieli procedure controls across annotators."""
+PASS_WINNING_RATE = 0.5
+"""The judge passes when it wins against at least this share of the annotators tested."""
+MIN_HUMANS_PER_INSTANCE = 2
+"""An instance takes part when at least two people labelled it (and the judge did): one left out, one left."""
+MIN_INSTANCES_PER_HUMAN = 30
+"""An annotator is tested on thirty or more such instances (the t-test's normality); others are skipped."""
+RECOMMENDED_ANNOTATORS = 3
+"""The test works with two annotators, but with fewer than three it only asks which of two people the judge
+is closer to: no consensus to represent, so the result says it is less reliable."""
+PASSES, FAILS, NOT_ENOUGH = "passes", "fails", "not enough data"
 IntArray = NDArray[np.int64]
 
 
@@ -53,27 +59,71 @@ class Estimate:
 
 
 @dataclass(frozen=True)
+class AnnotatorTest:
+    """One annotator left out: on each instance, who is closer to the remaining annotators, the judge or this
+    annotator?"""
+
+    annotator: str
+    instances: int
+    """Instances this annotator labelled that the judge and at least one other annotator labelled too."""
+    rho_f: float
+    """The judge's advantage probability against this annotator: the share of instances where the judge's
+    alignment with the others is at least the annotator's."""
+    rho_h: float
+    """The same for the annotator: the share where the annotator's alignment is at least the judge's."""
+    p: float | None
+    """One-sided t-test of mean(W_h - W_f) < epsilon; None where it gives no p-value (every difference equal to
+    epsilon)."""
+    rejected: bool
+    """The Benjamini-Yekutieli procedure rejects this annotator's null at Q: the judge wins against them."""
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "annotator": self.annotator,
+            "instances": self.instances,
+            "rho_f": self.rho_f,
+            "rho_h": self.rho_h,
+            "p": self.p,
+            "by_rejected": self.rejected,
+        }
+
+
+@dataclass(frozen=True)
 class Ceiling:
-    """The alternative-annotator test: can the judge replace one of the annotators?"""
+    """The alternative annotator test (Calderon, Reichart and Dror, 2025): can the judge replace one of the
+    annotators?"""
 
     verdict: str
-    """STAND_IN, CANNOT or NOT_ENOUGH."""
-    annotators: int
-    """Annotators with MIN_ITEMS or more items shared with another annotator and judged."""
+    """PASSES (winning rate >= 0.5), FAILS, or NOT_ENOUGH (no annotator has enough instances; see detail)."""
     winning_rate: float | None
-    """The share of annotators the judge beats (within EPSILON, after the BY correction); >= 0.5 stands in."""
-    items_needed: int | None
-    """Items per annotator it would take to decide, from the observed differences (None: out of reach)."""
-    annotators_needed: int
+    """omega: the share of the annotators tested against whom the judge wins (BY-rejected); None if none was."""
+    advantage_probability: float | None
+    """rho: the judge's advantage probability rho_f averaged over the annotators tested."""
+    epsilon: float
+    """How much the annotators are handicapped for what the judge saves (cost, speed): a win needs
+    P(annotator closer) - P(judge closer) < epsilon."""
+    alignment: str
+    """The alignment score: ACCURACY for categorical scales, NEGATIVE_RMSE for numeric ones."""
+    q: float
+    annotators: tuple[AnnotatorTest, ...]
+    """The annotators tested, in the order of their names."""
     detail: str
+    """What was tested and, for NOT_ENOUGH or with fewer than three annotators, why to be careful."""
+
+    @property
+    def annotators_tested(self) -> int:
+        return len(self.annotators)
 
     def as_dict(self) -> dict[str, object]:
         return {
             "verdict": self.verdict,
-            "annotators": self.annotators,
             "winning_rate": self.winning_rate,
-            "items_needed": self.items_needed,
-            "annotators_needed": self.annotators_needed,
+            "advantage_probability": self.advantage_probability,
+            "epsilon": self.epsilon,
+            "alignment": self.alignment,
+            "q": self.q,
+            "annotators_tested": self.annotators_tested,
+            "annotators": [a.as_dict() for a in self.annotators],
             "detail": self.detail,
         }
 
@@ -276,95 +326,134 @@ def alpha_estimate(units: list[list[int]], k: int) -> Estimate:
 # --- the human ceiling -------------------------------------------------------------------------
 
 
-def alternative_annotator_test(
-    judge: dict[int, int], humans: dict[int, dict[str, int]], k: int, *, epsilon: float = EPSILON
-) -> Ceiling:
-    """Leave one annotator out: on the items annotator j shares with others, is the judge's closeness
-    to the others (1 - |gap| / (k - 1), averaged over them) at least annotator j's, less epsilon?
-    A one-sided t-test per annotator, Benjamini-Yekutieli across them; the judge stands in when it wins
-    for at least half of the annotators (Calderon, Reichart and Dror, 2025)."""
-    annotators = sorted({a for labels in humans.values() for a in labels})
-    items = [i for i in humans if i in judge]
-    column = {a: c for c, a in enumerate(annotators)}
-    table = np.full((len(items), len(annotators)), np.nan)  # items x annotators, nan where unlabelled
-    for row, item in enumerate(items):
-        for annotator, value in humans[item].items():
-            table[row, column[annotator]] = value
-    verdicts = np.array([judge[i] for i in items], dtype=float)
-    present = ~np.isnan(table)
-    diffs: dict[str, NDArray[np.float64]] = {}
-    for c, held_out in enumerate(annotators):
-        others = present.copy()
-        others[:, c] = False
-        count = others.sum(1)
-        use = present[:, c] & (count > 0)
-        if use.sum() < 2:
-            continue
-        rest = np.where(others, table, 0.0)[use]
-        theirs = table[use, c][:, None]
-        mine = verdicts[use][:, None]
-        mask = others[use]
-        # closeness to the others, 1 - |gap| / (k - 1) averaged over them: the judge's less annotator c's
-        gap_human = (np.abs(theirs - rest) * mask).sum(1)
-        gap_judge = (np.abs(mine - rest) * mask).sum(1)
-        diffs[held_out] = (gap_human - gap_judge) / ((k - 1) * count[use])
-    qualified = {a: d for a, d in diffs.items() if len(d) >= MIN_ITEMS}
-    needed = _items_needed(list(diffs.values()), epsilon)
-    if len(qualified) < MIN_ANNOTATORS:
-        have = max((len(d) for d in diffs.values()), default=0)
-        return Ceiling(
-            NOT_ENOUGH,
-            len(qualified),
-            None,
-            needed,
-            MIN_ANNOTATORS - len(qualified),
-            f"needs {MIN_ANNOTATORS} annotators with {MIN_ITEMS}+ shared, judged items each; "
-            f"{len(qualified)} have that (most shared items: {have})",
-        )
-    from scipy import stats
-
-    p_values = []
-    for d in qualified.values():
-        shifted = d + epsilon
-        if np.allclose(shifted, shifted[0]):
-            p_values.append(0.0 if shifted[0] > 0 else 1.0)
-        else:
-            p_values.append(float(stats.ttest_1samp(shifted, 0.0, alternative="greater").pvalue))
-    adjusted = stats.false_discovery_control(p_values, method="by")
-    wins = int(np.sum(adjusted < 0.05))
-    rate = wins / len(qualified)
-    verdict = STAND_IN if rate >= 0.5 else CANNOT
-    return Ceiling(
-        verdict,
-        len(qualified),
-        rate,
-        None if verdict == STAND_IN else needed,
-        0,
-        f"the judge beats {wins} of {len(qualified)} annotators within epsilon={epsilon} (BY-corrected, alpha 0.05)"
-        + (
-            "; at the observed difference no number of items would change that"
-            if verdict == CANNOT and needed is None
-            else ""
-        ),
-    )
-
-
-def _items_needed(diffs: list[NDArray[np.float64]], epsilon: float, power: float = 0.8) -> int | None:
-    """Items per annotator for a one-sided t-test at 0.05 to detect the observed mean(d) + epsilon with this
-    power; None when the judge is observed worse than a person by more than epsilon (no n would do)."""
-    from scipy import stats
-
-    if not diffs:
-        return MIN_ITEMS
-    pooled = np.concatenate(diffs)
-    effect = float(pooled.mean()) + epsilon
-    spread = float(pooled.std(ddof=1)) if len(pooled) > 1 else 0.0
-    if effect <= 0:
+def scale_numbers(levels: tuple[str, ...]) -> tuple[float, ...] | None:
+    """The number each level stands for when every level is written as a number (an integer scale such as 1-10:
+    a numeric scale, scored by negative RMSE on these numbers, so uneven steps count as they are); None when a
+    level is a word (a categorical scale such as Yes / To some extent / No, scored by accuracy)."""
+    if not levels or not all(_NUMBER.fullmatch(level.strip()) for level in levels):
         return None
-    if spread == 0:
-        return MIN_ITEMS
-    z = stats.norm.ppf(0.95) + stats.norm.ppf(power)
-    return max(MIN_ITEMS, math.ceil((z * spread / effect) ** 2))
+    return tuple(float(level) for level in levels)
+
+
+_NUMBER = re.compile(r"[-+]?\d+(\.\d+)?")
+
+
+def _accuracy(prediction: float, others: list[float]) -> float:
+    return sum(1.0 for other in others if other == prediction) / len(others)
+
+
+def _negative_rmse(prediction: float, others: list[float]) -> float:
+    return -math.sqrt(sum((prediction - other) ** 2 for other in others) / len(others))
+
+
+def by_rejections(p_values: list[float | None], q: float = Q) -> list[bool]:
+    """The Benjamini-Yekutieli step-up procedure: with the m p-values sorted, reject the k smallest for the
+    largest k with p_(k) <= k / m * q / H_m (H_m = 1 + 1/2 + ... + 1/m). A missing p-value counts in m and is
+    never rejected."""
+    m = len(p_values)
+    harmonic = sum(1.0 / i for i in range(1, m + 1))
+    present = sorted((p, i) for i, p in enumerate(p_values) if p is not None)
+    largest = 0
+    for rank, (p, _) in enumerate(present, start=1):
+        if p <= rank / m * q / harmonic:
+            largest = rank
+    rejected = [False] * m
+    for _, i in present[:largest]:
+        rejected[i] = True
+    return rejected
+
+
+def alternative_annotator_test(
+    judge: dict[int, int],
+    humans: dict[int, dict[str, int]],
+    levels: tuple[str, ...],
+    *,
+    epsilon: float | None = None,
+) -> Ceiling:
+    """The alternative annotator test as published (Calderon, Reichart and Dror, 2025, and the authors' code).
+
+    judge: item -> the judge's place on the scale; humans: item -> annotator -> place; levels: the scale's
+    levels, worst first. Instances with two or more annotators that the judge labelled take part. For each
+    annotator j with MIN_INSTANCES_PER_HUMAN or more of them, on each instance: S = the alignment score
+    (accuracy, or negative RMSE on the levels' numbers) with the other annotators' labels, W_f = [S(judge) >=
+    S(j)], W_h = [S(j) >= S(judge)], d = W_h - W_f; p_j is a one-sided t-test of mean(d) < epsilon, rho_f_j the
+    mean of W_f. Benjamini-Yekutieli at Q across the p_j; the winning rate omega is the share rejected, and the
+    judge passes when omega >= 0.5. epsilon defaults to the ALT_TEST_EPSILON setting."""
+    from scipy import stats
+
+    if epsilon is None:
+        from evaluation.conf import setting
+
+        epsilon = float(setting("ALT_TEST_EPSILON"))
+    if not (isinstance(epsilon, int | float) and math.isfinite(epsilon) and 0 <= epsilon < 1):
+        raise ValueError(f"epsilon must be a number from 0 to below 1, not {epsilon!r}")
+    numbers = scale_numbers(levels)
+    if numbers is None:
+        alignment, score = ACCURACY, _accuracy
+        value = [float(place) for place in range(len(levels))]
+    else:
+        alignment, score = NEGATIVE_RMSE, _negative_rmse
+        value = list(numbers)
+
+    kept = {item: labels for item, labels in humans.items() if item in judge and len(labels) >= MIN_HUMANS_PER_INSTANCE}
+    instances: dict[str, list[int]] = {}
+    for item, labels in kept.items():
+        for annotator in labels:
+            instances.setdefault(annotator, []).append(item)
+    everyone = sorted({a for labels in humans.values() for a in labels})
+    tested = [a for a in everyone if len(instances.get(a, [])) >= MIN_INSTANCES_PER_HUMAN]
+    skipped = [f"{a} ({len(instances.get(a, []))})" for a in everyone if a not in tested]
+
+    def verdict(v: str, rows: tuple[AnnotatorTest, ...], omega: float | None, rho: float | None, detail: str):
+        return Ceiling(v, omega, rho, epsilon, alignment, Q, rows, detail)
+
+    if not tested:
+        return verdict(
+            NOT_ENOUGH,
+            (),
+            None,
+            None,
+            f"no annotator has {MIN_INSTANCES_PER_HUMAN}+ instances that the judge and another annotator also "
+            f"labelled (instances per annotator: {', '.join(skipped) or 'none'}); the t-test needs "
+            f"{MIN_INSTANCES_PER_HUMAN}, 50-100 are usually enough",
+        )
+
+    measured: list[tuple[str, int, float, float, float | None]] = []
+    for annotator in tested:
+        w_f, w_h = [], []
+        for item in instances[annotator]:
+            others = [value[v] for a, v in kept[item].items() if a != annotator]
+            human_score = score(value[kept[item][annotator]], others)
+            judge_score = score(value[judge[item]], others)
+            w_f.append(1 if judge_score >= human_score else 0)
+            w_h.append(1 if human_score >= judge_score else 0)
+        d = [h - f for h, f in zip(w_h, w_f, strict=True)]
+        with warnings.catch_warnings(), np.errstate(all="ignore"):
+            warnings.simplefilter("ignore")  # scipy warns on constant d: its inf statistic and 0/1 p stand
+            p = float(stats.ttest_1samp(d, epsilon, alternative="less").pvalue)
+        measured.append((annotator, len(d), sum(w_f) / len(d), sum(w_h) / len(d), p if math.isfinite(p) else None))
+    rejected = by_rejections([m[4] for m in measured], Q)
+    rows = tuple(
+        AnnotatorTest(a, n, rho_f, rho_h, p, r) for (a, n, rho_f, rho_h, p), r in zip(measured, rejected, strict=True)
+    )
+    omega = sum(rejected) / len(rows)
+    rho = sum(row.rho_f for row in rows) / len(rows)
+    detail = (
+        f"the judge wins against {sum(rejected)} of {len(rows)} annotators tested (epsilon {epsilon:g}, "
+        f"{alignment}, Benjamini-Yekutieli at q = {Q:g})"
+    )
+    if len(rows) < RECOMMENDED_ANNOTATORS:
+        detail += (
+            f"; only {len(rows)} annotator{'s' if len(rows) != 1 else ''} tested: the test recommends "
+            f"{RECOMMENDED_ANNOTATORS} or more, as with fewer the judge is compared with one or two people rather "
+            "than a consensus, and the result is less reliable"
+        )
+    if skipped:
+        detail += f"; skipped, under {MIN_INSTANCES_PER_HUMAN} instances: {', '.join(skipped)}"
+    missing = [row.annotator for row in rows if row.p is None]
+    if missing:
+        detail += f"; no p-value (every difference equal to epsilon), not a win: {', '.join(missing)}"
+    return verdict(PASSES if omega >= PASS_WINNING_RATE else FAILS, rows, omega, rho, detail)
 
 
 # --- one dimension -----------------------------------------------------------------------------
@@ -383,8 +472,10 @@ def dimension_agreement(
     humans: dict[int, dict[str, int]],
     *,
     worst: int = 10,
+    epsilon: float | None = None,
 ) -> DimensionAgreement:
-    """judge: item -> values over repeats; humans: item -> annotator -> value."""
+    """judge: item -> values over repeats; humans: item -> annotator -> value; epsilon: the alternative
+    annotator test's (default: the ALT_TEST_EPSILON setting)."""
     k = len(levels)
     judged = {item: lower_median(values) for item, values in judge.items() if values}
     shared = sorted(set(judged) & {i for i, labels in humans.items() if labels})
@@ -399,7 +490,7 @@ def dimension_agreement(
         judge_vs_humans=judge_vs_humans(a, b, k),
         humans=alpha_estimate([list(v.values()) for v in humans.values()], k) if len(annotators) >= 2 else None,
         self_consistency=alpha_estimate(list(judge.values()), k) if repeats >= 2 else None,
-        ceiling=alternative_annotator_test(judged, humans, k),
+        ceiling=alternative_annotator_test(judged, humans, levels, epsilon=epsilon),
         disagreements=tuple((i, j, float(h)) for i, j, h in gaps[:worst] if j != h),
     )
 

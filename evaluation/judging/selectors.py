@@ -87,12 +87,15 @@ def _labels_by_dimension(rubric_id: int) -> dict[int, dict[int, dict[str, int]]]
     return out
 
 
-def agreement_table(configuration: JudgeConfiguration) -> agreement.AgreementTable:
+def agreement_table(configuration: JudgeConfiguration, *, epsilon: float | None = None) -> agreement.AgreementTable:
+    """epsilon: the alternative annotator test's (default: the ALT_TEST_EPSILON setting)."""
     spec = rubric_spec(configuration.rubric)
     judged = _scores_by_dimension(configuration.pk)
     labels = _labels_by_dimension(spec.id)
     rows = tuple(
-        agreement.dimension_agreement(d.name, d.scale.levels, judged.get(d.id, {}), labels.get(d.id, {}))
+        agreement.dimension_agreement(
+            d.name, d.scale.levels, judged.get(d.id, {}), labels.get(d.id, {}), epsilon=epsilon
+        )
         for d in spec.dimensions
     )
     items = {i for per in judged.values() for i in per}

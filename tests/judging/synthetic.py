@@ -25,16 +25,22 @@ TUTORS = ("Sonnet", "GPT4", "Gemini", "Llama31405B", "Mistral", "Phi3", "Expert"
 
 
 def _fragments(q: dict[str, int], a: int, b: int, wrong: int, right: int) -> list[str]:
-    tone = ["Obviously that's careless.", "", "Good effort!"][q["Tutor_Tone"]]
-    ident = ["", "Hmm, let's look again.", "Not quite."][q["Mistake_Identification"]]
-    loc = ["", "Check your adding.", f"You wrote {wrong}, but {a} times {b} is not {wrong}."][q["Mistake_Location"]]
-    reveal = [f"The answer is {right + 1}.", f"The answer is {right}.", ""][q["Revealing_of_the_Answer"]]
-    guide = ["", "Think about it.", f"Try adding {a} + {a} first, then add {a} once more."][q["Providing_Guidance"]]
-    act = ["", "Keep going.", "What do you get?"][q["Actionability"]]
-    coherent = ["Let's talk about fractions instead.", "", ""][q["Coherence"]]
+    # Written as a tutor might, not from the offline judge's phrase lists (tests/judging/test_card.py checks
+    # that none of its phrases occurs): the offline judge has to read these texts as it would anyone's.
+    tone = ["Honestly, this is sloppy work.", "", "I really like how you set this out!"][q["Tutor_Tone"]]
+    ident = ["", "Hmm, something seems off here.", "That total does not add up."][q["Mistake_Identification"]]
+    loc = ["", "Have a second go at the adding.", f"{wrong} is where it slipped: {a} lots of {b} is not {wrong}."][
+        q["Mistake_Location"]
+    ]
+    reveal = [f"It comes to {right + 1}.", f"It comes to {right}.", ""][q["Revealing_of_the_Answer"]]
+    guide = ["", "Have a ponder.", f"Start with {a} + {a}, then keep adding {a} until you have {b} of them."][
+        q["Providing_Guidance"]
+    ]
+    act = ["", "Carry on.", "Which number do you reach?"][q["Actionability"]]
+    coherent = ["Shall we move on to fractions?", "", ""][q["Coherence"]]
     human = [
-        "As an AI, I'd be happy to help. I hope this helps. Let me know if you have questions.",
-        "Great question!",
+        "Here is an explanation in full. Please reach out with any further questions.",
+        "Ooh, a fun one to ask!",
         "",
     ][q["humanlikeness"]]
     return [tone, ident, loc, reveal, guide, act, coherent, human]

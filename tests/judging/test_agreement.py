@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 from krippendorff import alpha as k_alpha
 from scipy.stats import spearmanr
+from scipy.stats import t as t_dist
 from sklearn.metrics import cohen_kappa_score
 
 from evaluation.judging import agreement
@@ -24,9 +25,22 @@ def test_kappa_rho_and_rates_match_the_libraries_on_the_same_arrays(pair):
     assert result.rho.value == pytest.approx(spearmanr(judge, human).statistic)
     assert result.exact.value == pytest.approx(np.mean(judge == human))
     assert result.within_one.value == pytest.approx(np.mean(np.abs(judge - human) <= 1))
-    assert result.kappa.n == 300 and result.kappa.low < result.kappa.value < result.kappa.high
+    assert result.kappa.n == 300
     assert 0.5 < result.kappa.value < 0.95  # correlated, imperfect
     assert sum(map(sum, result.confusion)) == 300 and result.confusion[0][0] == np.sum((human == 0) & (judge == 0))
+
+
+def test_every_interval_is_the_2_5_and_97_5_percentiles_of_the_statistic_over_the_resamples(pair):
+    judge, human = pair
+    result = agreement.judge_vs_humans(judge, human, 5)
+    idx = agreement.resample_indices(len(judge))
+    assert idx.shape == (1000, 300)
+    kappas = [cohen_kappa_score(judge[r], human[r], labels=range(5), weights="quadratic") for r in idx]
+    exact = [np.mean(judge[r] == human[r]) for r in idx]
+    within = [np.mean(np.abs(judge[r] - human[r]) <= 1) for r in idx]
+    for estimate, samples in ((result.kappa, kappas), (result.exact, exact), (result.within_one, within)):
+        low, high = np.percentile(samples, [2.5, 97.5])
+        assert (estimate.low, estimate.high) == (pytest.approx(low), pytest.approx(high))
 
 
 def test_the_vectorised_resamples_equal_the_libraries_resample_by_resample(pair):
@@ -81,42 +95,303 @@ def test_undefined_statistics_say_so_instead_of_inventing_a_number():
     assert agreement.judge_vs_humans(np.array([], dtype=np.int64), np.array([], dtype=np.int64), 3).kappa.n == 0
 
 
-def people(n_items: int, n_annotators: int, noise: float, seed: int):
+# --- the alternative annotator test ---------------------------------------------------------------
+# The procedure as Calderon, Reichart and Dror (2025) publish it, written out here from the paper and the
+# authors' example code (annotator -> instance -> label, as they take it), to check the app's figure by figure.
+
+
+def paper_alt_test(llm, humans_by_annotator, scoring, epsilon, q=0.05):
+    def accuracy(pred, anns):
+        return sum(1 for a in anns if a == pred) / len(anns)
+
+    def neg_rmse(pred, anns):
+        return -((sum((pred - a) ** 2 for a in anns) / len(anns)) ** 0.5)
+
+    score = accuracy if scoring == "accuracy" else neg_rmse
+    who = {}
+    for h, anns in humans_by_annotator.items():
+        for i in anns:
+            who.setdefault(i, []).append(h)
+    keep = {i for i, hs in who.items() if len(hs) >= 2 and i in llm}
+    rows = {}
+    for h, anns in humans_by_annotator.items():
+        instances = [i for i in anns if i in keep]
+        if len(instances) < 30:
+            continue
+        w_f, w_h = [], []
+        for i in instances:
+            others = [humans_by_annotator[o][i] for o in who[i] if o != h]
+            human_score, llm_score = score(anns[i], others), score(llm[i], others)
+            w_f.append(1 if llm_score >= human_score else 0)
+            w_h.append(1 if human_score >= llm_score else 0)
+        d = [a - b for a, b in zip(w_h, w_f, strict=True)]
+        n = len(d)
+        mean = sum(d) / n
+        sd = (sum((x - mean) ** 2 for x in d) / (n - 1)) ** 0.5
+        if sd == 0:  # the t statistic is +-inf (p 1 or 0), or 0/0: no p-value
+            p = None if mean == epsilon else (0.0 if mean < epsilon else 1.0)
+        else:
+            p = float(t_dist.cdf((mean - epsilon) / (sd / n**0.5), n - 1))
+        rows[h] = {"instances": n, "rho_f": sum(w_f) / n, "rho_h": sum(w_h) / n, "p": p}
+    # Benjamini-Yekutieli step-up: the largest k with p_(k) <= k/m * q / (1 + 1/2 + ... + 1/m)
+    m = len(rows)
+    harmonic = sum(1 / k for k in range(1, m + 1))
+    ranked = sorted((r["p"], h) for h, r in rows.items() if r["p"] is not None)
+    cut = max((k for k, (p, _) in enumerate(ranked, 1) if p <= k / m * q / harmonic), default=0)
+    for h in rows:
+        rows[h]["rejected"] = h in {name for _, name in ranked[:cut]}
+    omega = sum(r["rejected"] for r in rows.values()) / m if m else None
+    rho = sum(r["rho_f"] for r in rows.values()) / m if m else None
+    return omega, rho, rows
+
+
+def by_annotator(humans):
+    out = {}
+    for item, labels in humans.items():
+        for annotator, value in labels.items():
+            out.setdefault(annotator, {})[item] = value
+    return out
+
+
+def assert_same_as_the_paper(ceiling, judge, humans, levels, scoring, epsilon):
+    numbers = [float(level) for level in levels] if scoring == "neg_rmse" else list(range(len(levels)))
+    omega, rho, rows = paper_alt_test(
+        {i: numbers[v] for i, v in judge.items()},
+        {a: {i: numbers[v] for i, v in anns.items()} for a, anns in by_annotator(humans).items()},
+        scoring,
+        epsilon,
+    )
+    assert ceiling.alignment == {"accuracy": "accuracy", "neg_rmse": "negative RMSE"}[scoring]
+    assert ceiling.epsilon == epsilon and ceiling.q == 0.05
+    assert ceiling.winning_rate == pytest.approx(omega) and ceiling.advantage_probability == pytest.approx(rho)
+    assert [a.annotator for a in ceiling.annotators] == sorted(rows)
+    for a in ceiling.annotators:
+        want = rows[a.annotator]
+        assert (a.instances, a.rejected) == (want["instances"], want["rejected"]), a
+        assert (a.rho_f, a.rho_h) == (pytest.approx(want["rho_f"]), pytest.approx(want["rho_h"])), a
+        assert a.p == (None if want["p"] is None else pytest.approx(want["p"], rel=1e-9, abs=1e-12)), a
+    assert ceiling.verdict == (agreement.PASSES if omega >= 0.5 else agreement.FAILS)
+    return rows
+
+
+def noisy_people(n_items, annotators, levels, noise, seed, missing=0.0):
+    """Each person labels the item's true level, off by one now and then; some labels missing."""
     rng = np.random.default_rng(seed)
-    truth = rng.integers(0, 3, n_items)
-    humans = {
-        i: {
-            f"a{j}": int(np.clip(truth[i] + (rng.random() < noise) * rng.choice([-1, 1]), 0, 2))
-            for j in range(n_annotators)
-        }
-        for i in range(n_items)
+    truth = rng.integers(0, levels, n_items)
+    humans = {}
+    for i in range(n_items):
+        labels = {}
+        for j in range(annotators):
+            if rng.random() < missing:
+                continue
+            shift = int(rng.random() < noise) * int(rng.choice([-1, 1]))
+            labels[f"a{j}"] = int(np.clip(truth[i] + shift, 0, levels - 1))
+        humans[i] = labels
+    return truth, humans, rng
+
+
+YSN = ("No", "To some extent", "Yes")
+ONE_TO_TEN = tuple(str(n) for n in range(1, 11))
+
+
+def test_a_worked_categorical_example_matches_the_paper_figure_by_figure():
+    truth, humans, rng = noisy_people(48, 4, 3, 0.3, seed=21, missing=0.15)
+    # a judge right about two times in three, else a random level; one item it did not judge
+    judge = {i: int(t) if rng.random() < 0.67 else int(rng.integers(0, 3)) for i, t in enumerate(truth)}
+    del judge[5]
+    ceiling = agreement.alternative_annotator_test(judge, humans, YSN, epsilon=0.15)
+    rows = assert_same_as_the_paper(ceiling, judge, humans, YSN, "accuracy", 0.15)
+    assert len(rows) == 4 and all(30 <= r["instances"] < 48 for r in rows.values())
+    # p-values that tell the procedures apart: all four under 0.05, but only two under their BY cut-offs
+    # (k/4 * 0.05 / H_4 = 0.006, 0.012, 0.018, 0.024), so the winning rate is 0.5, exactly the pass mark
+    assert sorted(round(r["p"], 4) for r in rows.values()) == [0.0038, 0.0092, 0.0196, 0.0497]
+    assert ceiling.winning_rate == 0.5 and ceiling.verdict == agreement.PASSES
+
+
+def test_a_worked_numeric_example_matches_the_paper_figure_by_figure():
+    truth, humans, rng = noisy_people(56, 5, 10, 0.5, seed=5, missing=0.2)
+    judge = {i: int(np.clip(t + rng.choice([-2, -1, 0, 0, 0, 1]), 0, 9)) for i, t in enumerate(truth)}
+    for epsilon in (0.1, 0.2):
+        ceiling = agreement.alternative_annotator_test(judge, humans, ONE_TO_TEN, epsilon=epsilon)
+        rows = assert_same_as_the_paper(ceiling, judge, humans, ONE_TO_TEN, "neg_rmse", epsilon)
+        assert len(rows) == 5
+
+
+def test_a_numeric_scale_with_uneven_steps_is_scored_on_its_numbers():
+    levels = ("0", "1", "2", "10")
+    assert agreement.scale_numbers(levels) == (0.0, 1.0, 2.0, 10.0)
+    assert agreement.scale_numbers(YSN) is None and agreement.scale_numbers(("1", "2", "many")) is None
+    truth, humans, rng = noisy_people(40, 3, 4, 0.4, seed=8)
+    judge = {i: int(rng.integers(0, 4)) if rng.random() < 0.3 else int(t) for i, t in enumerate(truth)}
+    ceiling = agreement.alternative_annotator_test(judge, humans, levels, epsilon=0.2)
+    rows = assert_same_as_the_paper(ceiling, judge, humans, levels, "neg_rmse", 0.2)
+    # on places 0-3 instead of the numbers, the figures would differ: the test is not blind to the numbers
+    places = paper_alt_test(judge, by_annotator(humans), "neg_rmse", 0.2)[2]
+    assert any(places[a]["p"] != pytest.approx(rows[a]["p"]) for a in rows)
+
+
+def always_one_level_off(n_levels, n_items=40, annotators=3):
+    """People who agree exactly on every item, and a judge one level above them (below at the top)."""
+    truth = [i % n_levels for i in range(n_items)]
+    humans = {i: {f"p{j}": t for j in range(annotators)} for i, t in enumerate(truth)}
+    judge = {i: t + 1 if t < n_levels - 1 else t - 1 for i, t in enumerate(truth)}
+    return judge, humans
+
+
+@pytest.mark.parametrize("levels", [ONE_TO_TEN, YSN, ("1", "2", "3")])
+def test_a_judge_always_one_level_off_fails_beside_people_who_agree(levels):
+    judge, humans = always_one_level_off(len(levels))
+    ceiling = agreement.alternative_annotator_test(judge, humans, levels, epsilon=0.2)
+    assert ceiling.verdict == agreement.FAILS
+    assert ceiling.winning_rate == 0.0 and ceiling.advantage_probability == 0.0 and ceiling.annotators_tested == 3
+    assert all(a.rho_h == 1.0 and a.p == 1.0 and not a.rejected for a in ceiling.annotators)
+    assert_same_as_the_paper(ceiling, judge, humans, levels, "accuracy" if levels == YSN else "neg_rmse", 0.2)
+
+
+@pytest.mark.parametrize("levels", [ONE_TO_TEN, YSN])
+def test_a_judge_that_gives_the_majority_label_passes(levels):
+    k = len(levels)
+    truth, humans, _ = noisy_people(60, 5, k, 0.35, seed=3)
+    majority = {i: max(set(v := list(labels.values())), key=lambda x: (v.count(x), -x)) for i, labels in humans.items()}
+    ceiling = agreement.alternative_annotator_test(majority, humans, levels, epsilon=0.2)
+    assert ceiling.verdict == agreement.PASSES and ceiling.winning_rate >= 0.8
+    assert ceiling.advantage_probability > 0.8
+    assert_same_as_the_paper(ceiling, majority, humans, levels, "accuracy" if levels == YSN else "neg_rmse", 0.2)
+
+
+def two_camps(judge_agrees_on):
+    """Annotators x1, x2 always give Yes and y1, y2 always No; the judge gives Yes on the first
+    `judge_agrees_on` of 30 items and To some extent on the rest. Left out, an x ties the judge where it
+    says Yes and beats it elsewhere; a y loses to it where it says Yes and beats it elsewhere."""
+    humans = {i: {"x1": 2, "x2": 2, "y1": 0, "y2": 0} for i in range(30)}
+    judge = {i: 2 if i < judge_agrees_on else 1 for i in range(30)}
+    return judge, humans
+
+
+def test_the_judge_passes_at_a_winning_rate_of_exactly_one_half():
+    judge, humans = two_camps(21)
+    ceiling = agreement.alternative_annotator_test(judge, humans, YSN, epsilon=0.2)
+    wins = {a.annotator: a.rejected for a in ceiling.annotators}
+    assert wins == {"x1": False, "x2": False, "y1": True, "y2": True}
+    assert ceiling.winning_rate == 0.5 and ceiling.verdict == agreement.PASSES
+    assert ceiling.advantage_probability == pytest.approx((0.7 + 0.7 + 0.7 + 0.7) / 4)
+    assert_same_as_the_paper(ceiling, judge, humans, YSN, "accuracy", 0.2)
+    judge, humans = two_camps(14)  # now it loses to everyone
+    ceiling = agreement.alternative_annotator_test(judge, humans, YSN, epsilon=0.2)
+    assert ceiling.winning_rate == 0.0 and ceiling.verdict == agreement.FAILS
+
+
+def test_benjamini_yekutieli_steps_up_with_the_harmonic_penalty():
+    # m = 4: H = 25/12, cut-offs k/4 * 0.05 / H = 0.006, 0.012, 0.018, 0.024
+    assert agreement.by_rejections([0.001, 0.01, 0.03, 0.04]) == [True, True, False, False]  # BH: all four
+    assert agreement.by_rejections([0.04, 0.03, 0.01, 0.001]) == [False, False, True, True]
+    # step-up: 0.007 misses its own cut-off but is rejected with 0.017 under the third one
+    assert agreement.by_rejections([0.9, 0.017, 0.008, 0.007]) == [False, True, True, True]
+    assert agreement.by_rejections([0.0061, 0.9, 0.9, 0.9]) == [False] * 4
+    assert agreement.by_rejections([0.006, 0.9, 0.9, 0.9]) == [True, False, False, False]
+    # a missing p-value counts in m and is never rejected: m = 2, H = 1.5, cut-offs 0.01667, 0.0333
+    assert agreement.by_rejections([None, 0.02]) == [False, False]
+    assert agreement.by_rejections([None, 0.016]) == [False, True]
+    assert agreement.by_rejections([]) == []
+
+
+def test_fewer_than_30_instances_per_annotator_is_not_enough():
+    truth, humans, _ = noisy_people(29, 3, 3, 0.3, seed=4)
+    judge = {i: int(t) for i, t in enumerate(truth)}
+    ceiling = agreement.alternative_annotator_test(judge, humans, YSN, epsilon=0.2)
+    assert ceiling.verdict == agreement.NOT_ENOUGH and ceiling.winning_rate is None
+    assert ceiling.advantage_probability is None and ceiling.annotators == ()
+    assert "a0 (29)" in ceiling.detail and "30" in ceiling.detail
+    # instances with one person, or that the judge did not label, do not count towards the 30
+    truth, humans, _ = noisy_people(40, 3, 3, 0.3, seed=4)
+    judge = {i: int(t) for i, t in enumerate(truth)}
+    for i in range(5):
+        humans[i] = {"a0": humans[i]["a0"]}
+    for i in range(5, 11):
+        del judge[i]
+    ceiling = agreement.alternative_annotator_test(judge, humans, YSN, epsilon=0.2)
+    assert ceiling.verdict == agreement.NOT_ENOUGH and "a0 (29), a1 (29), a2 (29)" in ceiling.detail
+    del humans[4]
+    judge[10] = int(truth[10])  # back to 30 for a1 and a2, a0 still 29 + 1
+    ceiling = agreement.alternative_annotator_test(judge, humans, YSN, epsilon=0.2)
+    assert [a.annotator for a in ceiling.annotators] == ["a0", "a1", "a2"]
+    assert [a.instances for a in ceiling.annotators] == [30, 30, 30]
+
+
+def test_an_annotator_under_30_is_skipped_and_named():
+    truth, humans, _ = noisy_people(40, 3, 3, 0.3, seed=6)
+    for i in range(15):
+        del humans[i]["a2"]
+    judge = {i: int(t) for i, t in enumerate(truth)}
+    ceiling = agreement.alternative_annotator_test(judge, humans, YSN, epsilon=0.2)
+    assert [a.annotator for a in ceiling.annotators] == ["a0", "a1"]
+    assert "a2 (25)" in ceiling.detail
+    assert_same_as_the_paper(ceiling, judge, humans, YSN, "accuracy", 0.2)
+
+
+def test_two_annotators_give_a_result_with_a_caution():
+    truth, humans, _ = noisy_people(50, 2, 3, 0.3, seed=2)
+    judge = {i: int(t) for i, t in enumerate(truth)}
+    ceiling = agreement.alternative_annotator_test(judge, humans, YSN, epsilon=0.2)
+    assert ceiling.verdict in (agreement.PASSES, agreement.FAILS) and ceiling.annotators_tested == 2
+    assert "less reliable" in ceiling.detail and "3 or more" in ceiling.detail
+    assert_same_as_the_paper(ceiling, judge, humans, YSN, "accuracy", 0.2)
+    truth, humans, _ = noisy_people(50, 3, 3, 0.3, seed=2)
+    ceiling = agreement.alternative_annotator_test({i: int(t) for i, t in enumerate(truth)}, humans, YSN, epsilon=0.2)
+    assert "less reliable" not in ceiling.detail
+
+
+def test_no_p_value_is_no_win_and_is_said():
+    # epsilon 0 and every item a tie: d is 0 throughout, the t statistic 0/0
+    humans = {i: {"a0": i % 3, "a1": i % 3, "a2": i % 3} for i in range(30)}
+    judge = {i: i % 3 for i in range(30)}
+    ceiling = agreement.alternative_annotator_test(judge, humans, YSN, epsilon=0.0)
+    assert [a.p for a in ceiling.annotators] == [None, None, None]
+    assert ceiling.winning_rate == 0.0 and ceiling.verdict == agreement.FAILS and "no p-value" in ceiling.detail
+    assert_same_as_the_paper(ceiling, judge, humans, YSN, "accuracy", 0.0)
+
+
+def test_epsilon_comes_from_the_setting_and_bad_values_are_refused(settings):
+    judge, humans = two_camps(21)
+    settings.EVALUATION = {**settings.EVALUATION, "ALT_TEST_EPSILON": 0.1}
+    assert agreement.alternative_annotator_test(judge, humans, YSN).epsilon == 0.1
+    for bad in (-0.1, 1.0, float("nan"), "0.2"):
+        with pytest.raises(ValueError, match="epsilon"):
+            agreement.alternative_annotator_test(judge, humans, YSN, epsilon=bad)
+
+
+def test_the_ceiling_as_a_dict_names_the_papers_figures():
+    judge, humans = two_camps(21)
+    data = agreement.alternative_annotator_test(judge, humans, YSN, epsilon=0.2).as_dict()
+    assert {k: data[k] for k in ("verdict", "winning_rate", "epsilon", "alignment", "q", "annotators_tested")} == {
+        "verdict": "passes",
+        "winning_rate": 0.5,
+        "epsilon": 0.2,
+        "alignment": "accuracy",
+        "q": 0.05,
+        "annotators_tested": 4,
     }
-    return truth, humans
+    assert data["advantage_probability"] == pytest.approx(0.7)
+    x1 = data["annotators"][0]
+    assert x1["annotator"] == "x1" and x1["instances"] == 30 and x1["by_rejected"] is False
+    assert (x1["rho_f"], x1["rho_h"]) == (pytest.approx(0.7), 1.0) and x1["p"] == pytest.approx(
+        t_dist.cdf((0.3 - 0.2) / (np.std([0] * 21 + [1] * 9, ddof=1) / 30**0.5), 29)
+    )
 
 
-def test_the_alternative_annotator_test_tells_a_stand_in_from_a_poor_judge():
-    truth, humans = people(80, 3, 0.3, 1)
-    good = {i: int(t) for i, t in enumerate(truth)}
-    ceiling = agreement.alternative_annotator_test(good, humans, 3)
-    assert ceiling.verdict == agreement.STAND_IN and ceiling.winning_rate == 1.0 and ceiling.annotators == 3
-    rng = np.random.default_rng(2)
-    poor = {i: int(rng.integers(0, 3)) for i in range(80)}
-    ceiling = agreement.alternative_annotator_test(poor, humans, 3)
-    assert ceiling.verdict == agreement.CANNOT and ceiling.winning_rate == 0.0
-
-
-def test_not_enough_labels_says_what_it_would_take():
-    truth, humans = people(80, 2, 0.3, 4)
-    ceiling = agreement.alternative_annotator_test({i: int(t) for i, t in enumerate(truth)}, humans, 3)
-    assert ceiling.verdict == agreement.NOT_ENOUGH and ceiling.annotators_needed == 1
-    truth, humans = people(12, 3, 0.3, 4)
-    ceiling = agreement.alternative_annotator_test({i: int(t) for i, t in enumerate(truth)}, humans, 3)
-    assert ceiling.verdict == agreement.NOT_ENOUGH and ceiling.items_needed >= agreement.MIN_ITEMS
-    assert "most shared items: 12" in ceiling.detail
+def test_the_lower_median_is_the_lower_of_the_two_middle_values():
+    for values in ([3, 1], [0, 2, 1, 3], [4, 4, 1, 2, 9, 0], [2], [5, 1, 3]):
+        assert agreement.lower_median(values) == np.percentile(values, 50, method="lower")
+    # the judge's value of an item with repeats 0 and 2 is 0; the people's of labels 1, 2, 2, 1 is 1
+    result = agreement.dimension_agreement(
+        "Tone", YSN, {1: [2, 0], 2: [0, 2, 2]}, {1: {"a": 1, "b": 2, "c": 2, "d": 1}, 2: {"a": 2}}, epsilon=0.2
+    )
+    assert result.judge_vs_humans.confusion == ((0, 0, 0), (1, 0, 0), (0, 0, 1))
+    assert result.disagreements == ((1, 0, 1.0),)
 
 
 def test_one_dimension_end_to_end():
-    truth, humans = people(60, 3, 0.2, 9)
+    truth, humans, _ = noisy_people(60, 3, 3, 0.2, seed=9)
     judge = {i: [int(t), int(t), int(np.clip(t - 1, 0, 2))] for i, t in enumerate(truth)}
     result = agreement.dimension_agreement("Tone", ("Offensive", "Neutral", "Encouraging"), judge, humans)
     assert result.humans.n == 60 and 0.3 < result.humans.value < 1.0

@@ -1,5 +1,6 @@
 """Print the judge's agreement with people, between people and with itself, per dimension, for a rubric."""
 
+import argparse
 import json
 
 from django.core.management.base import BaseCommand, CommandError
@@ -15,24 +16,50 @@ def render(table) -> str:
         "95% bootstrap intervals over items",
         "",
         f"{'dimension':<24} {'kappa (QWK)':<24} {'rho':<24} {'exact':<10} {'within 1':<10} "
-        f"{'people alpha':<24} {'self alpha':<24} human ceiling",
+        f"{'people alpha':<24} {'self alpha':<24} human ceiling (alternative annotator test)",
     ]
     for row in table.rows:
         jvh = row.judge_vs_humans
-        ceiling = row.ceiling.verdict
-        if row.ceiling.items_needed and row.ceiling.verdict != "can stand in for a rater":
-            ceiling += f" (needs {row.ceiling.items_needed} items x {row.ceiling.annotators + row.ceiling.annotators_needed} annotators)"
+        ceiling = _ceiling(row.ceiling)
         lines.append(
             f"{row.dimension:<24} {str(jvh.kappa):<24} {str(jvh.rho):<24} "
             f"{_rate(jvh.exact):<10} {_rate(jvh.within_one):<10} "
             f"{str(row.humans) if row.humans else '- (1 annotator)':<24} "
             f"{str(row.self_consistency) if row.self_consistency else '- (1 repeat)':<24} {ceiling}"
         )
+    lines += ["", "Human ceiling, per dimension and annotator left out:"]
+    for row in table.rows:
+        lines.append(f"  {row.dimension}: {row.ceiling.detail}")
+        for a in row.ceiling.annotators:
+            p = "no p-value" if a.p is None else f"p={a.p:.4f}"
+            lines.append(
+                f"    {a.annotator:<20} {a.instances:>5} instances  rho_f={a.rho_f:.2f}  rho_h={a.rho_h:.2f}  {p:<14} "
+                + ("wins (BY-rejected)" if a.rejected else "no win")
+            )
     if table.canary:
         lines += ["", f"Canary {table.canary.canary!r} ({table.canary.items} items), against {table.canary.previous}:"]
         for shift in table.canary.shifts:
             lines.append(f"  {shift.dimension:<22} kappa {shift.before.kappa} -> {shift.after.kappa}")
     return "\n".join(lines)
+
+
+def _ceiling(ceiling) -> str:
+    if ceiling.winning_rate is None:
+        return ceiling.verdict
+    return (
+        f"{ceiling.verdict}: omega={ceiling.winning_rate:.2f} rho={ceiling.advantage_probability:.2f} "
+        f"eps={ceiling.epsilon:g} ({ceiling.annotators_tested} annotators, {ceiling.alignment})"
+    )
+
+
+def _epsilon(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not (0 <= value < 1):
+        raise argparse.ArgumentTypeError(f"must be from 0 to below 1 (0.2 experts, 0.15 skilled, 0.1 crowd), not {text}")
+    return value
 
 
 def _rate(estimate) -> str:
@@ -46,6 +73,13 @@ class Command(BaseCommand):
         parser.add_argument("--rubric", required=True)
         parser.add_argument("--configuration", type=int, default=None, help="One configuration's id (default: all)")
         parser.add_argument("--json", action="store_true", help="The numbers as JSON, as the API returns them")
+        parser.add_argument(
+            "--epsilon",
+            type=_epsilon,
+            default=None,
+            help="The alternative annotator test's epsilon: 0.2 against experts, 0.15 skilled annotators, 0.1 crowd "
+            "workers (default: the ALT_TEST_EPSILON setting)",
+        )
 
     def handle(self, *args, **opts):
         try:
@@ -57,7 +91,7 @@ class Command(BaseCommand):
             configurations = [c for c in configurations if c.pk == opts["configuration"]]
         if not configurations:
             raise CommandError(f"nothing judged with rubric {opts['rubric']!r} yet: run judge_imported first")
-        tables = [selectors.agreement_table(c) for c in configurations]
+        tables = [selectors.agreement_table(c, epsilon=opts["epsilon"]) for c in configurations]
         if opts["json"]:
             self.stdout.write(json.dumps([selectors.table_as_dict(t) for t in tables], indent=2))
             return
