@@ -20,6 +20,7 @@ from evaluation.models import (
     JudgeScore,
     Rubric,
     RubricDimension,
+    RubricVersion,
     Transcript,
 )
 
@@ -42,6 +43,48 @@ class RubricDimensionForm(forms.ModelForm):
         return cleaned
 
 
+class RubricForm(forms.ModelForm):
+    class Meta:
+        model = Rubric
+        fields = "__all__"
+
+    def clean_version(self):
+        value = self.cleaned_data["version"]
+        recorded = (
+            self.instance.versions.order_by("-number").values_list("number", flat=True).first()
+            if self.instance.pk
+            else None
+        )
+        if recorded is not None and value < recorded:
+            raise forms.ValidationError(f"Version {recorded} is on record; a version number can only go up.")
+        return value
+
+
+class RubricVersionInline(admin.TabularInline):
+    """The recorded versions, read-only: labels and judgements are read against the one they were made under."""
+
+    model = RubricVersion
+    extra = 0
+    can_delete = False
+    fields = ("number", "scales", "label_count", "created_at")
+    readonly_fields = fields
+    verbose_name_plural = "versions (recorded by themselves when a scale, question or anchor changes)"
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    @admin.display(description="Scales")
+    def scales(self, obj):
+        return "; ".join(f"{s['dimension']} {s['scale']}" for s in selectors.version_scales(obj))
+
+    @admin.display(description="Labels")
+    def label_count(self, obj):
+        return obj.annotations.count()
+
+
 class RubricDimensionInline(admin.StackedInline):
     model = RubricDimension
     form = RubricDimensionForm
@@ -61,7 +104,8 @@ class RubricAdmin(admin.ModelAdmin):
     list_display = ("slug", "name", "version", "unit", "dimension_count", "updated_at")
     list_filter = ("unit",)
     search_fields = ("slug", "name")
-    inlines = [RubricDimensionInline]
+    form = RubricForm
+    inlines = [RubricDimensionInline, RubricVersionInline]
     actions = ["rejudge_canary"]
 
     def get_queryset(self, request):
@@ -69,6 +113,11 @@ class RubricAdmin(admin.ModelAdmin):
 
     def save_related(self, request, form, formsets, change):
         super().save_related(request, form, formsets, change)
+        # Labels and judgements keep the version they were made under: a changed scale, question or anchor of
+        # a version that has some is a new version; one that has none changes in place.
+        version = services.rubric_version_record(rubric=form.instance)
+        if version.changed:
+            self.message_user(request, str(version), messages.WARNING if version.created else messages.INFO)
         # A changed prompt, scale or version is a new judge configuration: its canary is judged again.
         changed = form.has_changed() or any(f.has_changed() for f in formsets)
         if change and changed and services.canary_rejudge_later(rubric=form.instance.slug):
@@ -95,6 +144,25 @@ class RubricDimensionAdmin(admin.ModelAdmin):
     list_display = ("name", "rubric", "position", "scale_kind", "scale_min", "scale_max", "categories")
     list_filter = ("rubric", "scale_kind")
     search_fields = ("name",)
+
+    def save_model(self, request, obj, form, change):
+        super().save_model(request, obj, form, change)
+        self._record(request, obj.rubric)
+
+    def delete_model(self, request, obj):
+        super().delete_model(request, obj)
+        self._record(request, obj.rubric)
+
+    def delete_queryset(self, request, queryset):
+        rubrics = list(Rubric.objects.filter(dimensions__in=queryset).distinct())
+        super().delete_queryset(request, queryset)
+        for rubric in rubrics:
+            self._record(request, rubric)
+
+    def _record(self, request, rubric):
+        version = services.rubric_version_record(rubric=rubric)
+        if version.changed:
+            self.message_user(request, str(version), messages.WARNING if version.created else messages.INFO)
 
 
 class ImportForm(forms.Form):
@@ -206,8 +274,8 @@ class AnnotationAdmin(admin.ModelAdmin):
     """A label saved here is the signed-in user's (annotator = their user name)."""
 
     form = AnnotationForm
-    list_display = ("item", "dimension", "value", "annotator", "user", "updated_at")
-    list_filter = ("dimension__rubric", "dimension", "annotator")
+    list_display = ("item", "dimension", "value", "rubric_version", "annotator", "user", "updated_at")
+    list_filter = ("dimension__rubric", "rubric_version", "dimension", "annotator")
     search_fields = ("item__transcript__external_id", "annotator")
     raw_id_fields = ("item",)
 
@@ -225,8 +293,8 @@ class AnnotationAdmin(admin.ModelAdmin):
 class AnnotationInline(admin.TabularInline):
     model = Annotation
     extra = 0
-    fields = ("dimension", "value", "annotator", "user")
-    readonly_fields = ("dimension", "value", "annotator", "user")
+    fields = ("dimension", "rubric_version", "value", "annotator", "user")
+    readonly_fields = ("dimension", "rubric_version", "value", "annotator", "user")
     can_delete = False
 
     def has_add_permission(self, request, obj=None):
@@ -243,7 +311,14 @@ class LabelForm(forms.ModelForm):
 
 def label_form(item, user) -> type[LabelForm]:
     fields = {}
-    mine = {a.dimension_id: a.value for a in item.annotations.filter(annotator=user.get_username())}
+    # the user's labels under each rubric's current version: one made under an earlier version is not on its scale
+    mine = {
+        a.dimension_id: a.value
+        for a in item.annotations.filter(annotator=user.get_username()).select_related(
+            "rubric_version", "dimension__rubric"
+        )
+        if a.rubric_version.number == a.dimension.rubric.version
+    }
     for dim in selectors.dimensions_for_item(item):
         fields[f"label_{dim.pk}"] = forms.ChoiceField(
             choices=[("", "-")] + [(c, c) for c in selectors.scale_levels(dim)],

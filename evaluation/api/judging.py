@@ -89,7 +89,11 @@ class AgreementView(APIView):
         "people (quadratic-weighted Cohen's kappa, Spearman's rho, exact and within-one agreement), people against "
         "each other and the judge against its repeats (Krippendorff's alpha, ordinal), each with a 95% bootstrap "
         "interval and n; the human ceiling (alternative-annotator test); the confusion matrix; the largest "
-        "disagreements; and the change on the canary set against the previous configuration.",
+        "disagreements; and the change on the canary set against the previous configuration. Each table is read against "
+        "the rubric version its configuration judged under (`rubric_version`, with each dimension's `scale` and "
+        "`levels` as they were then): labels count where the dimension means the same under that version, and values "
+        "of two scales never share a table. `versions` lists every recorded version of the rubric, newest first, with "
+        "its scales, the dimensions it changed, its labels and its configurations.",
         parameters=[AgreementQuery],
         ok={200: OpenApiTypes.OBJECT},
         invalid="The rubric is missing, or a parameter is not valid.",
@@ -98,7 +102,7 @@ class AgreementView(APIView):
     def get(self, request: Request) -> Response:
         query = AgreementQuery(data=request.query_params)
         query.is_valid(raise_exception=True)
-        services.rubric_get(query.validated_data["rubric"])
+        rubric = services.rubric_get(query.validated_data["rubric"])
         configurations = selectors.configurations(query.validated_data["rubric"])
         wanted = query.validated_data.get("configuration")
         if wanted is not None:
@@ -106,4 +110,11 @@ class AgreementView(APIView):
             if not configurations:
                 raise NotFound(f"no judge configuration {wanted} of rubric {query.validated_data['rubric']!r}")
         tables = [selectors.table_as_dict(selectors.agreement_table(c)) for c in configurations]
-        return Response({"rubric": query.validated_data["rubric"], "configurations": tables})
+        return Response(
+            {
+                "rubric": query.validated_data["rubric"],
+                "current_version": rubric.version,
+                "versions": [v.as_dict() for v in selectors.rubric_versions(rubric)],
+                "configurations": tables,
+            }
+        )

@@ -1,11 +1,13 @@
 """Judging's reads: rubrics and their scales, items to label, the judge card's numbers."""
 
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import numpy as np
 
-from evaluation.judging import agreement
-from evaluation.judging.values import rubric_spec, scale_from_row
+from evaluation.judging import agreement, versions
+from evaluation.judging.values import RubricSpec, rubric_spec, scale_from_row
 from evaluation.models import (
     Annotation,
     CanarySet,
@@ -14,6 +16,7 @@ from evaluation.models import (
     JudgeScore,
     Rubric,
     RubricDimension,
+    RubricVersion,
     Transcript,
 )
 
@@ -43,22 +46,38 @@ def transcript_get(pk: int) -> Transcript | None:
 
 
 def transcript_items(transcript: Transcript) -> list[dict[str, Any]]:
-    """Each item with one row per dimension that people labelled or a judge scored: the labels, the scores."""
+    """Each item with one row per rubric version and dimension that people labelled or a judge scored under:
+    the labels, the scores (values of two versions' scales never share a row)."""
     out = []
     items = transcript.items.prefetch_related(
-        "annotations__dimension", "judge_scores__dimension", "judge_scores__configuration"
+        "annotations__dimension",
+        "annotations__rubric_version",
+        "judge_scores__dimension",
+        "judge_scores__configuration",
     )
     for item in items:
-        rows: dict[int, dict[str, Any]] = {}
-        for a in item.annotations.all():
-            rows.setdefault(a.dimension_id, {"dimension": a.dimension, "labels": [], "scores": []})["labels"].append(a)
-        for score in item.judge_scores.all():
-            row = rows.setdefault(score.dimension_id, {"dimension": score.dimension, "labels": [], "scores": []})
-            row["scores"].append(score)
-        ordered = sorted(rows.values(), key=lambda r: (r["dimension"].rubric_id, r["dimension"].position))
-        for row in ordered:
-            row["labels"].sort(key=lambda a: a.annotator)
-            row["scores"].sort(key=lambda sc: (sc.configuration_id, sc.repeat))
+        rows: dict[tuple[int, int], dict[str, Any]] = {}
+        entries: list[tuple[RubricDimension, int, str, Any]] = [
+            (a.dimension, a.rubric_version.number, "labels", a) for a in item.annotations.all()
+        ]
+        entries += [(sc.dimension, sc.configuration.rubric_version, "scores", sc) for sc in item.judge_scores.all()]
+        for dimension, version, kind, entry in entries:
+            rows.setdefault(
+                (version, dimension.pk),
+                {
+                    "dimension": dimension,
+                    "version": version,
+                    "current": version == dimension.rubric.version,
+                    "labels": [],
+                    "scores": [],
+                },
+            )[kind].append(entry)
+        ordered = sorted(
+            rows.values(), key=lambda r: (r["dimension"].rubric_id, -r["version"], r["dimension"].position)
+        )
+        for found in ordered:
+            found["labels"].sort(key=lambda a: a.annotator)
+            found["scores"].sort(key=lambda sc: (sc.configuration_id, sc.repeat))
         out.append({"item": item, "rows": ordered})
     return out
 
@@ -76,22 +95,88 @@ def _scores_by_dimension(configuration_id: int, item_ids: set[int] | None = None
     return out
 
 
-def _labels_by_dimension(rubric_id: int) -> dict[int, dict[int, dict[str, int]]]:
-    """dimension id -> item id -> annotator -> value."""
+@dataclass(frozen=True)
+class VersionedTable(agreement.AgreementTable):
+    """One configuration's agreement table, read against the rubric version it judged under: that version's
+    scales, the configuration's scores, and the labels whose dimension means the same under that version (same
+    name, question, levels and anchors), whichever version they were made under; a person's newest such label
+    counts. Values from two different scales are never put in one table."""
+
+    current_version: int = 0
+    """The rubric's current version; rubric_version (the table's) may be older."""
+    scales: tuple[tuple[str, str], ...] = ()
+    """(dimension, its scale under rubric_version): `1-10`, or the categories best first."""
+    off_scale: int = 0
+    """Stored labels or scores outside that version's scale, left out (only rows written outside the app)."""
+
+
+def _versions(rubric_id: int) -> list[RubricVersion]:
+    return list(RubricVersion.objects.filter(rubric_id=rubric_id).order_by("number"))
+
+
+def _spec_at(rubric: Rubric, number: int, recorded: list[RubricVersion]) -> RubricSpec:
+    """The rubric as it was at version `number`; where that number was never recorded, the newest record
+    (values off its scale are then left out and counted), else the rows as they are."""
+    version = next((v for v in recorded if v.number == number), None) or (recorded[-1] if recorded else None)
+    return versions.version_spec(rubric, version) if version is not None else rubric_spec(rubric)
+
+
+def _on_scale(values: dict[int, dict[int, list[int]]], spec: RubricSpec) -> tuple[dict[int, dict[int, list[int]]], int]:
+    """The judge's values that are places on their dimension's scale under spec, and how many were not."""
+    sizes = {d.id: d.scale.size for d in spec.dimensions}
+    out: dict[int, dict[int, list[int]]] = {}
+    off = 0
+    for dimension, per_item in values.items():
+        if dimension not in sizes:
+            continue
+        for item, found in per_item.items():
+            kept = [v for v in found if 0 <= v < sizes[dimension]]
+            off += len(found) - len(kept)
+            if kept:
+                out.setdefault(dimension, {})[item] = kept
+    return out, off
+
+
+def _labels_by_dimension(
+    spec: RubricSpec, recorded: list[RubricVersion]
+) -> tuple[dict[int, dict[int, dict[str, int]]], int]:
+    """dimension id -> item id -> annotator -> value, for the labels that read the same under spec (see
+    VersionedTable); and how many of those were off the scale."""
+    wanted = {d.id: versions.meaning(d) for d in spec.dimensions}
+    sizes = {d.id: d.scale.size for d in spec.dimensions}
+    compatible: dict[int, set[int]] = {}
+    number = {v.pk: v.number for v in recorded}
+    for version in recorded:
+        for then in map(versions.dimension_spec, version.dimensions):
+            if wanted.get(then.id) == versions.meaning(then):
+                compatible.setdefault(then.id, set()).add(version.pk)
     out: dict[int, dict[int, dict[str, int]]] = {}
-    rows = Annotation.objects.filter(dimension__rubric_id=rubric_id).values_list(
-        "item_id", "dimension_id", "annotator", "score"
+    newest: dict[tuple[int, int, str], int] = {}
+    off = 0
+    rows = Annotation.objects.filter(dimension_id__in=list(wanted)).values_list(
+        "item_id", "dimension_id", "annotator", "score", "rubric_version_id"
     )
-    for item, dimension, annotator, score in rows.iterator(chunk_size=5000):
-        out.setdefault(dimension, {}).setdefault(item, {})[annotator] = int(score)
-    return out
+    for item, dimension, annotator, score, version_id in rows.iterator(chunk_size=5000):
+        if version_id not in compatible.get(dimension, ()):
+            continue
+        value = int(score)
+        if not 0 <= value < sizes[dimension]:
+            off += 1
+            continue
+        if newest.get((dimension, item, annotator), 0) > number[version_id]:
+            continue
+        newest[(dimension, item, annotator)] = number[version_id]
+        out.setdefault(dimension, {}).setdefault(item, {})[annotator] = value
+    return out, off
 
 
-def agreement_table(configuration: JudgeConfiguration, *, epsilon: float | None = None) -> agreement.AgreementTable:
+def agreement_table(configuration: JudgeConfiguration, *, epsilon: float | None = None) -> VersionedTable:
     """epsilon: the alternative annotator test's (default: the ALT_TEST_EPSILON setting)."""
-    spec = rubric_spec(configuration.rubric)
-    judged = _scores_by_dimension(configuration.pk)
-    labels = _labels_by_dimension(spec.id)
+    rubric = configuration.rubric
+    recorded = _versions(rubric.pk)
+    spec = _spec_at(rubric, configuration.rubric_version, recorded)
+    judged, off_judged = _on_scale(_scores_by_dimension(configuration.pk), spec)
+    labels, off_labels = _labels_by_dimension(spec, recorded)
     rows = tuple(
         agreement.dimension_agreement(
             d.name, d.scale.levels, judged.get(d.id, {}), labels.get(d.id, {}), epsilon=epsilon
@@ -100,7 +185,7 @@ def agreement_table(configuration: JudgeConfiguration, *, epsilon: float | None 
     )
     items = {i for per in judged.values() for i in per}
     repeats = max((len(v) for per in judged.values() for v in per.values()), default=0)
-    return agreement.AgreementTable(
+    return VersionedTable(
         rubric=spec.slug,
         rubric_version=configuration.rubric_version,
         configuration=configuration.key,
@@ -108,14 +193,21 @@ def agreement_table(configuration: JudgeConfiguration, *, epsilon: float | None 
         items=len(items),
         repeats=repeats,
         rows=rows,
-        canary=canary_change(configuration, spec, labels),
+        canary=canary_change(configuration, spec, labels, recorded),
+        current_version=rubric.version,
+        scales=tuple((d.name, versions.scale_summary(d)) for d in spec.dimensions),
+        off_scale=off_judged + off_labels,
     )
 
 
 def canary_change(
-    configuration: JudgeConfiguration, spec: Any, labels: dict[int, dict[int, dict[str, int]]]
+    configuration: JudgeConfiguration,
+    spec: RubricSpec,
+    labels: dict[int, dict[int, dict[str, int]]],
+    recorded: list[RubricVersion],
 ) -> agreement.CanaryChange | None:
-    """Agreement on the rubric's canary set under the configuration judged before this one, and under this one."""
+    """Agreement on the rubric's canary set under the configuration judged before this one, and under this one,
+    on each dimension that means the same under both configurations' rubric versions."""
     canary = CanarySet.objects.filter(rubric_id=spec.id).order_by("-created_at").first()
     if canary is None:
         return None
@@ -130,9 +222,14 @@ def canary_change(
     )
     if previous is None or not items:
         return None
-    before, after = _scores_by_dimension(previous.pk, items), _scores_by_dimension(configuration.pk, items)
+    earlier = _spec_at(configuration.rubric, previous.rubric_version, recorded)
+    before, _ = _on_scale(_scores_by_dimension(previous.pk, items), earlier)
+    after, _ = _on_scale(_scores_by_dimension(configuration.pk, items), spec)
     shifts = []
     for d in spec.dimensions:
+        then = next((e for e in earlier.dimensions if e.id == d.id), None)
+        if then is None or versions.meaning(then) != versions.meaning(d):
+            continue  # a changed scale or question: the two judges did not answer the same question
         people = {i: v for i, v in labels.get(d.id, {}).items() if i in items}
         pair = []
         for judged in (before.get(d.id, {}), after.get(d.id, {})):
@@ -145,11 +242,93 @@ def canary_change(
                 )
             )
         shifts.append(agreement.CanaryShift(d.name, pair[0], pair[1]))
+    if not shifts:
+        return None
     return agreement.CanaryChange(canary.name, previous.key, len(items), tuple(shifts))
 
 
 def configurations(rubric: str) -> list[JudgeConfiguration]:
-    return list(JudgeConfiguration.objects.filter(rubric__slug=rubric).select_related("rubric").order_by("-created_at"))
+    """The rubric's judge configurations, grouped by the rubric version they judged under (newest version
+    first), newest first within a version."""
+    return list(
+        JudgeConfiguration.objects.filter(rubric__slug=rubric)
+        .select_related("rubric")
+        .order_by("-rubric_version", "-created_at")
+    )
+
+
+@dataclass(frozen=True)
+class VersionSummary:
+    """One recorded version of a rubric, as the judge card, the API and the index list it."""
+
+    number: int
+    current: bool
+    created_at: datetime
+    scales: tuple[tuple[str, str], ...]
+    """(dimension, its scale): `1-10`, or the categories best first."""
+    changed: tuple[str, ...]
+    """Dimensions whose name, question, levels or anchors differ from the version before (or are new)."""
+    labels: int
+    """Labels made under this version."""
+    configurations: tuple[tuple[int, str], ...]
+    """(id, key) of each judge configuration that judged under it, newest first."""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "version": self.number,
+            "current": self.current,
+            "created_at": self.created_at.isoformat(),
+            "scales": [{"dimension": name, "scale": scale} for name, scale in self.scales],
+            "changed": list(self.changed),
+            "labels": self.labels,
+            "configurations": [{"id": pk, "key": key} for pk, key in self.configurations],
+        }
+
+
+def version_scales(version: RubricVersion) -> list[dict[str, str]]:
+    """Each dimension of a recorded version with its scale: `1-10`, or the categories best first."""
+    return [
+        {"dimension": d.name, "scale": versions.scale_summary(d)}
+        for d in map(versions.dimension_spec, version.dimensions)
+    ]
+
+
+def rubric_versions(rubric: Rubric) -> list[VersionSummary]:
+    """Every recorded version of the rubric, newest first."""
+    from django.db.models import Count
+
+    recorded = _versions(rubric.pk)
+    counts = dict(
+        Annotation.objects.filter(rubric_version__rubric=rubric)
+        .values_list("rubric_version_id")
+        .annotate(n=Count("id"))
+        .values_list("rubric_version_id", "n")
+    )
+    judged: dict[int, list[tuple[int, str]]] = {}
+    for pk, key, number in (
+        JudgeConfiguration.objects.filter(rubric=rubric)
+        .order_by("-created_at")
+        .values_list("pk", "key", "rubric_version")
+    ):
+        judged.setdefault(number, []).append((pk, key))
+    out = []
+    before: dict[int, Any] = {}
+    for version in recorded:
+        spec = versions.version_spec(rubric, version)
+        meanings = {d.id: versions.meaning(d) for d in spec.dimensions}
+        out.append(
+            VersionSummary(
+                number=version.number,
+                current=version.number == rubric.version,
+                created_at=version.created_at,
+                scales=tuple((d.name, versions.scale_summary(d)) for d in spec.dimensions),
+                changed=tuple(d.name for d in spec.dimensions if before and before.get(d.id) != meanings[d.id]),
+                labels=counts.get(version.pk, 0),
+                configurations=tuple(judged.get(version.number, ())),
+            )
+        )
+        before = meanings
+    return out[::-1]
 
 
 def items_get(ids: list[int]) -> dict[int, Item]:
@@ -167,9 +346,12 @@ def table_as_dict(table: agreement.AgreementTable) -> dict[str, Any]:
             "within_one": x.within_one.as_dict(),
         }
 
+    scales = dict(getattr(table, "scales", ()))
     return {
         "rubric": table.rubric,
         "rubric_version": table.rubric_version,
+        "current_version": getattr(table, "current_version", table.rubric_version),
+        "off_scale": getattr(table, "off_scale", 0),
         "configuration": table.configuration,
         "configuration_id": table.configuration_id,
         "items": table.items,
@@ -177,6 +359,7 @@ def table_as_dict(table: agreement.AgreementTable) -> dict[str, Any]:
         "dimensions": [
             {
                 "dimension": row.dimension,
+                "scale": scales.get(row.dimension, ""),
                 "levels": list(row.levels),
                 "judge_vs_humans": {
                     **jvh(row.judge_vs_humans),
@@ -203,7 +386,8 @@ def table_as_dict(table: agreement.AgreementTable) -> dict[str, Any]:
 
 
 def rubrics_with_configurations() -> list[dict[str, Any]]:
-    """Each rubric with its judge configurations (newest first) and how many items each judged."""
+    """Each rubric with its versions (newest first), each with its judge configurations (newest first), how
+    many items each judged, and how many items people labelled under it."""
     from django.db.models import Count
 
     out = []
@@ -211,22 +395,34 @@ def rubrics_with_configurations() -> list[dict[str, Any]]:
         configs = (
             JudgeConfiguration.objects.filter(rubric=rubric)
             .annotate(n_items=Count("scores__item", distinct=True))
-            .order_by("-created_at")
+            .order_by("-rubric_version", "-created_at")
         )
         labelled = Annotation.objects.filter(dimension__rubric=rubric).values("item").distinct().count()
-        out.append({"rubric": rubric, "configurations": list(configs), "labelled_items": labelled})
+        by_version: dict[int, list[JudgeConfiguration]] = {}
+        for config in configs:
+            by_version.setdefault(config.rubric_version, []).append(config)
+        groups = [
+            {"number": v.number, "summary": v, "configurations": by_version.pop(v.number, [])}
+            for v in rubric_versions(rubric)
+        ]
+        # a configuration naming a version never recorded still shows, under its own number
+        groups += [{"number": n, "summary": None, "configurations": c} for n, c in sorted(by_version.items())]
+        out.append({"rubric": rubric, "configurations": list(configs), "versions": groups, "labelled_items": labelled})
     return out
 
 
 def run_labels(run: Any, user: Any, rubric: str = "tutor-session") -> dict[str, Any] | None:
-    """The labelling form of a run's report: each dimension with its levels, the user's label and the others'."""
+    """The labelling form of a run's report: each dimension with its levels, the user's label and the others',
+    under the rubric's current version (labels made under an earlier one are not shown as the current)."""
     found = Rubric.objects.filter(slug=rubric).first()
     if found is None:
         return None
     item = Item.objects.filter(transcript__source="run", transcript__external_id=run.run_id, key="").first()
     labels: dict[int, list[Any]] = {}
     if item is not None:
-        for a in item.annotations.filter(dimension__rubric=found).order_by("annotator"):
+        for a in item.annotations.filter(
+            dimension__rubric=found, rubric_version__number=found.version, rubric_version__rubric=found
+        ).order_by("annotator"):
             labels.setdefault(a.dimension_id, []).append(a)
     name = user.get_username()
     rows = []

@@ -8,7 +8,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from evaluation.errors import FieldProblem, InvalidInput, NotFound
-from evaluation.judging import importing
+from evaluation.judging import importing, versions
 from evaluation.judging.judge import JudgeReport, judge_items
 from evaluation.judging.rubrics import SHIPPED_DIR, rubric_problems, rubric_rows
 from evaluation.judging.values import RubricSpec, rubric_spec
@@ -20,6 +20,7 @@ from evaluation.models import (
     JudgeScore,
     Rubric,
     RubricDimension,
+    RubricVersion,
     Topic,
     Transcript,
 )
@@ -37,6 +38,8 @@ __all__ = [
     "rubric_get",
     "run_labels_set",
     "rubric_load",
+    "rubric_version_record",
+    "VersionChange",
     "transcripts_import",
     "transcripts_judge",
 ]
@@ -99,18 +102,100 @@ def rubric_get(slug: str) -> Rubric:
 
 
 def rubric_load(path: Path) -> Rubric:
-    """Create or replace a rubric from its JSON document (dimensions with labels keep their rows)."""
+    """Create or update a rubric from its JSON document; the same document again changes nothing.
+
+    A changed scale, question or anchor of a rubric with labels or judgements becomes a new version (see
+    rubric_version_record); the document's "version" may raise the number, never lower it. Dimensions the
+    document no longer names keep their rows while labels or scores point at them."""
     doc = importing.json_loads(path.read_bytes(), field="", file=str(path))
     problems = rubric_problems(doc, file=str(path))
     if problems:
         raise InvalidInput(problems)
     fields, dims = rubric_rows(doc)
+    declared = fields.pop("version")
     with transaction.atomic():
         rubric, _ = Rubric.objects.update_or_create(slug=doc["slug"], defaults=fields)
         for dim in dims:
             RubricDimension.objects.update_or_create(rubric=rubric, name=dim["name"], defaults=dim)
-        rubric.dimensions.exclude(name__in=[d["name"] for d in dims]).filter(annotations__isnull=True).delete()
+        rubric.dimensions.exclude(name__in=[d["name"] for d in dims]).filter(
+            annotations__isnull=True, judge_scores__isnull=True
+        ).delete()
+        rubric_version_record(rubric=rubric, declared=declared)
     return rubric
+
+
+@dataclass(frozen=True)
+class VersionChange:
+    """What recording a rubric's current scales, questions and anchors did to its versions."""
+
+    rubric: str
+    version: int
+    """The current version's number, after the change."""
+    version_id: int
+    """Its RubricVersion's id: the version new labels are stored under."""
+    previous: int | None
+    """The number that was current before; None for a rubric's first version."""
+    created: bool
+    """A new version was made (the previous one had labels or judgements, or the number was raised)."""
+    changed: bool
+    """The recorded content or number changed (a new version, or in place)."""
+
+    def __str__(self) -> str:
+        if self.created and self.previous is not None:
+            return (
+                f"{self.rubric}: labels or judgements exist under v{self.previous}, so the change is "
+                f"v{self.version}; v{self.previous} stays as it was, with its labels and judgements"
+            )
+        if self.changed:
+            return f"{self.rubric} v{self.version}: nothing was labelled or judged under it yet, changed in place"
+        return f"{self.rubric} v{self.version}: unchanged"
+
+
+def rubric_version_used(version: RubricVersion) -> bool:
+    """Whether a label or a judge score was made under this version (then it never changes again)."""
+    return (
+        Annotation.objects.filter(rubric_version=version).exists()
+        or JudgeScore.objects.filter(
+            configuration__rubric_id=version.rubric_id, configuration__rubric_version=version.number
+        ).exists()
+    )
+
+
+def rubric_version_record(*, rubric: Rubric, declared: int | None = None) -> VersionChange:
+    """Record the rubric's rows (unit, dimensions with their scales, questions and anchors) as its current version.
+
+    Unchanged: nothing happens. Changed while nothing was labelled or judged under the current version: it
+    changes in place. Changed after that, or with a number raised (rubric.version set higher by staff, or a
+    file's `declared` version): a new version, numbered max(the raised number, the last + 1); the old one
+    stays as recorded, and the labels and judgements made under it are read against it.
+    """
+    with transaction.atomic():
+        locked = Rubric.objects.select_for_update().get(pk=rubric.pk)
+        dimensions = versions.snapshot(locked.dimensions.all())
+        digest = versions.content_hash(locked.unit, dimensions)
+        latest = locked.versions.order_by("-number").first()
+        wanted = max(locked.version, declared or 0)
+        content = {"unit": locked.unit, "dimensions": dimensions, "content_hash": digest}
+        if latest is None:
+            current = RubricVersion.objects.create(rubric=locked, number=wanted, **content)
+            change = VersionChange(locked.slug, wanted, current.pk, None, created=True, changed=True)
+        else:
+            wanted = max(wanted, latest.number)
+            if digest == latest.content_hash and wanted == latest.number:
+                current = latest
+                change = VersionChange(locked.slug, latest.number, latest.pk, latest.number, False, False)
+            elif not rubric_version_used(latest):
+                current = latest
+                RubricVersion.objects.filter(pk=latest.pk).update(number=wanted, updated_at=timezone.now(), **content)
+                change = VersionChange(locked.slug, wanted, latest.pk, latest.number, created=False, changed=True)
+            else:
+                number = max(wanted, latest.number + 1)
+                current = RubricVersion.objects.create(rubric=locked, number=number, **content)
+                change = VersionChange(locked.slug, number, current.pk, latest.number, created=True, changed=True)
+        if locked.version != change.version:
+            Rubric.objects.filter(pk=locked.pk).update(version=change.version)
+        rubric.version = change.version
+    return change
 
 
 def transcripts_import(
@@ -151,8 +236,8 @@ def transcripts_import(
         speaker_separator=speaker_separator,
         transcript_separator=transcript_separator,
     )
-    chosen = rubric_spec(rubric_get(rubric)) if rubric else None
-    specs: dict[str, RubricSpec] = {}
+    chosen = _current_spec(rubric) if rubric else None
+    specs: dict[str, tuple[RubricSpec, int]] = {}
     problems: list[FieldProblem] = []
     topics = _topics({r.topic_id for r in records if r.topic_id})
     scored: dict[int, list[tuple[str, Any, str, float]]] = {}  # record index -> (key, dimension id, value, score)
@@ -162,22 +247,22 @@ def transcripts_import(
         if not record.labelled:
             continue
         if chosen is not None:
-            if chosen.unit != record.kind:
+            if chosen[0].unit != record.kind:
                 problems.append(
                     FieldProblem(
                         record.where,
-                        f"labels {record.kind}s but rubric {chosen.slug!r} judges {chosen.unit}s",
+                        f"labels {record.kind}s but rubric {chosen[0].slug!r} judges {chosen[0].unit}s",
                         file,
                         record.line,
                     )
                 )
                 continue
-            spec = chosen
+            spec, version_id = chosen
         else:
             slug = DEFAULT_RUBRIC[record.kind]
             if slug not in specs:
-                specs[slug] = rubric_spec(rubric_get(slug))
-            spec = specs[slug]
+                specs[slug] = _current_spec(slug)
+            spec, version_id = specs[slug]
         out = scored.setdefault(index, [])
         for item in record.items:
             for label in item.labels:
@@ -204,11 +289,18 @@ def transcripts_import(
                         )
                     )
                     continue
-                out.append((item.key, (dim.id, label.annotator), level, float(dim.scale.score_of(level))))
+                out.append((item.key, (dim.id, label.annotator, version_id), level, float(dim.scale.score_of(level))))
     if problems:
         raise InvalidInput(problems)
-    used = sorted({chosen.slug} if chosen else set(specs))
+    used = sorted({chosen[0].slug} if chosen else set(specs))
     return _store(records, scored, topics, fmt, file, tuple(used))
+
+
+def _current_spec(slug: str) -> tuple[RubricSpec, int]:
+    """The rubric as it is now, and the id of its current version (the one new labels are stored under)."""
+    found = rubric_get(slug)
+    change = rubric_version_record(rubric=found)
+    return rubric_spec(found), change.version_id
 
 
 def _topics(ids: set[str]) -> dict[str, Topic]:
@@ -294,11 +386,12 @@ def _store(
             annotations = []
             for i in changed:
                 transcript_id = rows[(records[i].source, records[i].external_id)]
-                for key, (dimension_id, annotator), level, score in scored.get(i, []):
+                for key, (dimension_id, annotator, version_id), level, score in scored.get(i, []):
                     annotations.append(
                         Annotation(
                             item_id=item_ids[(transcript_id, key)],
                             dimension_id=dimension_id,
+                            rubric_version_id=version_id,
                             annotator=annotator,
                             value=level,
                             score=score,
@@ -309,7 +402,7 @@ def _store(
                 annotations,
                 batch_size=500,
                 update_conflicts=True,
-                unique_fields=["item", "dimension", "annotator"],
+                unique_fields=["item", "dimension", "annotator", "rubric_version"],
                 update_fields=["value", "score", "updated_at"],
             )
             labels = len(annotations)
@@ -327,11 +420,13 @@ def _store(
 
 
 def annotation_set(*, item_id: int, dimension_id: int, value: Any, user: Any = None, annotator: str = "") -> Annotation:
-    """A person's label of one item on one dimension (annotator = the user's name); replaces their earlier one."""
+    """A person's label of one item on one dimension (annotator = the user's name), under the rubric's current
+    version; replaces their earlier label under that version (labels under earlier versions stay)."""
     item = Item.objects.filter(pk=item_id).first()
     dimension = RubricDimension.objects.select_related("rubric").filter(pk=dimension_id).first()
     if item is None or dimension is None:
         raise NotFound("no such item or dimension")
+    version = rubric_version_record(rubric=dimension.rubric)
     spec = rubric_spec(dimension.rubric).dimension(dimension.name)
     assert spec is not None
     level = spec.scale.level_of(value)
@@ -346,6 +441,7 @@ def annotation_set(*, item_id: int, dimension_id: int, value: Any, user: Any = N
         item=item,
         dimension=dimension,
         annotator=name,
+        rubric_version_id=version.version_id,
         defaults={"value": level, "score": float(spec.scale.score_of(level)), "user": user},
     )
     return annotation
@@ -411,6 +507,7 @@ def run_labels_set(*, run_id: str, user: Any, values: dict[str, str], rubric: st
     if run is None:
         raise NotFound(f"no run {run_id!r}")
     found = rubric_get(rubric)
+    rubric_version_record(rubric=found)
     names = {d.name: d.pk for d in found.dimensions.all()}
     unknown = sorted(set(values) - set(names))
     if unknown:
@@ -455,8 +552,10 @@ def transcripts_judge(
         raise InvalidInput([FieldProblem("repeats", "must be from 1 to 20")])
     if workers < 1 or workers > 64:
         raise InvalidInput([FieldProblem("workers", "must be from 1 to 64")])
+    found = rubric_get(rubric)
+    rubric_version_record(rubric=found)  # the version the scores are made under is on record first
     return judge_items(
-        rubric_spec(rubric_get(rubric)),
+        rubric_spec(found),
         provider=provider,
         repeats=repeats,
         workers=workers,

@@ -11,6 +11,7 @@ from evaluation.models.judging import (
     JudgeScore,
     Rubric,
     RubricDimension,
+    RubricVersion,
     Transcript,
 )
 from evaluation.models.llm import EndpointCredential, LLMConfig
@@ -30,6 +31,7 @@ from evaluation.models.suites import CacheEntry, Case, CaseResult, Suite, SuiteR
 __all__ = [
     "Transcript",
     "RubricDimension",
+    "RubricVersion",
     "Rubric",
     "JudgeScore",
     "JudgeConfiguration",

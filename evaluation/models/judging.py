@@ -22,7 +22,10 @@ class Rubric(models.Model):
     slug = models.SlugField(max_length=64, unique=True)
     name = models.CharField(max_length=200)
     version = models.PositiveIntegerField(
-        default=1, help_text="Part of every judge configuration key: raise it when the rubric's meaning changes."
+        default=1,
+        help_text="The current version, part of every judge configuration key. A change of scales, questions or "
+        "anchors after labels or judgements exist makes a new version by itself; raise it by hand when the "
+        "rubric's meaning changed in a way its text does not show.",
     )
     unit = models.CharField(max_length=10, choices=RubricUnit.choices, default=RubricUnit.SESSION)
     description = models.TextField(blank=True)
@@ -36,6 +39,33 @@ class Rubric(models.Model):
 
     def __str__(self) -> str:
         return f"{self.slug} v{self.version}"
+
+
+class RubricVersion(models.Model):
+    """A rubric as it was: its unit and dimensions (scales, questions, anchors) at one version number.
+
+    Labels and judgements are read against the version they were made under. A version nothing was
+    labelled or judged under yet may still change in place; after that it is never changed again.
+    """
+
+    rubric = models.ForeignKey(Rubric, on_delete=models.CASCADE, related_name="versions")
+    number = models.PositiveIntegerField()
+    unit = models.CharField(max_length=10, choices=RubricUnit.choices)
+    dimensions = models.JSONField(
+        default=list,
+        help_text="Each dimension as it was: id, name, position, question, scale_kind, scale_min, scale_max, "
+        "categories, aliases, anchors.",
+    )
+    content_hash = models.CharField(max_length=64, help_text="Hash of the unit and the dimensions.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["rubric", "-number"]
+        constraints = [models.UniqueConstraint(fields=["rubric", "number"], name="rubric_version_once")]
+
+    def __str__(self) -> str:
+        return f"{self.rubric.slug} v{self.number}"
 
 
 class RubricDimension(models.Model):
@@ -107,7 +137,15 @@ class Annotation(models.Model):
     """One person's label of one item on one dimension; several annotators per item are allowed."""
 
     item = models.ForeignKey(Item, on_delete=models.CASCADE, related_name="annotations")
-    dimension = models.ForeignKey(RubricDimension, on_delete=models.CASCADE, related_name="annotations")
+    # RESTRICT: a dimension with labels cannot be deleted on its own (its labels would go with it), but
+    # deleting the whole rubric still takes them, through its versions.
+    dimension = models.ForeignKey(RubricDimension, on_delete=models.RESTRICT, related_name="annotations")
+    rubric_version = models.ForeignKey(
+        RubricVersion,
+        on_delete=models.CASCADE,
+        related_name="annotations",
+        help_text="The version of the rubric the label was made under; its scale reads the value.",
+    )
     value = models.CharField(max_length=100, help_text="As on the scale: a category, or an integer.")
     score = models.FloatField(help_text="The value's place on the scale (higher is better).")
     annotator = models.CharField(max_length=150)
@@ -120,7 +158,9 @@ class Annotation(models.Model):
     class Meta:
         ordering = ["item", "dimension", "annotator"]
         constraints = [
-            models.UniqueConstraint(fields=["item", "dimension", "annotator"], name="annotation_once_per_annotator")
+            models.UniqueConstraint(
+                fields=["item", "dimension", "annotator", "rubric_version"], name="annotation_once_per_version"
+            )
         ]
 
     def __str__(self) -> str:
@@ -134,7 +174,7 @@ class JudgeConfiguration(models.Model):
     rubric = models.ForeignKey(Rubric, on_delete=models.CASCADE, related_name="judge_configurations")
     provider = models.CharField(max_length=200, help_text="provider/model")
     prompt_hash = models.CharField(max_length=64)
-    rubric_version = models.PositiveIntegerField()
+    rubric_version = models.PositiveIntegerField(help_text="The RubricVersion number its scores were made under.")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -148,7 +188,8 @@ class JudgeScore(models.Model):
     """The judge's value for one item and dimension, in one repeat."""
 
     item = models.ForeignKey(Item, on_delete=models.CASCADE, related_name="judge_scores")
-    dimension = models.ForeignKey(RubricDimension, on_delete=models.CASCADE, related_name="judge_scores")
+    # RESTRICT, as for labels: the rubric's deletion takes scores through its judge configurations.
+    dimension = models.ForeignKey(RubricDimension, on_delete=models.RESTRICT, related_name="judge_scores")
     configuration = models.ForeignKey(JudgeConfiguration, on_delete=models.CASCADE, related_name="scores")
     repeat = models.PositiveSmallIntegerField(default=1)
     value = models.CharField(max_length=100)

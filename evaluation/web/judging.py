@@ -76,11 +76,13 @@ def judge_card(request: HttpRequest, configuration_id: int) -> HttpResponse:
     ids = [i for row in table.rows for i, _, _ in row.disagreements[:SHOWN_DISAGREEMENTS]]
     items = selectors.items_get(ids)
     rows: list[dict[str, Any]] = []
+    scales = dict(table.scales)
     for row in table.rows:
         levels = list(row.levels)
         rows.append(
             {
                 "row": row,
+                "scale": scales.get(row.dimension, ""),
                 "matrix": mark_safe(
                     confusion_matrix(levels, [list(r) for r in row.judge_vs_humans.confusion], label=row.dimension)
                 ),  # noqa: S308 - built by charts, every text escaped
@@ -99,6 +101,7 @@ def judge_card(request: HttpRequest, configuration_id: int) -> HttpResponse:
             "table": table,
             "rows": rows,
             "others": [c for c in selectors.configurations(table.rubric) if c.pk != configuration.pk],
+            "versions": selectors.rubric_versions(configuration.rubric),
             "offline": configuration.provider.startswith("offline/"),
         },
     )
