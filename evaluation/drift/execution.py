@@ -1,5 +1,7 @@
 """Drift runs: create, start and execute them (score an agent's stored messages on each dimension)."""
 
+import hashlib
+import json
 from typing import Any
 
 from django.db import transaction
@@ -50,6 +52,18 @@ def propositions_for(agent: Agent, dimension: str) -> tuple[list[Prop], dict[str
         extra.update(pset.extra or {})
         props += [Prop(p.proposition_id, p.claim, p.weight, p.inverted, p.extra or {}) for p in pset.propositions.all()]
     return props, extra
+
+
+def rubric_versions(agent: Agent, dimensions: list[str] | tuple[str, ...]) -> dict[str, str]:
+    """Dimension -> a version of the propositions the agent is scored with there (a hash of their ids, claims,
+    weights, inversions and settings): a changed claim is another rubric, and its scores another measure."""
+    versions = {}
+    for dimension in dimensions:
+        props, extra = propositions_for(agent, dimension)
+        content = [[p.id, p.claim, p.weight, p.inverted, p.extra] for p in props]
+        text = json.dumps([content, extra], sort_keys=True, default=str)
+        versions[dimension] = hashlib.sha256(text.encode()).hexdigest()[:12]
+    return versions
 
 
 def _msg(m: AgentMessage) -> Msg:

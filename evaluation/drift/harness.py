@@ -8,6 +8,13 @@ synthetic (generate a conversation, then evaluate it).
 A regression is a drop of more than the threshold (1.0). With k repeats (k >= 2) and the
 "interval" rule it must also be beyond the noise: the bootstrap 95% confidence interval of the k
 scores must lie wholly below the baseline. The "fixed" rule is the drop alone.
+
+Every mode compares a baseline only when it recorded this run's setup (judge provider, model and
+prompt version, the version of each dimension's propositions, the window); any difference refuses
+the run before anything is judged, unless forced, and then every report says so. Mock-judge's
+setup is the offline rule-based judge's, which scores whatever the recordings do not match. An
+agent with no baseline is evaluated and reported as "no baseline", never as a pass; a run in
+which nothing at all could be compared fails, as does a failed or incomplete evaluation.
 """
 
 import uuid
@@ -20,10 +27,10 @@ from xml.etree import ElementTree as ET
 import numpy as np
 from django.utils import timezone
 
-from evaluation.drift.baselines import Baseline, JudgeConfig, read_baseline, write_baseline
+from evaluation.drift.baselines import Baseline, JudgeConfig, Setup, read_baseline, setup_mismatches, write_baseline
 from evaluation.drift.characters import synthesize_conversation
 from evaluation.drift.engine import PROMPT_VERSION
-from evaluation.drift.execution import drift_evaluate
+from evaluation.drift.execution import drift_evaluate, known_dimensions, rubric_versions
 from evaluation.drift.ingest import messages_ingest, parse_records
 from evaluation.drift.scorers import DIMENSIONS
 from evaluation.models import Agent, AgentMessage, CorrectionLog, EvaluationRun, PropositionScore
@@ -36,6 +43,9 @@ REGRESSION_DROP = 1.0
 MODES = ("live", "mock-judge", "synthetic")
 RULES = ("interval", "fixed")
 OFFLINE_NOTE = "the offline rule-based judge: no LLM"
+MAX_MESSAGES = 20
+"""The harness judges each agent's most recent 20 messages (drift's counterpart of max turns)."""
+FORCED = "forced comparison"
 
 
 def bootstrap_ci(samples: list[float]) -> tuple[float, float] | None:
@@ -67,14 +77,19 @@ class Row:
     judged_by: str = ""
     rule: str = "fixed"
     threshold: float = REGRESSION_DROP
+    repeats: int = 1
+    """How many evaluations should have scored it."""
+    forced: bool = False
+    """Compared with a baseline of another setup (--force)."""
 
     @property
     def name(self) -> str:
         return f"{self.dimension}/{self.proposition}" if self.proposition else self.dimension
 
+    # The verdict logic lives in plain functions below (mutation testing does not reach properties).
     @property
     def score(self) -> float | None:
-        return round(fmean(self.samples), 3) if self.samples else None
+        return row_score(self)
 
     @property
     def ci(self) -> tuple[float, float] | None:
@@ -82,18 +97,58 @@ class Row:
 
     @property
     def delta(self) -> float | None:
-        return None if self.baseline is None or self.score is None else round(self.score - self.baseline, 3)
+        return row_delta(self)
 
     @property
     def regression(self) -> bool:
-        """A drop of more than the threshold (beyond the interval under the interval rule), or no
-        score at all where a baseline expects one."""
-        if self.baseline is not None and self.score is None:
-            return True
-        if self.delta is None or self.delta >= -self.threshold:
-            return False
-        ci = self.ci
-        return self.rule == "fixed" or ci is None or ci[1] < (self.baseline or 0)
+        return row_regression(self)
+
+    @property
+    def incomplete(self) -> bool:
+        return row_incomplete(self)
+
+
+def row_score(r: Row) -> float | None:
+    """The mean over the repeats that scored it."""
+    return round(fmean(r.samples), 3) if r.samples else None
+
+
+def row_delta(r: Row) -> float | None:
+    score = row_score(r)
+    return None if r.baseline is None or score is None else round(score - r.baseline, 3)
+
+
+def row_regression(r: Row) -> bool:
+    """A drop of more than the threshold (beyond the interval under the interval rule), or no score at
+    all where a baseline expects one."""
+    if r.baseline is None:
+        return False
+    delta = row_delta(r)
+    if delta is None:
+        return True
+    if delta >= -r.threshold:
+        return False
+    ci = bootstrap_ci(r.samples)
+    return r.rule == "fixed" or ci is None or ci[1] < r.baseline
+
+
+def row_incomplete(r: Row) -> bool:
+    """Scored by some repeats but not all: not a whole measurement."""
+    return 0 < len(r.samples) < r.repeats
+
+
+@dataclass(frozen=True)
+class AgentVerdict:
+    """What the harness concluded for one agent."""
+
+    agent: str
+    verdict: str
+    """ok, regression, no baseline, evaluation failed, incomplete, empty baseline (each + forced comparison)."""
+    reason: str = ""
+    failed: bool = False
+    """Whether this verdict fails the harness."""
+    compared: bool = False
+    """Whether anything of the agent's was compared with a baseline."""
 
 
 @dataclass
@@ -106,20 +161,123 @@ class Report:
     threshold: float = REGRESSION_DROP
     rows: list[Row] = field(default_factory=list)
     runs: list[EvaluationRun] = field(default_factory=list)
+    agents: list[str] = field(default_factory=list)
+    baselines_dir: str = ""
+    without_baseline: list[str] = field(default_factory=list)
+    empty_baseline: list[str] = field(default_factory=list)
+    """Agents whose baseline file holds no score at all."""
+    failed: dict[str, str] = field(default_factory=dict)
+    """Agent -> why its evaluation failed."""
+    forced: dict[str, list[str]] = field(default_factory=dict)
+    """Agent -> how its baseline's setup differs from this run's (compared anyway: --force)."""
+    max_messages: int = MAX_MESSAGES
 
     @property
     def regressions(self) -> list[Row]:
         return [r for r in self.rows if r.regression]
 
     @property
+    def incomplete(self) -> list[Row]:
+        return [r for r in self.rows if r.incomplete and not r.regression]
+
+    @property
+    def verdicts(self) -> list[AgentVerdict]:
+        return report_verdicts(self)
+
+    @property
+    def problems(self) -> list[str]:
+        """Why the harness fails ([] when it passes)."""
+        return report_problems(self)
+
+    @property
+    def summary(self) -> str:
+        """The report's last line."""
+        return report_summary(self)
+
+    @property
     def rule_text(self) -> str:
-        if self.rule == "interval" and self.repeats >= 2:
-            return (
-                f"a drop of more than {self.threshold:.1f} whose bootstrap 95% CI over {self.repeats} repeats "
-                "lies below the baseline"
+        return rule_text(self.rule, self.repeats, self.threshold)
+
+
+def report_verdicts(report: Report) -> list[AgentVerdict]:
+    """One verdict per agent, in the order the agents were evaluated."""
+    out = []
+    for agent in report.agents:
+        rows = [r for r in report.rows if r.agent == agent]
+        forced = f" ({FORCED})" if agent in report.forced else ""
+        regressions = [r.name for r in rows if r.regression]
+        incomplete = [f"{r.name} scored in {len(r.samples)} of {r.repeats} repeats" for r in rows if r.incomplete]
+        if agent in report.failed:
+            verdict = AgentVerdict(agent, "evaluation failed", report.failed[agent], failed=True)
+        elif agent in report.without_baseline:
+            verdict = AgentVerdict(agent, "no baseline", f"not compared: no {agent}.json in {report.baselines_dir}")
+        elif agent in report.empty_baseline:
+            verdict = AgentVerdict(agent, "empty baseline", "the baseline holds no scores to compare", failed=True)
+        elif regressions:
+            verdict = AgentVerdict(agent, "regression" + forced, ", ".join(regressions), failed=True, compared=True)
+        elif incomplete:
+            verdict = AgentVerdict(agent, "incomplete" + forced, ", ".join(incomplete), failed=True, compared=True)
+        else:
+            verdict = AgentVerdict(agent, "ok" + forced, compared=True)
+        out.append(verdict)
+    return out
+
+
+def report_problems(report: Report) -> list[str]:
+    """Why the harness fails ([] when it passes): regressions, failed or incomplete evaluations, empty
+    baselines, and a run in which nothing at all could be compared."""
+    out = []
+    regressions = report.regressions
+    if regressions:
+        out.append(
+            f"{len(regressions)} regression(s): "
+            + ", ".join(
+                f"{r.agent}/{r.name} {r.delta:+.2f}" if r.delta is not None else f"{r.agent}/{r.name} no score"
+                for r in regressions
             )
-        note = " (one repeat: no interval, so the fixed rule)" if self.rule == "interval" else ""
-        return f"a drop of more than {self.threshold:.1f} below the baseline{note}"
+        )
+    if report.incomplete:
+        out.append(
+            "incomplete: "
+            + ", ".join(
+                f"{r.agent}/{r.name} scored in {len(r.samples)} of {r.repeats} repeats" for r in report.incomplete
+            )
+        )
+    out += [f"{a}: the evaluation failed: {why}" for a, why in sorted(report.failed.items())]
+    out += [f"{a}: the baseline holds no scores to compare" for a in report.empty_baseline]
+    if report.agents and not any(v.compared for v in report_verdicts(report)):
+        where = f"no baseline for {', '.join(report.without_baseline)} in {report.baselines_dir}"
+        out.append(
+            "nothing was compared: "
+            + (where if report.without_baseline else "no agent has a baseline with scores")
+            + " (record baselines with drift_baseline)"
+        )
+    return out
+
+
+def report_summary(report: Report) -> str:
+    """The report's last line: never a bare "No regressions" when an agent went uncompared."""
+    problems = report_problems(report)
+    forced = f" ({FORCED}: {', '.join(sorted(report.forced))})" if report.forced else ""
+    if problems:
+        return "Failed: " + "; ".join(problems) + forced + "."
+    if report.without_baseline:
+        compared = [v.agent for v in report_verdicts(report) if v.compared]
+        return (
+            f"No regressions among the {len(compared)} agent(s) compared ({', '.join(compared)}); "
+            f"not compared, no baseline: {', '.join(report.without_baseline)}{forced}."
+        )
+    return f"No regressions{forced}."
+
+
+def rule_text(rule: str, repeats: int, threshold: float) -> str:
+    """The regression rule in words, as the reports print it."""
+    if rule == "interval" and repeats >= 2:
+        return (
+            f"a drop of more than {threshold:.1f} whose bootstrap 95% CI over {repeats} repeats lies below the baseline"
+        )
+    note = " (one repeat: no interval, so the fixed rule)" if rule == "interval" else ""
+    return f"a drop of more than {threshold:.1f} below the baseline{note}"
 
 
 def ensure_cast_messages(cast_file: Path) -> int:
@@ -171,6 +329,8 @@ def baseline_from_runs(folder: Path, runs: list[EvaluationRun], *, judge: JudgeC
         for key, score in proposition_scores(run).items():
             per_proposition.setdefault(key, []).append(score)
     first = runs[0]
+    if first.agent is None:
+        raise ValueError(f"run: drift run {first.run_id} has no agent")
     order = {d: i for i, d in enumerate(first.drift.dimensions)}
     nested: dict[str, dict[str, float]] = {}
     for (dimension, pid), values in sorted(per_proposition.items(), key=lambda kv: (order.get(kv[0][0], 99), kv[0])):
@@ -184,29 +344,32 @@ def baseline_from_runs(folder: Path, runs: list[EvaluationRun], *, judge: JudgeC
         mode="offline" if judge.provider == "offline" else "live",
         captured_at=timezone.now().isoformat(),
         sample_size=first.drift.messages_judged,
+        rubric=rubric_versions(first.agent, list(first.drift.dimensions)),
+        max_messages=first.drift.sample_size,
         samples=per_dimension,
     )
 
 
-def replay_judge(folder: Path, baseline: Baseline) -> ProviderSpec:
-    model = baseline.judge.model if baseline.judge and baseline.judge.model else "offline-rules-v1"
+def replay_judge(folder: Path, baseline: Baseline | None) -> ProviderSpec:
+    """Mock-judge's judge: the baseline's recorded calls (none without a baseline), else the offline judge."""
+    model = baseline.judge.model if baseline and baseline.judge and baseline.judge.model else "offline-rules-v1"
     return ProviderSpec("replay", model, options={"dir": str(folder / "recordings")})
 
 
-def judge_check(baselines: dict[str, Baseline | None], judge: JudgeConfig, force: bool) -> list[str]:
-    """Refuse baselines scored by another judge configuration (unless forced: then a note each)."""
-    other = {a: b for a, b in baselines.items() if b is not None and b.judge is not None and not b.judge.same_as(judge)}
-    if not other:
-        return []
-    lines = [f"{a}: the baseline was scored by {b.judge.label if b.judge else '?'}" for a, b in sorted(other.items())]
-    if not force:
+def setup_check(baselines: dict[str, Baseline | None], setups: dict[str, Setup], force: bool) -> dict[str, list[str]]:
+    """Refuse baselines captured with another setup than the agent's in this run; forced, return agent -> its
+    differences, for every report to show."""
+    differ = {a: setup_mismatches(b, setups[a]) for a, b in sorted(baselines.items()) if b is not None and b.has_scores}
+    differ = {a: reasons for a, reasons in differ.items() if reasons}
+    if differ and not force:
+        some = next(iter(setups.values()))
         raise ValueError(
-            f"judge: this run's judge is {judge.label}, but "
-            + "; ".join(lines)
-            + ". Scores from another judge configuration are not comparable: record new baselines with "
-            "drift_baseline, or pass --force to compare anyway."
+            f"setup: this run's judge is {some.judge.label}, judging the last {some.max_messages} messages; "
+            + "; ".join(f"{a}: {', '.join(reasons)}" for a, reasons in differ.items())
+            + ". Scores from another setup are not comparable: record new baselines with drift_baseline, or pass "
+            "--force to compare anyway (every report then says so)."
         )
-    return [f"{line} (compared anyway: --force)" for line in lines]
+    return differ
 
 
 def _link_corrections(agent: Agent, run: EvaluationRun, before: set[uuid.UUID]) -> None:
@@ -238,24 +401,32 @@ def harness_run(
     if unknown:
         raise ValueError(f"agents: no agent {', '.join(map(repr, unknown))}")
     baselines = {a.pk: read_baseline(baselines_dir, a.pk) for a in agents}
-    report = Report(mode=mode, rule=rule, repeats=repeats, threshold=threshold)
-    notes: list[str] = []
+    report = Report(
+        mode=mode,
+        rule=rule,
+        repeats=repeats,
+        threshold=threshold,
+        agents=[a.pk for a in agents],
+        baselines_dir=str(baselines_dir),
+        without_baseline=[a for a, b in baselines.items() if b is None],
+        empty_baseline=[a for a, b in baselines.items() if b is not None and not b.has_scores],
+    )
+    dimensions = known_dimensions()
     if mode == "mock-judge":
-        missing = [a for a, b in baselines.items() if b is None]
-        if missing:
-            raise ValueError(
-                f"mock-judge: no baseline for {', '.join(missing)} in {baselines_dir} (record one with drift_baseline)"
-            )
-        judges = sorted({(b.judge.name if b and b.judge else "offline-rules-v1") for b in baselines.values()})
+        # What scores a request no recording matches; a baseline of any other judge would be compared
+        # with the offline judge's scores wherever the messages or claims changed.
+        config = JudgeConfig.from_label(get_llm("proposition_judge", override="offline").label, PROMPT_VERSION)
+        judges = sorted({b.judge.name for b in baselines.values() if b and b.judge and b.judge.name})
         report.judge = (
             f"mock-judge: recorded calls of {', '.join(judges)} replayed; "
-            f"offline/offline-rules-v1 ({OFFLINE_NOTE}) where no recording matches"
-        )
+            if judges
+            else "mock-judge: no recorded calls (no baseline); "
+        ) + f"{config.name} ({OFFLINE_NOTE}) where no recording matches"
     else:
         config = JudgeConfig.from_label(get_llm("proposition_judge", override=judge).label, PROMPT_VERSION)
-        notes = judge_check(baselines, config, force)
         report.judge = judge_words(config)
-    report.judge += "".join(f"\n{n}" for n in notes)
+    setups = {a.pk: Setup(config, rubric_versions(a, dimensions), MAX_MESSAGES) for a in agents}
+    report.forced = setup_check(baselines, setups, force)
 
     source: str | None = None
     unlinked: dict[str, set[uuid.UUID]] = {}
@@ -271,52 +442,62 @@ def harness_run(
         source = "synthetic"
     for agent in agents:
         baseline = baselines[agent.pk]
-        runs: list[EvaluationRun] = []
-        for _ in range(repeats):
-            spec = replay_judge(baselines_dir, baseline) if mode == "mock-judge" and baseline else judge
-            run = drift_evaluate(agent=agent, judge=spec, source=source)
-            if run.status != "completed":
-                raise RuntimeError(f"{agent.pk}: the evaluation failed: {run.error}")
-            runs.append(run)
+        runs = _evaluate(agent, report, judge=replay_judge(baselines_dir, baseline) if mode == "mock-judge" else judge,
+                         source=source)  # fmt: skip
+        if not runs:
+            continue
         if mode == "synthetic":
             _link_corrections(agent, runs[0], unlinked[agent.pk])
-        report.runs += runs
-        judged_by = runs[0].drift.judged_by or {}
-        scores = [run_scores(r) for r in runs]
-        dimensions = list(runs[0].drift.dimensions)
-        dimensions += sorted(set(baseline.dimensions if baseline else {}) - set(dimensions))
-        for dimension in dimensions:
-            report.rows.append(
-                Row(
-                    agent.pk,
-                    dimension,
-                    baseline.dimensions.get(dimension) if baseline else None,
-                    [s[dimension] for s in scores if dimension in s],
-                    judged_by=judged_by.get(dimension, ""),
-                    rule=rule,
-                    threshold=threshold,
-                )
-            )
-        if baseline and baseline.proposition_scores:
-            per_run = [proposition_scores(r) for r in runs]
-            found = set(
-                PropositionScore.objects.filter(evaluation_run=runs[0]).values_list("dimension", "proposition_id")
-            )
-            for key, expected in baseline.proposition_scores.items():
-                where = _proposition_key(key, dimensions, found)
-                report.rows.append(
-                    Row(
-                        agent.pk,
-                        where[0],
-                        expected,
-                        [s[where] for s in per_run if where in s],
-                        proposition=where[1],
-                        judged_by=judged_by.get(where[0], ""),
-                        rule=rule,
-                        threshold=threshold,
-                    )
-                )
+        report.rows += _rows(agent.pk, runs, baseline, report, forced=agent.pk in report.forced)
     return report
+
+
+def _evaluate(
+    agent: Agent, report: Report, *, judge: str | ProviderSpec | None, source: str | None
+) -> list[EvaluationRun]:
+    """The agent's repeats; [] (and the reason kept) when one fails: a cut-short run is not a measurement."""
+    runs: list[EvaluationRun] = []
+    for _ in range(report.repeats):
+        run = drift_evaluate(agent=agent, judge=judge, source=source, sample_size=report.max_messages)
+        report.runs.append(run)
+        if run.status != "completed":
+            report.failed[agent.pk] = f"{run.run_id} {run.status}: {run.error or 'no reason recorded'}"
+            return []
+        runs.append(run)
+    return runs
+
+
+def _rows(
+    agent: str, runs: list[EvaluationRun], baseline: Baseline | None, report: Report, *, forced: bool
+) -> list[Row]:
+    def row(dimension: str, expected: float | None, samples: list[float], proposition: str = "") -> Row:
+        return Row(
+            agent,
+            dimension,
+            expected,
+            samples,
+            proposition=proposition,
+            judged_by=judged_by.get(dimension, ""),
+            rule=report.rule,
+            threshold=report.threshold,
+            repeats=report.repeats,
+            forced=forced,
+        )
+
+    judged_by = runs[0].drift.judged_by or {}
+    scores = [run_scores(r) for r in runs]
+    dimensions = list(runs[0].drift.dimensions)
+    dimensions += sorted(set(baseline.dimensions if baseline else {}) - set(dimensions))
+    rows = [
+        row(d, baseline.dimensions.get(d) if baseline else None, [s[d] for s in scores if d in s]) for d in dimensions
+    ]
+    if baseline and baseline.proposition_scores:
+        per_run = [proposition_scores(r) for r in runs]
+        found = set(PropositionScore.objects.filter(evaluation_run=runs[0]).values_list("dimension", "proposition_id"))
+        for key, expected in baseline.proposition_scores.items():
+            where = _proposition_key(key, dimensions, found)
+            rows.append(row(where[0], expected, [s[where] for s in per_run if where in s], proposition=where[1]))
+    return rows
 
 
 def _fmt(value: float | None) -> str:
@@ -324,8 +505,14 @@ def _fmt(value: float | None) -> str:
 
 
 def _status(r: Row) -> str:
+    return _verdict(r) + (f" ({FORCED})" if r.forced and r.baseline is not None else "")
+
+
+def _verdict(r: Row) -> str:
     if r.regression:
         return "no score" if r.score is None else "regression"
+    if r.incomplete:
+        return f"incomplete: {len(r.samples)} of {r.repeats} repeats"
     if r.baseline is None:
         return "no baseline" if r.score is not None else "unscored"
     if r.score is None:
@@ -353,31 +540,50 @@ def markdown(report: Report) -> str:
     dims = [r for r in report.rows if not r.proposition]
     props = [r for r in report.rows if r.proposition]
     lines = [
-        f"### Persona drift ({report.mode})",
+        f"### Persona drift ({report.mode})" + (f" — {FORCED.upper()}" if report.forced else ""),
         "",
         "Judge: " + report.judge.replace("\n", "  \n"),
         "",
-        f"Repeats: {report.repeats}. A regression is {report.rule_text}.",
+    ]
+    if report.forced:
+        lines += [
+            f"**{FORCED.capitalize()} (--force):** these baselines were captured with another setup and compared "
+            "anyway; their deltas are not a like-for-like measure.",
+            "",
+            *(f"- {agent}: {'; '.join(reasons)}" for agent, reasons in sorted(report.forced.items())),
+            "",
+        ]
+    lines += [
+        f"Repeats: {report.repeats}. A regression is {report.rule_text}. "
+        f"Window: the last {report.max_messages} messages of each agent."
         "",
         *table(dims, "dimension"),
     ]
     if props:
         lines += ["", "#### Propositions", "", *table(props, "proposition")]
-    n = len(report.regressions)
-    lines += ["", f"{n} regression(s)." if n else "No regressions."]
+    lines += ["", "#### Agents", "", "| agent | verdict | |", "|---|---|---|"]
+    lines += [f"| {v.agent} | {v.verdict} | {v.reason or '-'} |" for v in report.verdicts]
+    lines += ["", report.summary]
     return "\n".join(lines) + "\n"
 
 
 def junit(report: Report) -> str:
-    suite = ET.Element(
-        "testsuite", name="persona-drift", tests=str(len(report.rows)), failures=str(len(report.regressions))
-    )
+    forced_note = "; ".join(f"{a}: {', '.join(reasons)}" for a, reasons in sorted(report.forced.items()))
+    suite = ET.Element("testsuite", name="persona-drift" + (f" ({FORCED})" if report.forced else ""))
     props = ET.SubElement(suite, "properties")
     for name, value in (("mode", report.mode), ("judge", report.judge), ("rule", report.rule_text)):
         ET.SubElement(props, "property", name=name, value=value)
+    if report.forced:
+        ET.SubElement(props, "property", name="forced", value=forced_note)
+    failures = errors = skipped = 0
     for r in report.rows:
-        case = ET.SubElement(suite, "testcase", classname=f"drift.{r.agent}", name=r.name)
+        case = ET.SubElement(
+            suite, "testcase", classname=f"drift.{r.agent}", name=r.name + (f" [{FORCED}]" if r.forced else "")
+        )
+        if r.forced:
+            ET.SubElement(case, "system-out").text = f"{FORCED}: " + "; ".join(report.forced.get(r.agent, []))
         if r.regression:
+            failures += 1
             failure = ET.SubElement(
                 case,
                 "failure",
@@ -386,8 +592,33 @@ def junit(report: Report) -> str:
                 else f"{r.name} has no score",
             )
             failure.text = f"baseline {r.baseline}, score {r.score}, 95% CI {r.ci}, judged by {r.judged_by}"
+        elif r.incomplete:
+            failures += 1
+            ET.SubElement(case, "failure", message=f"{r.name} scored in {len(r.samples)} of {r.repeats} repeats")
         elif r.score is None:
+            skipped += 1
             ET.SubElement(case, "skipped", message="no score")
+        elif r.baseline is None:
+            skipped += 1
+            ET.SubElement(case, "skipped", message="no baseline: not compared")
+    for v in report.verdicts:
+        if v.verdict == "evaluation failed":
+            errors += 1
+            case = ET.SubElement(suite, "testcase", classname=f"drift.{v.agent}", name="evaluation")
+            ET.SubElement(case, "error", message=f"the evaluation failed: {v.reason}")
+        elif v.verdict == "empty baseline":
+            failures += 1
+            case = ET.SubElement(suite, "testcase", classname=f"drift.{v.agent}", name="baseline")
+            ET.SubElement(case, "failure", message=v.reason)
+    nothing = next((p for p in report.problems if p.startswith("nothing was compared")), None)
+    if nothing:
+        failures += 1
+        case = ET.SubElement(suite, "testcase", classname="drift", name="comparison")
+        ET.SubElement(case, "failure", message=nothing)
+    suite.set("tests", str(len(suite.findall("testcase"))))
+    suite.set("failures", str(failures))
+    suite.set("errors", str(errors))
+    suite.set("skipped", str(skipped))
     return ET.tostring(suite, encoding="unicode", xml_declaration=True)
 
 

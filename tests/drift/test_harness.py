@@ -143,28 +143,20 @@ def test_baseline_command_records_what_mock_judge_replays(catalog, tmp_path):
 
 def test_synthetic_mode_generates_then_evaluates(catalog, tmp_path):
     out = StringIO()
-    call_command(
-        "drift_run",
-        "--mode",
-        "synthetic",
-        "--agents",
-        "rex,juniper",
-        "--judge",
-        "offline",
-        "--rounds",
-        "2",
-        "--baselines",
-        str(tmp_path),
-        stdout=out,
-    )
+    with pytest.raises(CommandError, match=r"nothing was compared: no baseline for juniper, rex"):
+        call_command(
+            "drift_run", "--mode", "synthetic", "--agents", "rex,juniper", "--judge", "offline", "--rounds", "2",
+            "--baselines", str(tmp_path), stdout=out,
+        )  # fmt: skip
     assert AgentMessage.objects.filter(source="synthetic").count() == 4
-    assert "no baseline" in out.getvalue()
+    assert "| rex | adherence | offline/offline-rules-v1 | - |" in out.getvalue()
+    assert "| juniper | no baseline |" in out.getvalue()
 
 
 def test_unknown_agent_and_missing_baseline_are_clear_errors(catalog, tmp_path):
     with pytest.raises(CommandError, match="no agent 'ghost'"):
         call_command("drift_run", "--agents", "ghost", "--mode", "mock-judge", stdout=StringIO())
-    with pytest.raises(CommandError, match="no baseline for rex"):
+    with pytest.raises(CommandError, match=r"nothing was compared: no baseline for rex in \S+ \(record baselines"):
         call_command(
             "drift_run", "--agents", "rex", "--mode", "mock-judge", "--baselines", str(tmp_path), stdout=StringIO()
         )
@@ -172,6 +164,7 @@ def test_unknown_agent_and_missing_baseline_are_clear_errors(catalog, tmp_path):
 
 def test_live_mode_with_no_judge_configured_says_the_offline_judge_scored(catalog, tmp_path):
     err, out = StringIO(), StringIO()
-    call_command("drift_run", "--agents", "rex", "--baselines", str(tmp_path), stdout=out, stderr=err)
+    with pytest.raises(CommandError, match="nothing was compared"):
+        call_command("drift_run", "--agents", "rex", "--baselines", str(tmp_path), stdout=out, stderr=err)
     assert "no judge is configured for proposition_judge" in err.getvalue()
     assert "Judge: offline/offline-rules-v1 (the offline rule-based judge: no LLM)" in out.getvalue()

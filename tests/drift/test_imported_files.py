@@ -94,8 +94,10 @@ def test_the_harness_runs_end_to_end_on_such_files_with_the_offline_judge(tree):
     with pytest.raises(CommandError) as caught:
         call_command(
             "drift_run", "--mode", "synthetic", "--agents", "rex,ivy", "--judge", "offline", "--rounds", "3",
-            "--baselines", str(baselines), "--markdown", str(tree / "d.md"), "--junit", str(tree / "d.xml"), stdout=out,
+            "--baselines", str(baselines), "--markdown", str(tree / "d.md"), "--junit", str(tree / "d.xml"),
+            "--force", stdout=out,
         )  # fmt: skip
+    # That shape records no judge, rubric or window: compared only when forced, and labelled so.
     assert "rex/ideas_quantity" in str(caught.value) and "rex/ideas_quantity/many-ideas" in str(caught.value)
     run = EvaluationRun.objects.get(agent_id="rex")
     assert run.drift.dimensions == ["adherence", "consistency", "fluency", "convergence", "ideas_quantity"]
@@ -104,8 +106,9 @@ def test_the_harness_runs_end_to_end_on_such_files_with_the_offline_judge(tree):
     table = (tree / "d.md").read_text()
     assert f"| rex | ideas_quantity | offline/offline-rules-v1 | 9.00 | {score:.2f} |" in table
     assert "| rex | adherence/stays-in-character |" in table
+    assert "- rex: the baseline does not record which judge scored it" in table
     cases = {c.get("name") for c in ET.parse(tree / "d.xml").getroot().iter("testcase")}
-    assert {"ideas_quantity", "ideas_quantity/many-ideas"} <= cases
+    assert {"ideas_quantity [forced comparison]", "ideas_quantity/many-ideas [forced comparison]"} <= cases
     inverted = PropositionScore.objects.get(evaluation_run=run, proposition_id="repeats-one-idea")
     assert "inverted" in inverted.reasoning
 
@@ -153,8 +156,9 @@ def test_an_offline_character_without_sample_lines_speaks_varied_lines_from_its_
 
 def test_synthetic_mode_for_a_cast_member_without_sample_lines(catalog):
     Agent.objects.filter(pk="rex").update(extra={"setting": "the committee"})
-    call_command("drift_run", "--mode", "synthetic", "--agents", "rex", "--judge", "offline", "--rounds", "4",
-                 "--baselines", "/nonexistent", stdout=StringIO())  # fmt: skip
+    with pytest.raises(CommandError, match="nothing was compared: no baseline for rex"):
+        call_command("drift_run", "--mode", "synthetic", "--agents", "rex", "--judge", "offline", "--rounds", "4",
+                     "--baselines", "/nonexistent", stdout=StringIO())  # fmt: skip
     texts = list(AgentMessage.objects.filter(source="synthetic", agent_id="rex").values_list("text", flat=True))
     assert len(texts) == 4 and len(set(texts)) >= 3, texts
     assert all("has nothing to add" not in t for t in texts)

@@ -2,7 +2,9 @@
 bootstrap 95% CI excludes the baseline (the fixed rule stays available), and a baseline scored by
 another judge configuration is refused unless forced."""
 
+import itertools
 import json
+import re
 import shutil
 from io import StringIO
 from pathlib import Path
@@ -10,23 +12,45 @@ from pathlib import Path
 import numpy as np
 import pytest
 from django.core.management import CommandError, call_command
-from scipy import stats
 
 from evaluation.drift.engine import PROMPT_VERSION
 from evaluation.drift.harness import Report, Row, bootstrap_ci
 from evaluation.drift.services import messages_ingest_body
 from evaluation.models import EvaluationRun
+from evaluation.providers.loopback import Reply
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_bootstrap_ci_is_scipys_percentile_interval_of_the_mean():
-    samples = [4.0, 5.5, 6.0, 3.5, 5.0]
-    expected = stats.bootstrap(
-        (np.asarray(samples),), np.mean, confidence_level=0.95, n_resamples=2000, method="percentile", rng=0
-    ).confidence_interval
-    assert bootstrap_ci(samples) == pytest.approx((expected.low, expected.high), abs=1e-3)
-    assert bootstrap_ci([5.0]) is None and bootstrap_ci([5.0, 5.0, 5.0]) == (5.0, 5.0)
+def percentile_bootstrap(samples: list[float], seed: int = 0, resamples: int = 2000) -> tuple[float, float]:
+    """Efron's percentile bootstrap of the mean, written out: draw `resamples` resamples of the indices with
+    replacement from numpy's Generator seeded `seed` (the draws scipy.stats.bootstrap makes with rng=seed),
+    take each resample's mean, and read the 2.5th and 97.5th percentiles (linear interpolation)."""
+    data = np.asarray(samples)
+    rng = np.random.default_rng(seed)
+    means = data[rng.integers(0, len(data), (resamples, len(data)))].mean(axis=1)
+    low, high = np.percentile(means, [2.5, 97.5])
+    return float(low), float(high)
+
+
+@pytest.mark.parametrize(
+    "samples", [[4.0, 5.5, 6.0, 3.5, 5.0], [6.1, 6.3, 5.8], [2.0, 8.0, 3.0, 7.5, 4.0, 6.25, 5.5, 3.3]]
+)
+def test_bootstrap_ci_is_the_percentile_interval_of_the_mean(samples):
+    low, high = percentile_bootstrap(samples)
+    assert bootstrap_ci(samples) == pytest.approx((low, high), abs=1e-3)
+    mean = sum(samples) / len(samples)
+    assert low < mean < high
+
+
+def test_bootstrap_ci_on_worked_numbers_and_its_edges():
+    # [6.1, 6.3, 5.8]: the 27 equally likely resample means run from 5.8 to 6.3; the percentile
+    # interval of the mean cuts 2.5% from each tail of the 2000 drawn.
+    assert bootstrap_ci([6.1, 6.3, 5.8]) == pytest.approx(percentile_bootstrap([6.1, 6.3, 5.8]), abs=1e-3)
+    assert 5.8 <= bootstrap_ci([6.1, 6.3, 5.8])[0] < bootstrap_ci([6.1, 6.3, 5.8])[1] <= 6.3
+    assert bootstrap_ci([5.0]) is None and bootstrap_ci([]) is None
+    assert bootstrap_ci([5.0, 5.0, 5.0]) == (5.0, 5.0)  # no spread: a zero-width interval, not an error
+    assert bootstrap_ci([4.0, 6.0]) == pytest.approx(percentile_bootstrap([4.0, 6.0]), abs=1e-3)
 
 
 def test_a_noisy_drop_is_not_a_regression_under_the_interval_rule_but_is_under_the_fixed_rule():
@@ -57,16 +81,44 @@ def baselines(tmp_path):
     return tmp_path / "baselines"
 
 
+def by_repeat(calls_per_repeat: int, scores: list[int]):
+    """A judge that gives every check scores[k] in the k-th evaluation (each makes calls_per_repeat calls)."""
+    count = itertools.count()
+
+    def respond(endpoint, body, n):
+        score = scores[min(next(count) // calls_per_repeat, len(scores) - 1)]
+        ids = re.findall(r"### Check (\S+)", body["messages"][-1]["content"])
+        return Reply(json={"scores": [{"id": i, "score": score, "reasoning": "ok"} for i in ids]})
+
+    return respond
+
+
 @pytest.mark.django_db
-def test_repeats_show_mean_and_ci_in_the_table(catalog, baselines, tmp_path):
-    call_command(
-        "drift_run", "--mode", "mock-judge", "--agents", "rex", "--repeats", "3", "--baselines", str(baselines),
-        "--markdown", str(tmp_path / "t.md"), stdout=StringIO(),
-    )  # fmt: skip
-    assert EvaluationRun.objects.filter(agent_id="rex").count() == 3
+def test_repeats_show_mean_and_ci_in_the_table(catalog, tmp_path, loopback):
+    judge = f"openai/j@{loopback.openai_url}"
+    messages_ingest_body((ROOT / "cast" / "messages.jsonl").read_text())
+    loopback.responder = by_repeat(10**6, [5])
+    call_command("drift_baseline", "--agents", "rex", "--judge", judge, "--baselines", str(tmp_path), stdout=StringIO())
+    calls = len(loopback.requests)
+    loopback.reset()
+    loopback.responder = by_repeat(calls, [4, 6, 8])
+    with pytest.raises(CommandError):  # whatever the verdict, the table is written first
+        call_command(
+            "drift_run", "--agents", "rex", "--judge", judge, "--repeats", "3", "--baselines", str(tmp_path),
+            "--markdown", str(tmp_path / "t.md"), stdout=StringIO(),
+        )  # fmt: skip
+    runs = EvaluationRun.objects.filter(agent_id="rex", drift__is_baseline=False).order_by("created_at")
+    samples = [run.dimension_scores.get(dimension="adherence").score for run in runs]
+    assert len(samples) == 3 and len(set(samples)) == 3, samples  # the repeats differ
+    baseline = json.loads((tmp_path / "rex.json").read_text())["dimensions"]["adherence"]
+    mean = sum(samples) / 3
+    low, high = percentile_bootstrap(samples)
     table = (tmp_path / "t.md").read_text()
     assert "Repeats: 3. A regression is a drop of more than 1.0 whose bootstrap 95% CI over 3 repeats" in table
-    assert "| rex | adherence | replay/offline-rules-v1 | 6.33 | 6.33 | 6.33–6.33 | +0.00 | ok |" in table
+    row = next(line for line in table.splitlines() if line.startswith("| rex | adherence |"))
+    cells = [c.strip() for c in row.split("|")[1:-1]]
+    assert cells[3:7] == [f"{baseline:.2f}", f"{mean:.2f}", f"{low:.2f}–{high:.2f}", f"{mean - baseline:+.2f}"], row
+    assert low < mean < high
 
 
 @pytest.mark.django_db
@@ -88,7 +140,8 @@ def test_a_baseline_from_another_judge_is_refused_unless_forced(catalog, baselin
     call_command(
         "drift_run", "--agents", "rex", "--judge", "offline", "--baselines", str(baselines), "--force", stdout=out
     )
-    assert "rex: the baseline was scored by anthropic/claude-opus-4-6 (compared anyway: --force)" in out.getvalue()
+    assert "- rex: the baseline was scored by anthropic/claude-opus-4-6" in out.getvalue()
+    assert "| rex | ok (forced comparison) |" in out.getvalue()
 
 
 @pytest.mark.django_db
@@ -113,7 +166,8 @@ def test_a_baseline_from_another_judge_prompt_is_another_judge(catalog, baseline
         call_command(
             "drift_run", "--agents", "rex", "--judge", "offline", "--baselines", str(baselines), stdout=StringIO()
         )
-    # mock-judge replays the baseline's own judge: no refusal
-    call_command(
-        "drift_run", "--mode", "mock-judge", "--agents", "rex", "--baselines", str(baselines), stdout=StringIO()
-    )
+    # mock-judge's judge is the offline judge with this prompt: refused alike
+    with pytest.raises(CommandError, match=r"scored by offline/offline-rules-v1 \(prompt 0ld0ld0ld0ld\)"):
+        call_command(
+            "drift_run", "--mode", "mock-judge", "--agents", "rex", "--baselines", str(baselines), stdout=StringIO()
+        )

@@ -15,7 +15,7 @@ from django.core.management import CommandError, call_command
 from django.utils import timezone
 
 from evaluation.drift.engine import PROMPT_VERSION
-from evaluation.drift.services import drift_evaluate
+from evaluation.drift.services import drift_evaluate, messages_ingest_body
 from evaluation.models import Agent, AgentMessage, EvaluationRun, PropositionSet
 from evaluation.providers.loopback import Reply
 
@@ -76,7 +76,11 @@ def test_fluency_claims_get_channel_and_recipient(pair, loopback):
 
 def test_the_admin_accepts_a_drift_run_as_the_golden_baseline(catalog, staff_client, settings, tmp_path):
     settings.EVALUATION = {**settings.EVALUATION, "BASELINES_DIR": tmp_path / "golden"}
-    call_command("drift_run", "--agents", "rex", "--judge", "offline", "--baselines", str(tmp_path), stdout=StringIO())
+    messages_ingest_body((ROOT / "cast" / "messages.jsonl").read_text())  # something to score
+    with pytest.raises(CommandError, match="nothing was compared"):
+        call_command(
+            "drift_run", "--agents", "rex", "--judge", "offline", "--baselines", str(tmp_path), stdout=StringIO()
+        )
     run = EvaluationRun.objects.get(agent_id="rex")
     response = staff_client.post(
         "/admin/evaluation/driftrun/", {"action": "accept_as_baseline", "_selected_action": [run.pk]}, follow=True
@@ -86,8 +90,11 @@ def test_the_admin_accepts_a_drift_run_as_the_golden_baseline(catalog, staff_cli
     doc = json.loads((tmp_path / "golden" / "rex.json").read_text())
     assert doc["judge"] == {"provider": "offline", "model": "offline-rules-v1", "prompt": PROMPT_VERSION}
     assert doc["dimensions"] == {s.dimension: s.score for s in run.dimension_scores.all()}
-    # and the harness reads what the admin accepted
-    call_command("drift_run", "--agents", "rex", "--judge", "offline", stdout=StringIO())
+    assert doc["dimensions"] and doc["rubric"].keys() == doc["dimensions"].keys() and doc["max_messages"] == 20
+    # and the harness reads what the admin accepted, and compares with it
+    out = StringIO()
+    call_command("drift_run", "--agents", "rex", "--judge", "offline", stdout=out)
+    assert "| rex | ok |" in out.getvalue() and "No regressions." in out.getvalue()
 
 
 def workflow_commands() -> list[list[str]]:
@@ -127,7 +134,8 @@ def test_a_pull_request_editing_a_cast_persona_gets_a_scored_table_naming_the_ju
             failed = exc
     body = (scratch / "drift.md").read_text()
     assert "Judge: mock-judge: recorded calls of offline/offline-rules-v1 replayed" in body
-    rows = [line for line in body.splitlines() if line.startswith("| marigold | ")]
+    rows = [line for line in body.splitlines() if line.startswith("| marigold | ") and line.count("|") == 9]
+    assert re.search(r"^\| marigold \| (ok|regression) \|", body, re.M)  # its verdict, in the agents table
     assert {line.split(" | ")[1] for line in rows} >= {"adherence", "consistency", "fluency", "convergence"}
     adherence = next(line for line in rows if line.split(" | ")[1] == "adherence")
     assert "offline/offline-rules-v1 (no recording matched)" in adherence

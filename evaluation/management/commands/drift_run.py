@@ -14,7 +14,8 @@ from evaluation.providers import ProviderError, require_keys
 class Command(BaseCommand):
     help = (
         "Evaluate character agents on every drift dimension; exit status 1 on a regression (a drop of more than "
-        "1.0, beyond the noise of the repeats)."
+        "1.0, beyond the noise of the repeats), a failed or incomplete evaluation, or when nothing could be compared. "
+        "An agent without a baseline is reported as 'no baseline'."
     )
 
     def add_arguments(self, parser):
@@ -40,7 +41,10 @@ class Command(BaseCommand):
             "fixed: the drop alone (what one repeat always uses)",
         )
         parser.add_argument(
-            "--force", action="store_true", help="Compare with baselines scored by another judge configuration"
+            "--force",
+            action="store_true",
+            help="Compare with baselines captured with another setup (judge, judge prompt, propositions, window); "
+            "every report then says so",
         )
 
     def handle(self, *args, **opts):
@@ -81,11 +85,9 @@ class Command(BaseCommand):
             opts["markdown"].write_text(table)
         if opts["junit"]:
             opts["junit"].write_text(services.report_junit(report))
-        if report.regressions:
-            raise CommandError(
-                f"{len(report.regressions)} regression(s): "
-                + ", ".join(
-                    f"{r.agent}/{r.name} {r.delta:+.2f}" if r.delta is not None else f"{r.agent}/{r.name} no score"
-                    for r in report.regressions
-                )
-            )
+        for agent, reasons in sorted(report.forced.items()):
+            self.stderr.write(f"warning: {agent}: forced comparison (--force): {'; '.join(reasons)}")
+        for agent in report.without_baseline:
+            self.stderr.write(f"warning: {agent}: no baseline, not compared")
+        if report.problems:
+            raise CommandError("; ".join(report.problems))
