@@ -385,6 +385,9 @@ EVALUATION = {
     ],
     # A running run whose worker has not beaten its heartbeat for this long is marked interrupted.
     "RUN_STALE_AFTER": float(os.environ.get("EVAL_RUN_STALE_AFTER", "120")),
+    # A tutor run judged on less than this share of its planned turns (the tutor stopped answering or became
+    # unreachable) is shown with its coverage and left out of comparisons and regression gates, which say so.
+    "MIN_COVERAGE": float(os.environ.get("EVAL_MIN_COVERAGE", "0.8")),
     "LLM_MAX_ATTEMPTS": int(os.environ.get("EVAL_LLM_MAX_ATTEMPTS", "3")),
     "LLM_BACKOFF_SECONDS": [5.0, 10.0, 15.0],
     "LLM_TIMEOUT_SECONDS": float(os.environ.get("EVAL_LLM_TIMEOUT", "120")),

@@ -60,6 +60,36 @@ def _stop_group(process: subprocess.Popen) -> None:
         process.wait(5)
 
 
+@contextmanager
+def killable_server(env: dict[str, str], log_path: Path) -> Iterator[tuple[str, subprocess.Popen]]:
+    """The app under uvicorn on the test database, as its own process a test may SIGKILL -> (url, process)."""
+    import time
+
+    from evaluation.tutoring.client import forget_health, health_ok
+    from evaluation.tutoring.server import free_port
+
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "uvicorn", "--no-access-log", "--port", str(port), "evalproject.asgi:application"],
+        cwd=ROOT,
+        env={**os.environ, **SERVER_ENV, "DATABASE_URL": database_url_for_tests(), **env},
+        stdout=log_path.open("wb"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not health_ok(url, timeout=1.0):
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the app did not start:\n{log_path.read_text(errors='replace')[-2000:]}")
+            time.sleep(0.1)
+        yield url, process
+    finally:
+        forget_health(url)
+        _stop_group(process)
+
+
 SERVER_ENV = {"EVAL_TUTOR_PROVIDER": "offline", "EVAL_LLM_PROVIDER": "", "EVAL_Q_SYNC": "1"}
 
 

@@ -70,6 +70,10 @@ def run_id_parameter(
     return path_parameter("run_id", description)
 
 
+def group_parameter() -> OpenApiParameter:
+    return path_parameter("group", "A comparison group's id (`comparison_20260101_120000_1a2b3c`).")
+
+
 def operation(
     *,
     operation_id: str,

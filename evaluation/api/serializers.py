@@ -5,6 +5,7 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from evaluation.conf import setting
 from evaluation.models import EvaluationRun
 from evaluation.models.runs import RootCause, RunKind, RunSource, RunStage, RunStatus, Severity
 from evaluation.runs import selectors as run_selectors
@@ -228,8 +229,25 @@ class EvaluationOutput(Output):
     )
 
 
+class CoverageOutput(Output):
+    """How much of its planned conversation a simulated run was judged on."""
+
+    turns_answered = serializers.IntegerField(source="answered", help_text="Student turns the tutor answered.")
+    max_turns = serializers.IntegerField(source="planned")
+    cut_short = serializers.BooleanField(help_text="The tutor stopped answering or became unreachable early.")
+    share = serializers.FloatField(help_text="1.0 when the conversation ended as planned.")
+    counted = serializers.SerializerMethodField(
+        help_text="Whether comparisons and gates count the run's scores (share >= EVAL_MIN_COVERAGE)."
+    )
+
+    def get_counted(self, coverage: tutoring_selectors.Coverage) -> bool:
+        return coverage.share >= setting("MIN_COVERAGE")
+
+
 class RunDetailOutput(RunSummaryOutput):
     """One run: its summary, status, configuration, conversation, judgement and usage."""
+
+    coverage = serializers.SerializerMethodField(help_text="Simulated tutor runs: turns answered of those planned.")
 
     status_detail = RunStatusOutput(source="*")
     config = serializers.SerializerMethodField(help_text="Everything the run was started with.")
@@ -239,6 +257,11 @@ class RunDetailOutput(RunSummaryOutput):
     cost_usd = serializers.FloatField()
     error = BlankAsNullField()
     files = serializers.SerializerMethodField(help_text="The run's report files (names; the dashboard serves them).")
+
+    @extend_schema_field(CoverageOutput(allow_null=True))
+    def get_coverage(self, run: EvaluationRun) -> Any:
+        coverage = tutoring_selectors.run_coverage(run)
+        return CoverageOutput(coverage).data if coverage is not None else None
 
     @extend_schema_field(serializers.ListField(child=serializers.CharField()))
     def get_files(self, run: EvaluationRun) -> Any:

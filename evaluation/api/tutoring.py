@@ -6,12 +6,12 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from evaluation.api.schema import operation, run_id_parameter
+from evaluation.api.schema import group_parameter, operation, run_id_parameter
 from evaluation.api.serializers import Output, RunAcceptedOutput
 from evaluation.models import EvaluationRun
 from evaluation.models.runs import RunStatus
 from evaluation.runs import selectors as run_selectors
-from evaluation.tutoring import services
+from evaluation.tutoring import selectors, services
 
 CAPACITY = "As many runs already wait as EVAL_MAX_QUEUED_RUNS allows; try again later."
 
@@ -59,14 +59,19 @@ class StartInput(serializers.Serializer):
         help_text="noise-aware: the drop must also lie outside the repeats' 95% CI; fixed: any drop beyond the threshold.",
     )
     force_baseline = serializers.BooleanField(
-        default=False, help_text="Compare with a baseline judged by another judge anyway."
+        default=False,
+        help_text="Compare with a baseline that does not match (judge, judge prompt, rubric version, topic, "
+        "personas, max turns) anyway; the comparison is then labelled forced everywhere it shows.",
     )
 
 
 class StartOutput(Output):
     run_id = serializers.SerializerMethodField(help_text="The first run's id.")
     run_ids = serializers.SerializerMethodField(help_text="Every run started: one per persona and repeat.")
-    group = serializers.SerializerMethodField(help_text="The comparison id when more than one run started.")
+    group = serializers.SerializerMethodField(
+        help_text="The comparison id when more than one run started or a baseline was given: "
+        "`/api/evaluation/comparisons/{group}` shows its gate."
+    )
     status = serializers.SerializerMethodField()
 
     def get_run_id(self, runs: list[EvaluationRun]) -> str:
@@ -95,8 +100,9 @@ class StartView(APIView):
         request=StartInput,
         ok={202: StartOutput},
         invalid="A field is not valid, e.g. max_turns out of range, an unknown provider, a persona path, "
-        "a provider whose API key (OPENAI_API_KEY, ANTHROPIC_API_KEY) is not set, or a baseline judged by "
-        "another judge (unless force_baseline).",
+        "a provider whose API key (OPENAI_API_KEY, ANTHROPIC_API_KEY) is not set, or a baseline that does "
+        "not compare: another judge, judge prompt, rubric version, topic, max turns, or personas it lacks "
+        "(unless force_baseline).",
         not_found="topic_id, persona_file, target or baseline names nothing.",
         conflict=CAPACITY,
         body=True,
@@ -177,3 +183,69 @@ class RetryEvaluationView(APIView):
     def post(self, request: Request, run_id: str) -> Response:
         run = services.run_retry_evaluation_start(run=run_selectors.run_lookup(run_id, kind="tutor"), user=request.user)
         return Response(RunAcceptedOutput(run).data, status=status.HTTP_202_ACCEPTED)
+
+
+class VerdictOutput(Output):
+    persona_id = serializers.CharField()
+    dimension = serializers.CharField(help_text="A dimension, or `average`.")
+    baseline = serializers.FloatField(help_text="The baseline's mean.")
+    mean = serializers.FloatField()
+    n = serializers.IntegerField(help_text="Runs behind the mean.")
+    low = serializers.FloatField(allow_null=True, help_text="The mean's 95% t interval (null for one run).")
+    high = serializers.FloatField(allow_null=True)
+    drop = serializers.FloatField()
+    regression = serializers.BooleanField()
+    why = serializers.CharField()
+
+
+class BaselineGateOutput(Output):
+    """A batch checked against its baseline."""
+
+    baseline = serializers.CharField()
+    outcome = serializers.ChoiceField(
+        ["regression", "pass", "not compared"], help_text="Only `pass` is a pass: `not compared` says why in reason."
+    )
+    reason = serializers.CharField()
+    rule = serializers.CharField()
+    threshold = serializers.FloatField()
+    forced = serializers.BooleanField(help_text="Compared although the baseline does not match (see mismatches).")
+    mismatches = serializers.ListField(child=serializers.CharField())
+    verdicts = VerdictOutput(many=True)
+    left_out = serializers.ListField(child=serializers.CharField(), help_text="Runs not compared, with why.")
+    no_baseline = serializers.ListField(child=serializers.CharField(), help_text="Personas the baseline lacks.")
+    min_coverage = serializers.FloatField()
+
+
+class ComparisonRunOutput(Output):
+    run_id = serializers.CharField()
+    persona_id = serializers.CharField(allow_null=True)
+    status = serializers.ChoiceField(RunStatus.choices)
+    avg_score = serializers.FloatField(allow_null=True)
+    turns_answered = serializers.IntegerField(allow_null=True)
+    max_turns = serializers.IntegerField()
+    coverage = serializers.FloatField()
+
+
+class ComparisonOutput(Output):
+    group = serializers.CharField()
+    final = serializers.BooleanField(help_text="False while runs of the group are still queued or running.")
+    runs = ComparisonRunOutput(many=True)
+    gate = BaselineGateOutput(allow_null=True, help_text="The check against the baseline the batch was started with.")
+
+
+class ComparisonView(APIView):
+    required_permission = "evaluation.view_evaluationrun"
+
+    @operation(
+        operation_id="evaluation_comparison",
+        tag="tutoring",
+        summary="A batch's comparison and its gate",
+        description="The runs of a comparison group and, when it was started with a baseline, its gate: "
+        "`pass`, `regression`, or `not compared` with the reason (nothing in common, every run failed or "
+        "was cut short). Final once no run of the group is queued or running.",
+        parameters=[group_parameter()],
+        ok={200: ComparisonOutput},
+        not_found="No comparison group has this id.",
+    )
+    def get(self, request: Request, group: str) -> Response:
+        return Response(ComparisonOutput(selectors.comparison_summary(group)).data)

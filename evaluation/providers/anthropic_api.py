@@ -9,6 +9,7 @@ import anthropic
 from evaluation.providers.base import (
     Completion,
     Message,
+    NoReplyError,
     Provider,
     Request,
     RetryableError,
@@ -75,7 +76,7 @@ class AnthropicProvider(Provider):
                 self.name, exc.status_code, error_message(exc), parse_retry_after(exc.response.headers), self.key_hint
             ) from exc
         except anthropic.APITimeoutError as exc:
-            raise RetryableError(f"{self.name}: no reply within {request.timeout:g}s") from exc
+            raise NoReplyError(f"{self.name}: no reply within {request.timeout:g}s") from exc
         except anthropic.APIConnectionError as exc:
             raise RetryableError(f"{self.name}: connection failed ({exc.__cause__ or exc})") from exc
         except (anthropic.APIResponseValidationError, json.JSONDecodeError, ValueError) as exc:

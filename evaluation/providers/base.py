@@ -163,6 +163,18 @@ class RetryableError(ProviderError):
         self.retry_after = retry_after
 
 
+class NoReplyError(RetryableError):
+    """No reply within the call's timeout: the model (or the agent behind it) stopped answering."""
+
+
+class RetriesExhausted(ProviderError):
+    """A retryable error persisted through every attempt; `last` is the last of them."""
+
+    def __init__(self, message: str, last: RetryableError | None):
+        super().__init__(message)
+        self.last = last
+
+
 class AuthError(ProviderError):
     """401/403: the key is missing or wrong. Never retried."""
 

@@ -22,8 +22,8 @@ from evaluation.providers.base import (
     LLMResult,
     Message,
     OfflineRule,
-    ProviderError,
     Request,
+    RetriesExhausted,
     RetryableError,
     Usage,
 )
@@ -182,8 +182,8 @@ class LLM:
             if self.record_dir is not None:
                 replay.record(self.record_dir, request, completion, self.provider.name)
             return completion, attempt
-        raise ProviderError(
-            f"{self.label} ({self.role}): gave up after {self.max_attempts} attempts; last error: {last}"
+        raise RetriesExhausted(
+            f"{self.label} ({self.role}): gave up after {self.max_attempts} attempts; last error: {last}", last
         )
 
 

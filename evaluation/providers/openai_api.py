@@ -16,6 +16,7 @@ import urllib3
 from evaluation.providers.base import (
     Completion,
     Message,
+    NoReplyError,
     Provider,
     Request,
     RetryableError,
@@ -61,7 +62,7 @@ class OpenAIProvider(Provider):
                 self.name, exc.status_code, error_message(exc), parse_retry_after(exc.response.headers), self.key_hint
             ) from exc
         except openai.APITimeoutError as exc:
-            raise RetryableError(f"{self.name}: no reply within {request.timeout:g}s") from exc
+            raise NoReplyError(f"{self.name}: no reply within {request.timeout:g}s") from exc
         except openai.APIConnectionError as exc:
             raise RetryableError(f"{self.name}: connection failed ({exc.__cause__ or exc})") from exc
         except (openai.APIResponseValidationError, ValueError) as exc:  # ValueError: a body that is not JSON
@@ -118,7 +119,7 @@ class OpenAIProvider(Provider):
                 exc, urllib3.exceptions.NewConnectionError
             )
             if timed_out:
-                raise RetryableError(f"{self.name}: no reply within {request.timeout:g}s") from exc
+                raise NoReplyError(f"{self.name}: no reply within {request.timeout:g}s") from exc
             raise RetryableError(f"{self.name}: connection failed ({exc})") from exc
         except CompatStatusError as exc:
             raise status_error(self.name, exc.status, exc.message, exc.retry_after, self.key_hint) from exc

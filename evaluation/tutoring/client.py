@@ -21,6 +21,7 @@ import websockets
 
 from evaluation.errors import PlainMessage
 from evaluation.providers import LLM, CostLimitReached, Message, ProviderError
+from evaluation.providers.base import AuthError, NoReplyError, RetriesExhausted
 from evaluation.tutoring.simulator import StudentSimulator
 
 OnMessage = Callable[[dict[str, Any]], Awaitable[None]]
@@ -66,8 +67,15 @@ class SessionResult:
     session_id: str | None = None
     final_state: dict[str, Any] = field(default_factory=dict)
     ended_by: str = ""
-    """"max_turns", "is_complete" or "tutor_stopped" (the tutor stopped answering: `error` says how)."""
+    """"max_turns", "is_complete", "tutor_stopped" (the tutor stopped answering: `error` says how) or
+    "tutor_unreachable" (the connection to it failed: an infrastructure failure, not a measurement)."""
     error: str | None = None
+
+    @property
+    def turns_answered(self) -> int:
+        """Student messages the tutor replied to."""
+        roles = [m["role"] for m in self.messages]
+        return sum(1 for a, b in zip(roles, roles[1:], strict=False) if a == "student" and b == "tutor")
 
     @property
     def judgeable(self) -> bool:
@@ -146,6 +154,19 @@ class Conversation:
         self.result.ended_by = "tutor_stopped"
         self.result.error = reason
         self.log(f"tutor stopped answering: {reason}")
+
+    def unreachable(self, reason: str) -> None:
+        """The connection to the tutor failed mid-conversation (refused, reset, 5xx, an abnormal close):
+        what arrived is kept, and the run fails with the reason instead of being judged."""
+        self.result.ended_by = "tutor_unreachable"
+        self.result.error = reason
+        self.log(f"tutor unreachable: {reason}")
+
+
+CLOSED_AS_PLANNED = (1000,)
+"""WebSocket close codes by which a tutor ends a conversation itself (judged as far as it went); any other
+close (a dropped connection, 1001 going away, 1011 server error, 1012 restart, 4401 refused) is the tutor
+becoming unreachable."""
 
 
 class ProtocolTarget:
@@ -231,8 +252,14 @@ class ProtocolTarget:
                         await conv.add("tutor", reply["content"], {"is_complete": bool(reply.get("is_complete"))})
                 except websockets.ConnectionClosed as exc:
                     code = exc.rcvd.code if exc.rcvd else None
-                    why = ": the session's credential was refused" if code == 4401 else ""
-                    conv.stopped(f"the tutor closed the WebSocket (code {code or 'none'}){why}")
+                    if code in CLOSED_AS_PLANNED:
+                        conv.stopped(f"the tutor closed the WebSocket (code {code})")
+                    else:
+                        why = {None: "the connection dropped without a close frame", 4401: "credential refused"}
+                        conv.unreachable(
+                            f"the WebSocket closed abnormally (code {code or 1006}: "
+                            f"{why.get(code, exc.rcvd.reason if exc.rcvd else '') or 'no reason given'})"
+                        )
                 except TutorUnavailable as exc:
                     conv.stopped(str(exc))
         except (OSError, websockets.InvalidHandshake) as exc:
@@ -294,6 +321,12 @@ class ChatTarget:
                 reply = (await self.llm.acall(history, seed=simulator.seed * 1000 + turn)).text.strip()
             except CostLimitReached:
                 raise
+            except (RetriesExhausted, AuthError) as exc:
+                if isinstance(exc, RetriesExhausted) and isinstance(exc.last, NoReplyError):
+                    conv.stopped(f"the tutor's endpoint stopped answering: {exc}")
+                else:  # refused, reset, 5xx or 429 through every retry, or the key was refused
+                    conv.unreachable(f"the tutor's endpoint is unreachable: {exc}")
+                break
             except ProviderError as exc:
                 conv.stopped(f"the tutor's endpoint stopped answering: {exc}")
                 break

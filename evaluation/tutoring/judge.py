@@ -1,12 +1,15 @@
 """The persona-aware LLM judge (spec 001): five dimensions scored 1-10, and the top five problems."""
 
+import functools
+import hashlib
+import json
 import re
 from typing import Any
 
 from evaluation.models.runs import RootCause, Severity
 from evaluation.providers import LLM, Message
 from evaluation.tutoring.offline import JudgeRule
-from evaluation.tutoring.rubric import ANCHORS, DIMENSIONS, GENERIC_CRITERIA, PERSONA_CRITERIA
+from evaluation.tutoring.rubric import ANCHORS, DIMENSIONS, GENERIC_CRITERIA, PERSONA_CRITERIA, SLUG, VERSION
 from evaluation.tutoring.values import DimensionScore, Finding, Judgement, PersonaSpec, TopicSpec
 
 
@@ -45,6 +48,19 @@ def judge_schema() -> dict[str, Any]:
             "summary": {"type": "string"},
         },
     }
+
+
+@functools.cache
+def prompt_hash() -> str:
+    """The judge's instructions and output schema, hashed: two judgements compare only under the same."""
+    text = system_prompt() + json.dumps(judge_schema(), sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def judge_config(judge: str) -> dict[str, str]:
+    """What makes two judgements comparable: the judge as configured (provider/model), the prompt's hash
+    and the rubric's version. Every judged run records it; a baseline is checked against it."""
+    return {"judge": judge, "prompt_hash": prompt_hash(), "rubric": f"{SLUG} v{VERSION}"}
 
 
 def format_transcript(messages: list[dict[str, Any]]) -> str:

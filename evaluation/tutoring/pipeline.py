@@ -19,7 +19,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from evaluation.conf import setting
-from evaluation.models import DimensionScore, EvaluationRun, Problem, RunMessage, statements
+from evaluation.models import BaselineGate, DimensionScore, EvaluationRun, Problem, RunMessage, statements
 from evaluation.models.runs import RunSource, RunStage, RunStatus
 from evaluation.providers import Meter, ProviderSpec, allowed_env_value, estimate_cost, get_llm
 from evaluation.providers.base import InvalidJSONError
@@ -29,7 +29,7 @@ from evaluation.tutoring.client import ChatTarget, ProtocolTarget, RunLog, Sessi
 from evaluation.tutoring.llm_records import RECORD_KEYS, llm_record, usage_of
 from evaluation.tutoring.selectors import (
     Judged,
-    group_baseline,
+    group_gate,
     group_runs,
     run_messages,
     run_persona,
@@ -267,11 +267,18 @@ def converse(handle: RunHandle, *, server_url: str | None) -> None:
         "session_id": result.session_id,
         "ended_by": result.ended_by,
         "end_reason": result.error or "",
+        "turns_answered": result.turns_answered,
         "session_state": session_state(result),
         "turn_decisions": [d.as_dict() for d in simulator.turn_decisions],
         "llm": {**(run.config.get("llm") or {}), "tutor": {k: tutor.get(k) for k in RECORD_KEYS}},
     }
     handle.progress(config=run.config, **usage())
+    if result.ended_by == "tutor_unreachable":
+        # Infrastructure, not the tutor's teaching: not a measurement. The partial transcript stays stored;
+        # retry-evaluation judges it on request, and it shows its coverage.
+        raise TutorUnavailable(
+            f"the tutor became unreachable after {result.turns_answered}/{run.max_turns} answered turns: {result.error}"
+        )
     if result.error and not result.judgeable:
         raise TutorUnavailable(result.error)
 
@@ -308,7 +315,8 @@ def evaluate(handle: RunHandle) -> tuple[list[dict[str, Any]], Judged]:
     except Exception:
         handle.progress(stage=RunStage.EVALUATING, detail=detail)  # where it failed
         raise
-    handle.progress(stage=RunStage.EVALUATING, detail=detail, config=with_llm(run, "judge", llm_record(llm, run.seed)))
+    config = {**with_llm(run, "judge", llm_record(llm, run.seed)), "judge_config": judge.judge_config(llm.label)}
+    handle.progress(stage=RunStage.EVALUATING, detail=detail, config=config)
     messages = run_messages(run)
     if not messages:
         raise ValueError("nothing to evaluate: the run has no messages")
@@ -386,12 +394,24 @@ def comparison_written(group: str) -> bool:
 
 
 def finalize_group(group: str) -> Path | None:
-    """Write the comparison once every run of the group has finished; idempotent."""
+    """Once every run of the group has ended: store its gate against its baseline (if it has one) and
+    write the comparison; idempotent, and again after a retry of one of its runs."""
     if EvaluationRun.objects.filter(group=group, status__in=[RunStatus.QUEUED, RunStatus.RUNNING]).exists():
         return None
     runs = group_runs(group)
-    if len(runs) < 2:
+    checked = group_gate(group, runs)
+    if checked is not None:
+        BaselineGate.objects.update_or_create(
+            group=group,
+            defaults={
+                "baseline": checked.baseline,
+                "outcome": checked.outcome,
+                "forced": checked.forced,
+                "detail": checked.as_dict(),
+            },
+        )
+    if len(runs) < 2 and checked is None:
         return None
     folder = comparison_folder(group)
-    reports.write_comparison(folder, group, runs, baseline=group_baseline(group))
+    reports.write_comparison(folder, group, runs, min_coverage=setting("MIN_COVERAGE"), gate=checked)
     return folder

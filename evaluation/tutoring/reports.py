@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 
 from evaluation.tutoring.judge import format_transcript
-from evaluation.tutoring.regression import compare, mean_ci
+from evaluation.tutoring.regression import Gate, counted, mean_ci
 from evaluation.tutoring.rubric import SUGGESTED_FIXES
 
 ARTIFACTS = (
@@ -72,6 +72,7 @@ ENDINGS = {
     "max_turns": "max turns reached",
     "is_complete": "the tutor marked the session complete",
     "tutor_stopped": "the tutor stopped answering",
+    "tutor_unreachable": "the tutor became unreachable (an infrastructure failure: the run failed)",
 }
 
 
@@ -81,7 +82,15 @@ def ending_lines(session: dict[str, Any] | None) -> list[str]:
     if not ended_by:
         return []
     reason = (session or {}).get("end_reason")
-    return [f"**Ended:** {ENDINGS.get(ended_by, ended_by)}" + (f" ({reason})" if reason else ""), ""]
+    lines = [f"**Ended:** {ENDINGS.get(ended_by, ended_by)}" + (f" ({reason})" if reason else ""), ""]
+    coverage = (session or {}).get("coverage")
+    if coverage and coverage["cut_short"]:
+        lines += [
+            f"**Coverage:** judged on {coverage['answered']}/{coverage['planned']} turns (partial): comparisons "
+            f"leave it out below {coverage['min_share']:.0%} of the planned turns",
+            "",
+        ]
+    return lines
 
 
 def models_lines(models: dict[str, Any] | None) -> list[str]:
@@ -243,14 +252,16 @@ def write_error(folder: Path, when: str, error: str, traceback_text: str) -> Pat
     return path
 
 
-def comparison_data(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """Per persona: every run's scores, the mean and spread per dimension (from the data's own dimensions)."""
+def comparison_data(runs: list[dict[str, Any]], *, min_coverage: float) -> dict[str, Any]:
+    """Per persona: every run's scores, the mean and spread per dimension (from the data's own dimensions),
+    over the runs that count: scored, and judged on at least `min_coverage` of their planned turns (the
+    others are listed in "left_out" with their coverage)."""
     by_persona: dict[str, list[dict[str, Any]]] = {}
     for r in runs:
         by_persona.setdefault(r["persona_id"] or "session", []).append(r)
     personas = {}
     for persona_id, items in sorted(by_persona.items()):
-        scored = [r for r in items if r.get("scores")]
+        scored = [r for r in items if counted(r, min_coverage)]
         dims = (
             sorted(
                 {d for r in scored for d in r["scores"]},
@@ -272,7 +283,18 @@ def comparison_data(runs: list[dict[str, Any]]) -> dict[str, Any]:
             "avg_ci": mean_ci(avgs),
         }
     causes = Counter(c for r in runs for c in r.get("root_causes", []))
-    return {"personas": personas, "root_causes": dict(causes.most_common()), "run_count": len(runs)}
+    left_out = [
+        {"run_id": r["run_id"], "turns_answered": r.get("turns_answered"), "max_turns": r.get("max_turns")}
+        for r in runs
+        if r.get("scores") and not counted(r, min_coverage)
+    ]
+    return {
+        "personas": personas,
+        "root_causes": dict(causes.most_common()),
+        "run_count": len(runs),
+        "left_out": left_out,
+        "min_coverage": min_coverage,
+    }
 
 
 def _mean_cell(mean: float, ci: tuple[float | None, float | None] | list[Any]) -> str:
@@ -281,16 +303,12 @@ def _mean_cell(mean: float, ci: tuple[float | None, float | None] | list[Any]) -
 
 
 def write_comparison(
-    folder: Path, group: str, runs: list[dict[str, Any]], baseline: dict[str, Any] | None = None
+    folder: Path, group: str, runs: list[dict[str, Any]], *, min_coverage: float, gate: Gate | None = None
 ) -> dict[str, Any]:
-    """comparison.json and comparison.md. baseline: {"id", "judge", "rule", "threshold", "means"} to check
-    every persona's scores against (regression.compare)."""
-    data = {"group": group, **comparison_data(runs)}
-    if baseline:
-        verdicts = compare(runs, baseline["means"], threshold=baseline["threshold"], rule=baseline["rule"])
-        data["baseline"] = {k: baseline[k] for k in ("id", "judge", "rule", "threshold")}
-        data["verdicts"] = [v.as_dict() for v in verdicts]
-        data["regressions"] = [v.as_dict() for v in verdicts if v.regression]
+    """comparison.json and comparison.md, with the group's gate against its baseline when it has one."""
+    data = {"group": group, **comparison_data(runs, min_coverage=min_coverage)}
+    if gate:
+        data["gate"] = gate.as_dict()
     _write(folder / "comparison.json", _json(data))
     dims: list[str] = []
     for p in data["personas"].values():
@@ -307,59 +325,66 @@ def write_comparison(
         ),
         "",
     ]
-    lines += [
-        "| persona | " + " | ".join(d.replace("_", " ") for d in dims) + " | average |",
-        "|---" * (len(dims) + 2) + "|",
-    ]
+    lines += _row(["persona", *(d.replace("_", " ") for d in dims), "average"])
+    lines.append("|---" * (len(dims) + 2) + "|")
     for persona_id, p in data["personas"].items():
         cells = [_mean_cell(p["mean_scores"][d], p["ci"][d]) if d in p["mean_scores"] else "-" for d in dims]
         avg = "failed" if p["avg_score"] is None else _mean_cell(p["avg_score"], p["avg_ci"])
-        lines.append(f"| {persona_id} | " + " | ".join(cells) + f" | {avg} |")
+        lines += _row([persona_id, *cells, avg])
+    if data["left_out"]:
+        lines += ["", f"Left out (judged on less than {min_coverage:.0%} of the planned turns):"]
+        lines += [f"- {r['run_id']}: {r['turns_answered']}/{r['max_turns']} turns" for r in data["left_out"]]
     if repeats > 1:
         lines += ["", "## Runs", ""]
         for persona_id, p in data["personas"].items():
-            lines += [
-                f"### {persona_id}",
-                "",
-                "| run | status | " + " | ".join(d.replace("_", " ") for d in dims) + " | average |",
-                "|---" * (len(dims) + 3) + "|",
-            ]
+            lines += [f"### {persona_id}", ""]
+            lines += _row(["run", "status", "turns", *(d.replace("_", " ") for d in dims), "average"])
+            lines.append("|---" * (len(dims) + 4) + "|")
             for r in p["runs"]:
                 scores = r.get("scores") or {}
                 cells = [f"{scores[d]:g}" if d in scores else "-" for d in dims]
                 avg = f"{r['avg_score']:g}" if r.get("avg_score") is not None else "-"
-                lines.append(f"| {r['run_id']} | {r['status']} | " + " | ".join(cells) + f" | {avg} |")
+                turns = f"{r['turns_answered']}/{r['max_turns']}" if r.get("turns_answered") is not None else "-"
+                lines += _row([r["run_id"], r["status"], turns, *cells, avg])
             lines.append("")
-    if baseline:
-        lines += regression_lines(data)
+    if gate:
+        lines += gate_lines(gate)
     lines += ["", "## Root causes", "", "| root cause | count |", "|---|---|"]
     lines += [f"| {c} | {n} |" for c, n in data["root_causes"].items()] or ["| (none) | 0 |"]
     _write(folder / "comparison.md", "\n".join(lines) + "\n")
     return data
 
 
-def regression_lines(data: dict[str, Any]) -> list[str]:
-    b = data["baseline"]
-    found = data["regressions"]
+def _row(cells: list[str]) -> list[str]:
+    """One Markdown table row: as many cells as its separator, whatever is empty."""
+    return ["| " + " | ".join(cells) + " |"]
+
+
+def gate_lines(gate: Gate) -> list[str]:
+    """The gate as Markdown: the outcome first, then what was compared and what was left out."""
     lines = [
         "",
-        f"## Against baseline {b['id']}",
+        f"## Against baseline {gate.baseline}" + (" (FORCED: the baseline does not match)" if gate.forced else ""),
         "",
-        f"Judge {b['judge']}; rule: {b['rule']} (a drop beyond {b['threshold']:g}"
-        + (" whose 95% CI excludes the baseline mean" if b["rule"] == "noise-aware" else "")
+        f"Rule: {gate.rule} (a drop beyond {gate.threshold:g}"
+        + (" whose 95% CI excludes the baseline mean; one run: any such drop" if gate.rule == "noise-aware" else "")
         + " is a regression).",
-        "",
-        f"**{len(found)} regression(s).**" if found else "**No regression.**",
-        "",
-        "| persona | dimension | baseline | mean [95% CI] | n | drop | verdict |",
-        "|---|---|---|---|---|---|---|",
     ]
-    for v in data["verdicts"]:
-        mark = "**regression**" if v["regression"] else "ok"
-        lines.append(
-            f"| {v['persona_id']} | {v['dimension'].replace('_', ' ')} | {v['baseline']:g} | "
-            f"{_mean_cell(v['mean'], (v['low'], v['high']))} | {v['n']} | {v['drop']:g} | {mark}: {v['why']} |"
-        )
+    lines += [f"- forced: {m}" for m in gate.mismatches]
+    lines += ["", f"**{gate.outcome.upper()}**: {gate.reason}.", ""]
+    if gate.verdicts:
+        lines += [
+            "| persona | dimension | baseline | mean [95% CI] | n | drop | verdict |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for v in gate.verdicts:
+            mark = "**regression**" if v.regression else "ok"
+            lines.append(
+                f"| {v.persona_id} | {v.dimension.replace('_', ' ')} | {v.baseline:g} | "
+                f"{_mean_cell(v.mean, (v.low, v.high))} | {v.n} | {v.drop:g} | {mark}: {v.why} |"
+            )
+    lines += [f"- left out: {why}" for why in gate.left_out]
+    lines += [f"- no baseline for persona {p}" for p in gate.no_baseline]
     return lines
 
 

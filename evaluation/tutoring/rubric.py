@@ -16,6 +16,9 @@ class Dimension:
 
 
 ANCHORS = ("1-2", "3-4", "5-6", "7-8", "9-10")
+SLUG, VERSION = "tutor-session", 1
+"""The rubric's name and version, recorded with every judgement: raise VERSION when a dimension, question
+or anchor changes meaning (the judge prompt's hash changes with any edit of its text as well)."""
 
 RUBRIC: tuple[Dimension, ...] = (
     Dimension(

@@ -9,13 +9,15 @@ from django.core.paginator import Page, Paginator
 from django.db.models import Count, Max, QuerySet
 from django.utils.dateparse import parse_date
 
+from evaluation.conf import setting
 from evaluation.errors import NotFound
 from evaluation.models import Agent, DimensionScore, EvaluationRun, Persona, Problem, RunMessage, Topic, TutoringSession
+from evaluation.models.runs import ACTIVE_STATUSES
 from evaluation.redact import redact
 from evaluation.runs.selectors import run_scores, runs_filter, runs_with_results
 from evaluation.tutoring.fidelity import simulator_fidelity
 from evaluation.tutoring.personas import persona_as_dict, persona_schema
-from evaluation.tutoring.regression import Verdict, compare
+from evaluation.tutoring.regression import Gate, gate
 from evaluation.tutoring.reports import ARTIFACTS, comparison_data
 from evaluation.tutoring.rubric import DIMENSIONS
 from evaluation.tutoring.sessions import session_lookup, session_public_state
@@ -32,11 +34,14 @@ __all__ = [
     "RUN_FILTERS",
     "RunCard",
     "comparison_context",
+    "comparison_summary",
     "conversation",
     "baseline_runs",
     "group_baseline",
     "group_runs",
-    "group_verdicts",
+    "group_gate",
+    "run_coverage",
+    "Coverage",
     "persona_as_dict",
     "persona_schema",
     "persona_get",
@@ -185,6 +190,7 @@ def run_report_context(
     just read or stored them)."""
     persona, topic = run_persona(run), run_topic(run)
     messages = run_messages(run) if messages is None else messages
+    coverage = run_coverage(run)
     return {
         "run": {"run_id": run.run_id, "id": str(run.id), "status": run.status, "source": run.source},
         "config": run_config(run),
@@ -195,22 +201,75 @@ def run_report_context(
             "ended_by": run.config.get("ended_by") or None,
             "end_reason": run.config.get("end_reason") or None,
             "final_state": redact(run.config.get("session_state")) if run.config.get("session_state") else None,
+            "coverage": {
+                "answered": coverage.answered,
+                "planned": coverage.planned,
+                "cut_short": coverage.cut_short,
+                "min_share": setting("MIN_COVERAGE"),
+            }
+            if coverage
+            else None,
         },
         "messages": messages,
         "evaluation": run_evaluation(run, messages, judged),
     }
 
 
+CUT_SHORT = ("tutor_stopped", "tutor_unreachable")
+"""How a conversation ends before its planned turns through no choice of the tutor's lesson."""
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """How much of its planned conversation a run was judged on."""
+
+    answered: int
+    """Student turns the tutor answered."""
+    planned: int
+    cut_short: bool
+    """The tutor stopped answering or became unreachable before the planned turns (or its own end)."""
+
+    @property
+    def share(self) -> float:
+        """1.0 for a conversation that ended as planned (max turns, or the tutor completed the session)."""
+        if not self.cut_short or self.planned <= 0:
+            return 1.0
+        return min(1.0, self.answered / self.planned)
+
+    def __str__(self) -> str:
+        return f"{self.answered}/{self.planned} turns"
+
+
+def run_coverage(run: EvaluationRun) -> Coverage | None:
+    """A simulated tutor run's coverage (None for other runs: a stored session is judged whole)."""
+    if run.kind != "tutor" or run.source != "simulated":
+        return None
+    config = run.config or {}
+    answered = config.get("turns_answered")
+    return Coverage(
+        answered=int(answered) if isinstance(answered, int) else run.turn,
+        planned=run.max_turns,
+        cut_short=config.get("ended_by") in CUT_SHORT,
+    )
+
+
 def _group_entry(run: EvaluationRun) -> dict[str, Any]:
+    coverage = run_coverage(run)
     return {
         "run_id": run.run_id,
         "persona_id": run.persona.persona_id if run.persona else None,
+        "topic": run.topic.topic_id if run.topic else None,
         "status": run.status,
         "repeat_index": run.repeat_index,
         "scores": run_scores(run),
         "avg_score": run.overall_score,
         "root_causes": [p.root_cause for p in run.problems.all()],
         "judge": run.judge_label,
+        "judge_config": run.config.get("judge_config"),
+        "max_turns": run.max_turns,
+        "turns_answered": coverage.answered if coverage else None,
+        "coverage": coverage.share if coverage else 1.0,
+        "ended_by": run.config.get("ended_by") or None,
     }
 
 
@@ -236,18 +295,18 @@ def baseline_runs(ref: str) -> list[dict[str, Any]]:
     return [r for r in runs if r["scores"]]
 
 
-def group_verdicts(group: str) -> list[Verdict] | None:
-    """A group's scores checked against the baseline it was started with (None when it has none)."""
-    baseline = group_baseline(group)
-    if baseline is None:
-        return None
-    return compare(group_runs(group), baseline["means"], threshold=baseline["threshold"], rule=baseline["rule"])
-
-
 def group_baseline(group: str) -> dict[str, Any] | None:
     """The baseline a group was started against (its runs' config), if any."""
     configs = EvaluationRun.objects.filter(group=group).values_list("config", flat=True)
     return next((c["baseline"] for c in configs if isinstance(c, dict) and c.get("baseline")), None)
+
+
+def group_gate(group: str, runs: list[dict[str, Any]] | None = None) -> Gate | None:
+    """A group's runs checked against the baseline it was started with (None when it has none)."""
+    baseline = group_baseline(group)
+    if baseline is None:
+        return None
+    return gate(group_runs(group) if runs is None else runs, baseline, min_coverage=setting("MIN_COVERAGE"))
 
 
 @dataclass
@@ -257,6 +316,7 @@ class RunCard:
     run: EvaluationRun
     scores: list[tuple[str, float]]
     message_count: int
+    coverage: Coverage | None = None
 
 
 RUN_FILTERS = ("source", "persona", "topic", "status", "date_from", "date_to")
@@ -294,7 +354,7 @@ def run_list_page(
     counts = dict(
         RunMessage.objects.filter(run_id__in=ids).values("run_id").annotate(n=Count("id")).values_list("run_id", "n")
     )
-    return page, [RunCard(r, scores.get(r.pk, []), counts.get(r.pk, 0)) for r in items]
+    return page, [RunCard(r, scores.get(r.pk, []), counts.get(r.pk, 0), run_coverage(r)) for r in items]
 
 
 def comparison_context(group: str) -> dict[str, Any] | None:
@@ -302,7 +362,7 @@ def comparison_context(group: str) -> dict[str, Any] | None:
     runs = group_runs(group)
     if not runs:
         return None
-    data = comparison_data(runs)
+    data = comparison_data(runs, min_coverage=setting("MIN_COVERAGE"))
     baseline = group_baseline(group)
     dimensions: list[str] = []
     for p in data["personas"].values():
@@ -321,6 +381,7 @@ def comparison_context(group: str) -> dict[str, Any] | None:
             }
         )
     repeats = max(len(p["runs"]) for p in data["personas"].values())
+    checked = group_gate(group, runs)
     return {
         "group": group,
         "dimensions": dimensions,
@@ -329,12 +390,24 @@ def comparison_context(group: str) -> dict[str, Any] | None:
         "repeats": repeats,
         "series": {pid: p["mean_scores"] for pid, p in data["personas"].items()},
         "baseline": {k: v for k, v in baseline.items() if k != "means"} if baseline else None,
-        "verdicts": [
-            v.as_dict()
-            for v in compare(runs, baseline["means"], threshold=baseline["threshold"], rule=baseline["rule"])
-        ]
-        if baseline
-        else [],
+        "gate": checked.as_dict() if checked else None,
+        "gate_final": not EvaluationRun.objects.filter(group=group, status__in=ACTIVE_STATUSES).exists(),
+        "left_out": data["left_out"],
+        "min_coverage": setting("MIN_COVERAGE"),
+    }
+
+
+def comparison_summary(group: str) -> dict[str, Any]:
+    """A group's runs with their coverage, and its gate, for the API; NotFound when no run has the group."""
+    runs = group_runs(group)
+    if not runs:
+        raise NotFound(f"group: no comparison {group!r}")
+    checked = group_gate(group, runs)
+    return {
+        "group": group,
+        "final": all(r["status"] not in ACTIVE_STATUSES for r in runs),
+        "runs": runs,
+        "gate": checked.as_dict() if checked else None,
     }
 
 

@@ -6,6 +6,7 @@ from typing import Any
 
 from django.utils import timezone
 
+from evaluation.conf import setting
 from evaluation.errors import FieldProblem, InvalidInput, NotFound, PlainMessage
 from evaluation.models import Agent, EvaluationRun, Persona, RunMessage, Topic, TutoringSession
 from evaluation.models.runs import RunKind, RunSource
@@ -14,9 +15,10 @@ from evaluation.runs import services as runs
 from evaluation.runs.broadcast import Listener
 from evaluation.tutoring import pipeline, selectors
 from evaluation.tutoring.batch import execute_batch
+from evaluation.tutoring.judge import judge_config
 from evaluation.tutoring.personas import KNOWN_KEYS as PERSONA_KEYS
 from evaluation.tutoring.personas import split_known, validate_persona
-from evaluation.tutoring.regression import DEFAULT_THRESHOLD, RULES, baseline_means
+from evaluation.tutoring.regression import DEFAULT_THRESHOLD, RULES, baseline_means, counted, mismatches
 from evaluation.tutoring.sessions import SessionComplete, session_advance, session_create, session_open
 from evaluation.tutoring.topics import KNOWN_KEYS as TOPIC_KEYS
 from evaluation.tutoring.topics import topic_as_dict, validate_topic
@@ -88,7 +90,8 @@ def run_start(
     """Create simulated runs (one per persona and repeat) and enqueue them; returns the runs.
 
     baseline: a comparison group (or one run) whose scores this batch's comparison checks for
-    regressions (regression.compare); a baseline judged by another judge is refused unless forced."""
+    regressions (regression.gate); a baseline that does not compare (another judge, judge prompt, rubric
+    version, topic, max turns, or personas it lacks) is refused unless forced."""
     problems = []
     if not MAX_TURNS_RANGE[0] <= max_turns <= MAX_TURNS_RANGE[1]:
         problems.append(
@@ -110,11 +113,6 @@ def run_start(
     if problems:
         raise InvalidInput(problems)
     keys_check(["simulator", "judge"], provider, field="provider")
-    against = (
-        _baseline(baseline, provider, threshold=regression_threshold, rule=regression_rule, force=force_baseline)
-        if baseline
-        else None
-    )
     topic = Topic.objects.filter(topic_id=topic_id).first()
     if topic is None:
         raise NotFound(f"topic_id: no topic {topic_id!r}")
@@ -128,10 +126,25 @@ def run_start(
         personas += [p for p in resolve_personas(name) if p not in personas]
     if not personas:
         raise NotFound("persona: no personas are loaded (run manage.py load_catalog)")
+    against = (
+        _baseline(
+            baseline,
+            judge_config(get_llm("judge", override=provider).label),
+            topic=topic.topic_id,
+            personas=[p.persona_id for p in personas],
+            max_turns=max_turns,
+            threshold=regression_threshold,
+            rule=regression_rule,
+            force=force_baseline,
+        )
+        if baseline
+        else None
+    )
     count = len(personas) * runs_per_persona
     base_seed = seed if seed is not None else random.SystemRandom().randrange(1, 2**31)
     stamp = timezone.now().strftime("%Y%m%d_%H%M%S")
-    group = f"comparison_{stamp}_{uuid.uuid4().hex[:6]}" if count > 1 else ""
+    # A batch checked against a baseline is a group even of one run: its gate is stored with the group.
+    group = f"comparison_{stamp}_{uuid.uuid4().hex[:6]}" if count > 1 or against else ""
     created = []
     with runs.capacity_reserved(count, queue=enqueue):
         for index, p in enumerate(personas):
@@ -168,28 +181,39 @@ def run_start(
     return created
 
 
-def _baseline(ref: str, provider: str | None, *, threshold: float, rule: str, force: bool) -> dict[str, Any]:
-    """What a batch's comparison checks against: the baseline's means per persona, its judge, the rule."""
-    runs = selectors.baseline_runs(ref)
+def _baseline(
+    ref: str,
+    ours: dict[str, str],
+    *,
+    topic: str,
+    personas: list[str],
+    max_turns: int,
+    threshold: float,
+    rule: str,
+    force: bool,
+) -> dict[str, Any]:
+    """What a batch's gate checks against: the baseline's means per persona, the rule, and whether it
+    compares (judge, judge prompt, rubric version, topic, personas, max turns); refused unless forced."""
+    runs = [r for r in selectors.baseline_runs(ref) if counted(r, setting("MIN_COVERAGE"))]
     if not runs:
         raise NotFound(f"baseline: no scored tutor runs in a group or run named {ref!r}")
-    judges = sorted({r["judge"] for r in runs})
-    ours = get_llm("judge", override=provider).label
-    same = all(judge == ours or judge.startswith(ours + "-") for judge in judges)
-    if not same and not force:
+    differs = mismatches(runs, judge_config=ours, topic=topic, personas=personas, max_turns=max_turns)
+    if differs and not force:
         raise InvalidInput(
             [
                 FieldProblem(
                     "baseline",
-                    f"{ref} was judged by {', '.join(judges)} and this batch's judge is {ours}: scores from "
-                    "different judges do not compare (force the baseline to compare anyway)",
+                    f"{ref} does not compare with this batch: {'; '.join(differs)} "
+                    "(force the baseline to compare anyway; the comparison is then labelled forced)",
                 )
             ]
         )
     return {
         "id": ref,
-        "judge": ", ".join(judges),
-        "forced": not same,
+        "judge": ", ".join(sorted({r["judge"] for r in runs})),
+        "judge_config": ours,
+        "forced": bool(differs),
+        "mismatches": differs,
         "rule": rule,
         "threshold": threshold,
         "means": baseline_means(runs),

@@ -15,6 +15,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
+from evaluation.conf import setting
 from evaluation.drift import selectors as drift_selectors
 from evaluation.errors import Conflict, InvalidInput, NotFound
 from evaluation.judging import selectors as judging_selectors
@@ -182,6 +183,8 @@ def run_report(request: HttpRequest, run_id: str) -> HttpResponse:
             "offline": offline,
             "live_socket": _live_socket(),
             "labels": judging_selectors.run_labels(run, request.user) if evaluation else None,
+            "coverage": selectors.run_coverage(run),
+            "min_coverage": setting("MIN_COVERAGE"),
         },
     )
 

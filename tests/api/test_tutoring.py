@@ -197,8 +197,12 @@ def test_a_re_evaluation_waiting_in_the_queue_reports_the_queued_stage(api, runs
 def test_start_against_a_baseline_records_it_or_says_why_not(api, runs):
     """run_ace (judged offline) as the baseline: its means are kept with the new runs; another judge is refused."""
     from evaluation.models import DimensionScore
+    from evaluation.tutoring.judge import judge_config
 
-    EvaluationRun.objects.filter(run_id="run_ace").update(judge_label="offline/offline-rules-v1")
+    ours = judge_config("offline/offline-rules-v1")  # what a run judged offline records
+    EvaluationRun.objects.filter(run_id="run_ace").update(
+        judge_label="offline/offline-rules-v1", config={"judge_config": ours}
+    )
     response = start(api, persona_file="ace", provider="offline", runs_per_persona=2, baseline="run_ace")
     assert response.status_code == 202, response.content
     run = EvaluationRun.objects.get(run_id=response.json()["run_id"])
@@ -206,13 +210,18 @@ def test_start_against_a_baseline_records_it_or_says_why_not(api, runs):
     assert run.config["baseline"] == {
         "id": "run_ace",
         "judge": "offline/offline-rules-v1",
+        "judge_config": ours,
         "forced": False,
+        "mismatches": [],
         "rule": "noise-aware",
         "threshold": 1.0,
         "means": {"ace": {**scores, "average": 7.0}},
     }
     refused = start(api, persona_file="ace", provider="openai/j@http://127.0.0.1:9/v1", baseline="run_ace")
-    assert refused.status_code == 400 and "different judges do not compare" in refused.json()["fields"]["baseline"][0]
+    reason = refused.json()["fields"]["baseline"][0]
+    assert (
+        refused.status_code == 400 and "judge: the baseline has offline/offline-rules-v1, this batch openai/j" in reason
+    )
     assert start(api, persona_file="ace", provider="offline", baseline="nothing").status_code == 404
     bad_rule = start(api, persona_file="ace", provider="offline", baseline="run_ace", regression_rule="vibes")
     assert bad_rule.status_code == 400 and "regression_rule" in bad_rule.json()["fields"]

@@ -63,13 +63,12 @@ def test_runs_per_persona_averages_with_spread(server, settings):
     assert [r.repeat_index for r in runs] == [1, 2, 3] and all(r.run_id.endswith(f"_r{r.repeat_index}") for r in runs)
     text = (Path(settings.EVALUATION["RUNS_DIR"]) / runs[0].group / "comparison.md").read_text()
     assert "up to 3 per persona: mean [95% confidence interval]" in text and "## Runs" in text
-    # one table per persona, one row per run, with the five dimensions
-    assert (
-        "### quiet_one\n\n| run | status | responsiveness | explanation quality | emotional attunement | pacing" in text
-    )
+    # one table per persona, one row per run, with its turns and the five dimensions
+    header = "| run | status | turns | responsiveness | explanation quality | emotional attunement | pacing"
+    assert f"### quiet_one\n\n{header}" in text
     for run in runs:
         scores = {s.dimension: s.score for s in run.dimension_scores.all()}
-        row = f"| {run.run_id} | completed | " + " | ".join(
+        row = f"| {run.run_id} | completed | {run.config['turns_answered']}/4 | " + " | ".join(
             f"{scores[d]:g}"
             for d in ("responsiveness", "explanation_quality", "emotional_attunement", "pacing", "authenticity")
         )
@@ -307,7 +306,11 @@ def test_unreachable_tutor_fails_the_run_with_the_reason(server, settings):
 
 def test_tutor_closing_the_socket_keeps_the_messages(server, fake_tutor, settings):
     run = fail_run(fake_tutor("close"))
-    assert run.error == "the tutor closed the WebSocket (code 1011)"
+    assert run.error == (
+        "the tutor became unreachable after 0/3 answered turns: "
+        "the WebSocket closed abnormally (code 1011: no reason given)"
+    )
+    assert run.config["ended_by"] == "tutor_unreachable"
     assert list(run.messages.values_list("role", flat=True)) == ["tutor", "student"]
     saved = json.loads((Path(settings.EVALUATION["RUNS_DIR"]) / run.run_id / "conversation.json").read_text())
     assert [m["role"] for m in saved["messages"]] == ["tutor", "student"]

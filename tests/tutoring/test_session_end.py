@@ -160,12 +160,11 @@ def test_a_session_evaluation_uses_the_topic_its_state_carries(catalog, loopback
     assert "**Topic:** Area of rectangles, as taught (grade 4)" in conversation
 
 
-def test_a_chat_endpoint_tutor_that_stops_answering_ends_the_session(server, loopback, settings, monkeypatch):
-    """The chat tutor answers its opening and two turns, then its endpoint fails for good."""
+def chat_tutor(loopback, failure):
+    """A chat tutor that answers its opening and two turns, then fails with `failure` for good."""
     from evaluation.providers.loopback import Reply
     from tests.tutoring.test_pipeline import JUDGE
 
-    settings.EVALUATION = {**settings.EVALUATION, "LLM_MAX_ATTEMPTS": 2}
     tutor_calls = []
 
     def respond(endpoint, body, n):
@@ -174,7 +173,7 @@ def test_a_chat_endpoint_tutor_that_stops_answering_ends_the_session(server, loo
         if body["model"] == "tutor-1":
             tutor_calls.append(n)
             if len(tutor_calls) > 3:
-                return Reply(status=503, error_message="tutor overloaded")
+                return failure
             return Reply(text=f"Good. What is {len(tutor_calls)} + 4?")
         return Reply(text="I think it is 12.")
 
@@ -182,9 +181,97 @@ def test_a_chat_endpoint_tutor_that_stops_answering_ends_the_session(server, loo
     Agent.objects.create(
         id="chatty", display_name="Chat tutor", kind="openai_chat", base_url=loopback.openai_url, model="tutor-1"
     )
-    cli(persona="ace", max_turns=6, seed=4, target="chatty", provider=f"openai/sim@{loopback.openai_url}")
+
+
+def test_a_chat_endpoint_tutor_that_stops_answering_ends_the_session(server, loopback, settings):
+    from evaluation.providers.loopback import Reply
+
+    settings.EVALUATION = {**settings.EVALUATION, "LLM_MAX_ATTEMPTS": 2}
+    chat_tutor(loopback, Reply(fault="hang"))
+    simulator = f"openai/sim@{loopback.openai_url}"
+    cli(persona="ace", max_turns=6, seed=4, target="chatty", provider=simulator, turn_timeout=0.5)
     run = EvaluationRun.objects.get()
     assert run.status == "completed", run.error
     assert list(run.messages.values_list("role", flat=True)) == ["tutor", "student"] * 3
-    assert run.config["ended_by"] == "tutor_stopped" and "tutor overloaded" in run.config["end_reason"]
+    assert run.config["ended_by"] == "tutor_stopped" and "no reply within" in run.config["end_reason"]
     assert run.overall_score == 5.0
+
+
+def test_a_chat_endpoint_tutor_that_becomes_unreachable_fails_the_run(server, loopback, settings):
+    from evaluation.providers.loopback import Reply
+
+    settings.EVALUATION = {**settings.EVALUATION, "LLM_MAX_ATTEMPTS": 2}
+    chat_tutor(loopback, Reply(status=503, error_message="tutor overloaded"))
+    with pytest.raises(CommandError, match="1 run\\(s\\) failed"):
+        cli(persona="ace", max_turns=6, seed=4, target="chatty", provider=f"openai/sim@{loopback.openai_url}")
+    run = EvaluationRun.objects.get()
+    assert run.status == "failed" and run.config["ended_by"] == "tutor_unreachable"
+    assert run.error.startswith("the tutor became unreachable after 2/6 answered turns: the tutor's endpoint")
+    assert "tutor overloaded" in run.error and run.dimension_scores.count() == 0
+    assert list(run.messages.values_list("role", flat=True)) == ["tutor", "student"] * 3
+
+
+def test_a_web_server_killed_mid_run_fails_the_run_with_the_turn_reached(
+    catalog, loopback, settings, staff_client, q_sync, tmp_path
+):
+    """The tutor's web server is SIGKILLed mid-conversation: an infrastructure failure, not a measurement."""
+    import os
+    import signal
+    import threading
+    import time
+
+    from evaluation.models import BaselineGate
+    from evaluation.tutoring import services
+    from tests.servers import killable_server
+    from tests.tutoring.test_pipeline import JUDGE, scripted
+
+    loopback.responder = scripted(JUDGE)
+    provider = f"openai/sim@{loopback.openai_url}"
+    options = {"persona": "ace", "max_turns": 30, "seed": 2, "provider": provider, "skip_server": True}
+    with killable_server({}, tmp_path / "web.log") as (url, web):
+        cli(**options, runs_per_persona=2, server_url=url)
+        baseline = EvaluationRun.objects.get(repeat_index=1).group
+        loopback.latency = 0.05  # the student takes a moment a turn, so the kill lands mid-conversation
+        failed = {}
+
+        def batch():
+            try:
+                cli(**options, server_url=url, baseline=baseline)
+            except CommandError as exc:
+                failed["error"] = str(exc)
+
+        thread = threading.Thread(target=batch)
+        thread.start()
+        deadline = time.monotonic() + 60
+        while not EvaluationRun.objects.exclude(group=baseline).filter(turn__gte=5).exists():
+            assert time.monotonic() < deadline and thread.is_alive(), "the batch never reached turn 5"
+            time.sleep(0.05)
+        os.killpg(web.pid, signal.SIGKILL)
+        thread.join(60)
+    run = EvaluationRun.objects.exclude(group=baseline).get()
+    reached = run.config["turns_answered"]
+    assert run.status == "failed" and run.config["ended_by"] == "tutor_unreachable"
+    assert 5 <= reached < 30 and f"the tutor became unreachable after {reached}/30 answered turns" in run.error
+    assert "the WebSocket closed abnormally (code 1006" in run.error
+    assert run.dimension_scores.count() == 0 and run.overall_score is None
+    assert run.messages.filter(role="tutor").count() >= reached + 1  # the greeting and every answer, kept
+    # the batch's gate counted nothing: not a pass, and the command failed saying so
+    assert "not compared: no run of the batch counts" in failed["error"] and "1 run(s) failed" in failed["error"]
+    assert BaselineGate.objects.get(group=run.group).outcome == "not compared"
+    detail = staff_client.get(f"/api/evaluation/runs/{run.run_id}").json()
+    coverage = detail["coverage"]
+    assert detail["status"] == "failed" and abs(coverage.pop("share") - reached / 30) < 1e-9
+    assert coverage == {"turns_answered": reached, "max_turns": 30, "cut_short": True, "counted": False}
+
+    # judged on request: partial, shown as such, and still left out of the comparison
+    loopback.latency = 0.0
+    retried = services.run_retry_evaluation_start(run=run)
+    run.refresh_from_db()
+    assert retried.pk == run.pk and run.status == "completed" and run.dimension_scores.count() == 5
+    review = (folder_of(run, settings) / "review.md").read_text()
+    assert f"**Coverage:** judged on {reached}/30 turns (partial)" in review
+    page = staff_client.get(f"/admin/evaluation/runs/{run.run_id}/").content.decode()
+    assert f"Partial: judged on {reached}/30 turns</b>, below the 80% comparisons count" in page
+    gate = BaselineGate.objects.get(group=run.group)
+    assert gate.outcome == "not compared"
+    assert gate.detail["left_out"] == [f"{run.run_id}: judged on {reached}/30 turns, below the coverage threshold 80%"]

@@ -57,11 +57,14 @@ class Command(BaseCommand):
             "--regression-rule",
             choices=["noise-aware", "fixed"],
             default="noise-aware",
-            help="noise-aware: the drop must also lie outside the 95%% CI of the repeats (default); "
-            "fixed: any drop beyond the threshold",
+            help="noise-aware: the drop must also lie outside the 95%% CI of the repeats (default; one run per "
+            "persona has no interval, so its drops are judged by the fixed rule); fixed: any drop beyond the threshold",
         )
         parser.add_argument(
-            "--force-baseline", action="store_true", help="Compare with a baseline from another judge anyway"
+            "--force-baseline",
+            action="store_true",
+            help="Compare with a baseline that does not match (judge, prompt, rubric, topic, personas, max turns) "
+            "anyway; the comparison is labelled forced",
         )
 
     def handle(self, *args, **opts):
@@ -106,31 +109,40 @@ class Command(BaseCommand):
                 listener=progress,
             )
         self.print_table(done)
+        problems = []
         failed = [r for r in done if r.status != "completed"]
         if failed:
-            raise CommandError(f"{len(failed)} run(s) failed: " + "; ".join(f"{r.run_id}: {r.error}" for r in failed))
-        regressions = self.print_verdicts({r.group for r in done if r.group}, opts["baseline"])
-        if regressions:
-            raise CommandError(
-                f"{len(regressions)} regression(s) against {opts['baseline']}: "
-                + "; ".join(f"{v.persona_id} {v.dimension}: {v.why}" for v in regressions)
-            )
+            problems.append(f"{len(failed)} run(s) failed: " + "; ".join(f"{r.run_id}: {r.error}" for r in failed))
+        if opts["baseline"]:
+            problems += self.print_gates({r.group for r in done if r.group}, opts["baseline"])
+        if problems:
+            raise CommandError("\n".join(problems))
 
-    def print_verdicts(self, groups, baseline):
-        """Print each group's check against its baseline; returns the regressions."""
-        regressions = []
+    def print_gates(self, groups, baseline):
+        """Print each group's gate against its baseline; returns why the command must fail (a regression, or
+        nothing compared), empty when every gate passed."""
+        problems = []
         for group in sorted(groups):
-            verdicts = selectors.group_verdicts(group)
-            if verdicts is None:
+            gate = selectors.group_gate(group)
+            if gate is None:
+                problems.append(f"{group}: no baseline recorded")
                 continue
-            self.stdout.write(f"\nAgainst baseline {baseline}:")
-            for v in verdicts:
+            forced = " (FORCED: the baseline does not match)" if gate.forced else ""
+            self.stdout.write(f"\nAgainst baseline {gate.baseline}{forced}: {gate.outcome.upper()}")
+            for why in gate.mismatches:
+                self.stdout.write(f"  forced: {why}")
+            for v in gate.verdicts:
                 mark = "REGRESSION" if v.regression else "ok"
                 self.stdout.write(f"  {v.persona_id:<22}{v.dimension:<22}{mark:<11}{v.why}")
-            regressions += [v for v in verdicts if v.regression]
-        if baseline and not groups:
-            self.stdout.write(f"\nNo comparison with baseline {baseline}: that needs more than one run.")
-        return regressions
+            for why in gate.left_out:
+                self.stdout.write(f"  left out: {why}")
+            for persona in gate.no_baseline:
+                self.stdout.write(f"  no baseline for persona {persona}")
+            if gate.outcome != "pass":
+                problems.append(f"against {gate.baseline}: {gate.outcome}: {gate.reason}")
+        if not groups:
+            problems.append(f"no comparison with baseline {baseline}: no batch was checked")
+        return problems
 
     def print_table(self, runs):
         header = (

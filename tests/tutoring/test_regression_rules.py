@@ -1,0 +1,123 @@
+"""Regression rules without a database: means with t intervals, regressions only beyond the noise, one
+run judged by the fixed rule, gates that leave out what does not count, baselines that do not compare."""
+
+import statistics
+
+import pytest
+from scipy import stats
+
+from evaluation.tutoring.regression import NOT_COMPARED, PASS, REGRESSION, compare, gate, mean_ci, mismatches
+
+TOPIC = "two-digit-addition-regrouping"
+
+
+def test_the_mean_interval_is_students_t():
+    # mean 5, sd 0.2, n 3: 5 ± t(0.975, 2) * 0.2 / sqrt(3) = 5 ± 4.3027 * 0.11547 = [4.5032, 5.4968]
+    assert mean_ci([5.0, 5.2, 4.8]) == (4.5, 5.5)
+    assert mean_ci([6.0]) == (None, None) and mean_ci([6.0, 6.0]) == (6.0, 6.0)
+    # an independent computation: the t quantile from its distribution function, not the interval helper
+    values = [3.0, 8.0, 7.0, 6.5]
+    mean, sd = statistics.fmean(values), statistics.stdev(values)
+    quantile = next(q / 10000 for q in range(10000, 100000) if stats.t.cdf(q / 10000, 3) >= 0.975)
+    half = quantile * sd / len(values) ** 0.5
+    low, high = mean_ci(values)
+    assert abs(low - (mean - half)) <= 0.011 and abs(high - (mean + half)) <= 0.011
+
+
+def runs_of(persona, averages, **extra):
+    return [
+        {"run_id": f"{persona}_{i}", "persona_id": persona, "scores": {"pacing": a}, "avg_score": a, **extra}
+        for i, a in enumerate(averages)
+    ]
+
+
+def test_a_drop_is_a_regression_only_beyond_the_threshold_and_outside_the_interval():
+    runs = runs_of("steady", [5.0, 5.2, 4.8]) + runs_of("noisy", [3.0, 8.0, 7.0]) + runs_of("close", [6.6, 6.5, 6.7])
+    baseline = {"steady": {"average": 7.0}, "noisy": {"average": 7.5}, "close": {"average": 7.0}}
+    verdicts = {v.persona_id: v for v in compare(runs, baseline)}
+    assert verdicts["steady"].regression and verdicts["steady"].drop == 2.0
+    assert "excludes 7" in verdicts["steady"].why
+    # a drop of 1.5, but three runs this far apart cannot tell it from noise
+    assert not verdicts["noisy"].regression and "holds 7.5: noise" in verdicts["noisy"].why
+    assert not verdicts["close"].regression and "within the threshold" in verdicts["close"].why
+    # the fixed rule flags the noisy drop too
+    fixed = {v.persona_id: v.regression for v in compare(runs, baseline, rule="fixed")}
+    assert fixed == {"steady": True, "noisy": True, "close": False}
+    # exactly at the threshold is not beyond it
+    at = compare(runs_of("edge", [6.0, 6.0]), {"edge": {"average": 7.0}}, rule="fixed")
+    assert [v.regression for v in at] == [False]
+
+
+def test_one_run_is_judged_by_the_fixed_rule_and_says_so():
+    baseline = {"solo": {"average": 8.0, "pacing": 8.0}, "fine": {"average": 7.0}}
+    verdicts = {
+        (v.persona_id, v.dimension): v for v in compare(runs_of("solo", [1.0]) + runs_of("fine", [6.5]), baseline)
+    }
+    drop = verdicts[("solo", "average")]
+    assert drop.regression and drop.n == 1 and (drop.low, drop.high) == (None, None)
+    assert "fixed rule" in drop.why and "2 or more runs" in drop.why
+    assert verdicts[("solo", "pacing")].regression
+    within = verdicts[("fine", "average")]
+    assert not within.regression and "one run: fixed rule" in within.why
+
+
+def baseline_of(means, **extra):
+    return {"id": "base", "means": means, "rule": "noise-aware", "threshold": 1.0, **extra}
+
+
+def test_the_gate_leaves_out_failed_and_cut_short_runs_and_counts_them():
+    runs = (
+        runs_of("ace", [5.0], turns_answered=18, max_turns=100, coverage=0.18)
+        + runs_of("quiet", [7.0], turns_answered=80, max_turns=100, coverage=0.8)
+        + [{"run_id": "dead", "persona_id": "ace", "scores": {}, "avg_score": None, "status": "failed"}]
+    )
+    checked = gate(runs, baseline_of({"ace": {"average": 9.0}, "quiet": {"average": 7.0}}), min_coverage=0.8)
+    # the cut-short ace run would be a regression, but it measured 18 of 100 turns: left out, and said so
+    assert checked.outcome == PASS and [v.persona_id for v in checked.verdicts] == ["quiet"]
+    assert checked.left_out == (
+        "ace_0: judged on 18/100 turns, below the coverage threshold 80%",
+        "dead: failed, no scores",
+    )
+    assert "2 run(s) left out" in checked.reason
+    # with a threshold below its coverage the same run counts, and is a regression
+    lower = gate(runs, baseline_of({"ace": {"average": 9.0}, "quiet": {"average": 7.0}}), min_coverage=0.1)
+    assert lower.outcome == REGRESSION and [v.persona_id for v in lower.regressions] == ["ace"]
+
+
+def test_a_gate_that_compares_nothing_is_not_a_pass():
+    base = baseline_of({"ace": {"average": 9.0}})
+    failed = [{"run_id": "r1", "persona_id": "ace", "scores": {}, "avg_score": None, "status": "failed"}]
+    checked = gate(failed, base, min_coverage=0.8)
+    assert checked.outcome == NOT_COMPARED and "no run of the batch counts: 1 of 1 left out" in checked.reason
+    other = gate(runs_of("quiet", [7.0]), base, min_coverage=0.8)
+    assert other.outcome == NOT_COMPARED and "no persona in common" in other.reason
+    assert other.no_baseline == ("quiet",)
+    assert gate([], base, min_coverage=0.8).outcome == NOT_COMPARED
+
+
+OURS = {"judge": "openai/gpt-5", "prompt_hash": "abc", "rubric": "tutor-session v1"}
+
+
+def recorded(**changes):
+    entry = {"persona_id": "ace", "topic": TOPIC, "max_turns": 4, "judge_config": {**OURS}}
+    entry["judge_config"].update({k: v for k, v in changes.items() if k in OURS})
+    entry.update({k: v for k, v in changes.items() if k not in OURS})
+    return [entry]
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"judge": "openai/gpt-5-mini"}, "judge: the baseline has openai/gpt-5-mini, this batch openai/gpt-5"),
+        ({"prompt_hash": "old"}, "judge prompt: the baseline has old, this batch abc"),
+        ({"rubric": "tutor-session v0"}, "rubric: the baseline has tutor-session v0, this batch tutor-session v1"),
+        ({"topic": "fractions"}, f"topic: the baseline has fractions, this batch {TOPIC}"),
+        ({"max_turns": 20}, "max turns: the baseline has 20, this batch 4"),
+        ({"persona_id": "quiet_one"}, "personas: the baseline has no runs of ace"),
+        ({"judge_config": None}, "judge: the baseline has not recorded, this batch openai/gpt-5"),
+    ],
+)
+def test_a_baseline_that_differs_in_one_respect_is_named(changes, message):
+    found = mismatches(recorded(**changes), judge_config=OURS, topic=TOPIC, personas=["ace"], max_turns=4)
+    assert message in found and len(found) == (3 if changes == {"judge_config": None} else 1)
+    assert mismatches(recorded(), judge_config=OURS, topic=TOPIC, personas=["ace"], max_turns=4) == []
