@@ -171,3 +171,63 @@ def test_a_baseline_from_another_judge_prompt_is_another_judge(catalog, baseline
         call_command(
             "drift_run", "--mode", "mock-judge", "--agents", "rex", "--baselines", str(baselines), stdout=StringIO()
         )
+
+
+def test_the_threshold_is_a_drop_of_more_than_one_point_and_the_interval_must_lie_wholly_below():
+    # "more than": a drop of exactly the threshold is not a regression, a hair more is
+    assert not Row("rex", "adherence", 6.0, [5.0], rule="fixed").regression
+    assert Row("rex", "adherence", 6.0, [4.999], rule="fixed").regression
+    assert not Row("rex", "adherence", 6.0, [4.5], rule="fixed", threshold=1.5).regression
+    # "wholly below": an interval that reaches the baseline is not beyond the noise
+    spread = [2.0, 2.0, 2.0, 2.0, 8.0]
+    high = bootstrap_ci(spread)[1]
+    assert high - 3.2 > 1.0  # the drop alone is a regression under the fixed rule
+    assert not Row("rex", "adherence", high, spread, rule="interval").regression
+    assert Row("rex", "adherence", high + 0.01, spread, rule="interval").regression
+    # a baseline with no score now is a regression; no baseline is never one
+    assert Row("rex", "adherence", 6.0, [], rule="interval").regression
+    assert not Row("rex", "adherence", None, [1.0], rule="fixed").regression
+
+
+def test_the_rule_in_words():
+    assert Report(mode="live", rule="fixed", repeats=3).rule_text == "a drop of more than 1.0 below the baseline"
+    assert Report(mode="live", rule="interval", repeats=2, threshold=1.5).rule_text == (
+        "a drop of more than 1.5 whose bootstrap 95% CI over 2 repeats lies below the baseline"
+    )
+    assert Report(mode="live", rule="interval", repeats=1).rule_text == (
+        "a drop of more than 1.0 below the baseline (one repeat: no interval, so the fixed rule)"
+    )
+
+
+def test_the_table_prints_mean_interval_delta_and_verdict_of_each_row():
+    from evaluation.drift.services import report_markdown
+
+    noisy = [2.0, 8.0, 3.0, 7.5, 4.0]
+    rows = [
+        Row("rex", "adherence", 6.2, noisy, rule="interval", repeats=5),
+        Row("rex", "fluency", 6.0, [6.5, 6.25, 6.75, 6.0, 6.5], rule="interval", repeats=5),
+        Row("rex", "consistency", 6.2, [4.9, 5.0, 5.1, 4.95, 5.05], rule="interval", repeats=5),
+        Row("rex", "convergence", 6.0, [6.0, 6.5], rule="interval", repeats=5),
+    ]
+    report = Report(mode="live", rule="interval", repeats=5, rows=rows, agents=["rex"])
+    table = report_markdown(report)
+
+    def printed(name):
+        line = next(x for x in table.splitlines() if x.startswith(f"| rex | {name} |"))
+        return [c.strip() for c in line.split("|")[1:-1]][3:]
+
+    low, high = percentile_bootstrap(noisy)
+    assert printed("adherence") == ["6.20", "4.90", f"{low:.2f}–{high:.2f}", "-1.30", "ok (within the noise)"]
+    low, high = percentile_bootstrap([6.5, 6.25, 6.75, 6.0, 6.5])
+    assert printed("fluency") == ["6.00", "6.40", f"{low:.2f}–{high:.2f}", "+0.40", "ok"]
+    assert printed("consistency")[1:] == [
+        "5.00",
+        "{:.2f}–{:.2f}".format(*percentile_bootstrap([4.9, 5.0, 5.1, 4.95, 5.05])),
+        "-1.20",
+        "regression",
+    ]
+    assert printed("convergence")[-1] == "incomplete: 2 of 5 repeats"
+    assert "| rex | regression | consistency |" in table
+    assert table.rstrip().endswith(
+        "Failed: 1 regression(s): rex/consistency -1.20; incomplete: rex/convergence scored in 2 of 5 repeats."
+    )
