@@ -153,6 +153,14 @@ def test_the_card_the_api_and_the_command_show_each_version(labelled, admin_clie
         pacing_row = next(d for d in table_data["dimensions"] if d["dimension"] == "pacing")
         assert len(pacing_row["levels"]) == levels and len(pacing_row["judge_vs_humans"]["confusion"]) == levels
 
+    index = admin_client.get("/admin/evaluation/judging/").content.decode()
+    assert "<h3>v2 (current)" in index and "<h3>v1 " in index and "changed: pacing" in index
+    page = admin_client.get(f"/admin/evaluation/judging/transcripts/{items[0].transcript_id}/")
+    assert page.status_code == 200
+    # the v1 and v2 pacing labels sit in two rows: one of each scale
+    html = page.content.decode()
+    assert html.count("<th>pacing</th>") == 1 and html.count("<th>pacing <span") == 1
+
     call_command("agreement", "--rubric", "tutor-session")
     out = capsys.readouterr().out
     assert "rubric tutor-session v2:" in out and "rubric tutor-session v1:" in out
