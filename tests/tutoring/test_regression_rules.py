@@ -6,7 +6,18 @@ import statistics
 import pytest
 from scipy import stats
 
-from evaluation.tutoring.regression import NOT_COMPARED, PASS, REGRESSION, compare, gate, mean_ci, mismatches
+from evaluation.tutoring.regression import (
+    NOT_COMPARED,
+    PASS,
+    REGRESSION,
+    baseline_means,
+    compare,
+    counted,
+    gate,
+    mean_ci,
+    mismatches,
+    verdict,
+)
 
 TOPIC = "two-digit-addition-regrouping"
 
@@ -121,3 +132,89 @@ def test_a_baseline_that_differs_in_one_respect_is_named(changes, message):
     found = mismatches(recorded(**changes), judge_config=OURS, topic=TOPIC, personas=["ace"], max_turns=4)
     assert message in found and len(found) == (3 if changes == {"judge_config": None} else 1)
     assert mismatches(recorded(), judge_config=OURS, topic=TOPIC, personas=["ace"], max_turns=4) == []
+
+
+def test_a_verdict_carries_its_figures_rounded_to_two_places():
+    v = verdict("ace", "pacing", 7.0, [6.123, 6.124, 6.125])
+    assert v.as_dict() == {
+        "persona_id": "ace",
+        "dimension": "pacing",
+        "baseline": 7.0,
+        "mean": 6.12,
+        "n": 3,
+        "low": 6.12,
+        "high": 6.13,
+        "drop": 0.88,
+        "regression": False,
+        "why": "drop 0.88 is within the threshold 1",
+    }
+    assert mean_ci([6.123, 6.123]) == (6.12, 6.12)
+    # the default rule is the noise-aware one, which says when one run leaves it to the fixed rule
+    assert verdict("ace", "pacing", 7.0, [6.5]).why == (
+        "drop 0.5 is within the threshold 1 (one run: fixed rule; the noise-aware rule needs 2 or more runs per persona)"
+    )
+    assert verdict("ace", "pacing", 7.0, [6.5], rule="fixed").why == "drop 0.5 is within the threshold 1"
+    assert verdict("ace", "pacing", 9.0, [6.5]).why == (
+        "drop 2.5 exceeds the threshold 1 (fixed rule: one run has no interval; "
+        "the noise-aware rule needs 2 or more runs per persona)"
+    )
+
+
+def test_an_interval_that_reaches_the_baseline_holds_it():
+    # mean 4, sd 0.2, n 3: the interval's top is 4 + 4.3027 * 0.11547 = 4.4968, shown as 4.5
+    v = verdict("ace", "pacing", 4.5, [4.0, 4.2, 3.8], threshold=0.4)
+    assert (v.high, v.regression) == (4.5, False) and "holds 4.5: noise" in v.why
+
+
+def test_compare_passes_the_threshold_on_and_names_real_sessions_session():
+    runs = [{"persona_id": None, "scores": {"pacing": 5.0}, "avg_score": 5.0}]
+    (v,) = compare(runs, {"session": {"pacing": 7.0}}, rule="fixed")
+    assert (v.persona_id, v.regression) == ("session", True)
+    (v,) = compare(runs, {"session": {"pacing": 7.0}}, rule="fixed", threshold=3.0)
+    assert not v.regression and v.why == "drop 2 is within the threshold 3"
+
+
+def test_baseline_means_per_persona_and_dimension_from_scored_runs_only():
+    runs = [
+        {"persona_id": "ace", "scores": {"pacing": 6.0, "authenticity": 9.0}, "avg_score": 7.0},
+        {"persona_id": "ace", "scores": {"pacing": 7.0}, "avg_score": 8.125},
+        {"persona_id": "ace", "scores": {}, "avg_score": None},
+        {"persona_id": None, "scores": {"pacing": 3.0}, "avg_score": None},
+    ]
+    assert baseline_means(runs) == {
+        "ace": {"pacing": 6.5, "authenticity": 9.0, "average": 7.56},
+        "session": {"pacing": 3.0},
+    }
+
+
+def test_a_gate_as_stored_names_everything_it_decided():
+    runs = runs_of("ace", [5.0], coverage=1.0)
+    base = baseline_of({"ace": {"average": 9.0}}, forced=True, mismatches=["topic: the baseline has x, this batch y"])
+    stored = gate(runs, base, min_coverage=0.8).as_dict()
+    assert {k: v for k, v in stored.items() if k != "verdicts"} == {
+        "baseline": "base",
+        "outcome": "regression",
+        "reason": "1 regression(s): ace average: drop 4 exceeds the threshold 1 (fixed rule: one run has no "
+        "interval; the noise-aware rule needs 2 or more runs per persona)",
+        "rule": "noise-aware",
+        "threshold": 1.0,
+        "forced": True,
+        "mismatches": ["topic: the baseline has x, this batch y"],
+        "left_out": [],
+        "no_baseline": [],
+        "min_coverage": 0.8,
+    }
+    assert [v["dimension"] for v in stored["verdicts"]] == ["average"]
+    # a run that recorded no coverage (a stored session) counts as whole, and no more than whole
+    assert counted({"scores": {"pacing": 5.0}}, 1.0) and not counted({"scores": {"pacing": 5.0}}, 1.01)
+
+
+def test_every_value_a_baseline_disagrees_on_is_listed():
+    runs = recorded() + recorded(judge="openai/gpt-4o", topic="fractions", max_turns=9)
+    found = mismatches(runs, judge_config=OURS, topic=TOPIC, personas=["ace", "bo", "cy"], max_turns=4)
+    assert found == [
+        "judge: the baseline has openai/gpt-4o, openai/gpt-5, this batch openai/gpt-5",
+        f"topic: the baseline has fractions, {TOPIC}, this batch {TOPIC}",
+        "max turns: the baseline has 4, 9, this batch 4",
+        "personas: the baseline has no runs of bo, cy",
+    ]
