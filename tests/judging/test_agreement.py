@@ -398,3 +398,16 @@ def test_one_dimension_end_to_end():
     assert result.self_consistency.n == 60 and result.self_consistency.value < 1.0
     assert result.judge_vs_humans.kappa.n == 60
     assert all(j != h for _, j, h in result.disagreements)
+
+
+def test_the_disagreements_are_the_ten_largest_gaps_on_items_both_labelled():
+    humans = {i: {"a": i % 10, "b": i % 10} for i in range(30)}
+    judge = {i: [(i * 7) % 10] for i in range(30)} | {99: [0]}  # item 99: judged, never labelled
+    humans[50] = {"a": 1}  # labelled, never judged
+    result = agreement.dimension_agreement("Score", ONE_TO_TEN, judge, humans, epsilon=0.2)
+    gaps = [(i, (i * 7) % 10, float(i % 10)) for i in range(30) if (i * 7) % 10 != i % 10]
+    gaps.sort(key=lambda t: (-abs(t[1] - t[2]), t[0]))
+    assert result.disagreements == tuple(gaps[:10]) and result.judge_vs_humans.kappa.n == 30
+    assert abs(result.disagreements[0][1] - result.disagreements[0][2]) == 6 and len(gaps) > 10
+    empty = agreement.dimension_agreement("Tone", YSN, {}, {}, epsilon=0.2)
+    assert empty.self_consistency is None and empty.humans is None and empty.ceiling.verdict == agreement.NOT_ENOUGH
