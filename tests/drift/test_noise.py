@@ -231,3 +231,29 @@ def test_the_table_prints_mean_interval_delta_and_verdict_of_each_row():
     assert table.rstrip().endswith(
         "Failed: 1 regression(s): rex/consistency -1.20; incomplete: rex/convergence scored in 2 of 5 repeats."
     )
+
+
+def test_a_row_scored_by_some_repeats_only_is_incomplete_and_a_failed_agent_is_named():
+    from evaluation.drift.services import report_junit, report_markdown
+
+    assert Row("rex", "adherence", None, [5.0], repeats=2).incomplete
+    assert not Row("rex", "adherence", None, [5.0, 5.0], repeats=2).incomplete
+    assert not Row("rex", "adherence", None, [], repeats=2).incomplete  # unscored, not half-scored
+    assert not Row("rex", "adherence", None, [5.0], repeats=1).incomplete
+    report = Report(
+        mode="live",
+        repeats=2,
+        rows=[Row("rex", "adherence", 6.0, [6.0], repeats=2)],
+        agents=["ivy", "rex"],
+        failed={"ivy": "drift_1 failed: the judge refused the key"},
+    )
+    table = report_markdown(report)
+    assert "| ivy | evaluation failed | drift_1 failed: the judge refused the key |" in table
+    assert "| rex | incomplete | adherence scored in 1 of 2 repeats |" in table
+    assert report.problems == [
+        "incomplete: rex/adherence scored in 1 of 2 repeats",
+        "ivy: the evaluation failed: drift_1 failed: the judge refused the key",
+    ]
+    junit = report_junit(report)
+    assert 'errors="1"' in junit and 'failures="1"' in junit
+    assert '<error message="the evaluation failed: drift_1 failed: the judge refused the key"' in junit
