@@ -421,6 +421,14 @@ def start_form_choices() -> dict[str, Any]:
         "sessions": TutoringSession.objects.select_related("topic")
         .exclude(full_conversation_log=[], conversation_history=[])
         .order_by("-created_at")[:50],
+        # Baselines to offer: the newest comparison groups with a scored run.
+        "baselines": list(
+            EvaluationRun.objects.filter(kind="tutor", overall_score__isnull=False)
+            .exclude(group="")
+            .values_list("group", flat=True)
+            .annotate(newest=Max("created_at"))
+            .order_by("-newest")[:20]
+        ),
     }
 
 

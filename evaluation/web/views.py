@@ -121,12 +121,18 @@ def start(request: HttpRequest) -> HttpResponse:
             runs_per_persona=int(request.POST.get("runs_per_persona") or 1),
             agent_id=request.POST.get("target") or None,
             provider=request.POST.get("provider") or None,
+            baseline=request.POST.get("baseline", "").strip() or None,
+            regression_rule=request.POST.get("regression_rule") or "noise-aware",
+            force_baseline=request.POST.get("force_baseline") == "on",
             started_by="dashboard",
         )
     except (InvalidInput, NotFound, Conflict, ValueError) as exc:
         messages.error(request, f"Not started: {exc}")
         return redirect("evaluation-dashboard")
     messages.success(request, f"Started {len(runs)} run(s): " + ", ".join(r.run_id for r in runs))
+    if runs[0].config.get("baseline"):
+        # the batch's gate against its baseline is on its comparison page
+        return redirect("evaluation-comparison", group=runs[0].group)
     return redirect("evaluation-dashboard")
 
 

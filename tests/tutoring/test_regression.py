@@ -150,3 +150,21 @@ def test_the_api_start_checks_the_baseline_and_the_comparison_names_its_gate(ser
     pending = staff_client.get(f"/api/evaluation/comparisons/{group}").json()
     assert pending["final"] is False and pending["gate"]["outcome"] == "not compared"
     assert staff_client.get("/api/evaluation/comparisons/comparison_nothing").status_code == 404
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_dashboard_starts_a_batch_against_a_baseline_and_shows_its_gate(server, staff_client, q_sync):
+    cli(provider="offline", seed=3, runs_per_persona=2)
+    baseline = newest_group()
+    form = {"mode": "simulate", "topic_id": TOPIC, "personas": ["quiet_one"], "provider": "offline"}
+    refused = staff_client.post("/admin/evaluation/start", {**form, "max_turns": 5, "baseline": baseline}, follow=True)
+    assert "Not started: baseline: " in refused.content.decode()
+    assert "max turns: the baseline has 4, this batch 5" in refused.content.decode()
+    assert not EvaluationRun.objects.exclude(group=baseline).exists()
+    started = staff_client.post("/admin/evaluation/start", {**form, "max_turns": 4, "baseline": baseline}, follow=True)
+    group = newest_group(baseline)
+    assert started.redirect_chain[-1][0] == f"/admin/evaluation/comparisons/{group}/"
+    stored = BaselineGate.objects.get(group=group)  # the dashboard's seed is random: pass or regression
+    assert stored.outcome in ("pass", "regression") and len(stored.detail["verdicts"]) == 6
+    page = started.content.decode()
+    assert f"Against baseline {baseline}" in page and f"<b>{stored.outcome.upper()}</b>: " in page
