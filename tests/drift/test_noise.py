@@ -243,17 +243,19 @@ def test_a_row_scored_by_some_repeats_only_is_incomplete_and_a_failed_agent_is_n
     report = Report(
         mode="live",
         repeats=2,
-        rows=[Row("rex", "adherence", 6.0, [6.0], repeats=2)],
+        rows=[Row("rex", "adherence", 6.0, [6.0], repeats=2), Row("rex", "fluency", 6.0, [], repeats=2)],
         agents=["ivy", "rex"],
         failed={"ivy": "drift_1 failed: the judge refused the key"},
     )
     table = report_markdown(report)
     assert "| ivy | evaluation failed | drift_1 failed: the judge refused the key |" in table
-    assert "| rex | incomplete | adherence scored in 1 of 2 repeats |" in table
+    assert "| rex | regression | fluency |" in table
+    assert "| rex | fluency | - | 6.00 | - | - | - | no score |" in table
     assert report.problems == [
+        "1 regression(s): rex/fluency no score",
         "incomplete: rex/adherence scored in 1 of 2 repeats",
         "ivy: the evaluation failed: drift_1 failed: the judge refused the key",
     ]
     junit = report_junit(report)
-    assert 'errors="1"' in junit and 'failures="1"' in junit
+    assert 'errors="1"' in junit and 'failures="2"' in junit and '<failure message="fluency has no score"' in junit
     assert '<error message="the evaluation failed: drift_1 failed: the judge refused the key"' in junit
