@@ -177,12 +177,12 @@ def test_compare_passes_the_threshold_on_and_names_real_sessions_session():
 def test_baseline_means_per_persona_and_dimension_from_scored_runs_only():
     runs = [
         {"persona_id": "ace", "scores": {"pacing": 6.0, "authenticity": 9.0}, "avg_score": 7.0},
-        {"persona_id": "ace", "scores": {"pacing": 7.0}, "avg_score": 8.125},
+        {"persona_id": "ace", "scores": {"pacing": 7.125}, "avg_score": 8.125},
         {"persona_id": "ace", "scores": {}, "avg_score": None},
         {"persona_id": None, "scores": {"pacing": 3.0}, "avg_score": None},
     ]
     assert baseline_means(runs) == {
-        "ace": {"pacing": 6.5, "authenticity": 9.0, "average": 7.56},
+        "ace": {"pacing": 6.56, "authenticity": 9.0, "average": 7.56},
         "session": {"pacing": 3.0},
     }
 
@@ -218,3 +218,33 @@ def test_every_value_a_baseline_disagrees_on_is_listed():
         "max turns: the baseline has 4, 9, this batch 4",
         "personas: the baseline has no runs of bo, cy",
     ]
+
+
+def test_a_drop_is_rounded_like_the_figures_it_compares():
+    # 7.005 - 6 is 1.00499... in binary: shown and judged as 1, within the threshold
+    v = verdict("ace", "pacing", 7.005, [6.0], rule="fixed")
+    assert (v.drop, v.regression) == (1.0, False)
+
+
+def test_a_gate_applies_the_baselines_rule_and_threshold_and_words_its_reason():
+    noisy = runs_of("ace", [3.0, 8.0, 7.0]) + runs_of("bo", [6.0, 6.0])
+    means = {"ace": {"average": 7.5}, "bo": {"average": 9.0}}
+    fixed = gate(noisy, baseline_of(means, rule="fixed"), min_coverage=0.8)
+    assert fixed.outcome == REGRESSION and fixed.reason == (
+        "2 regression(s): ace average: drop 1.5 exceeds the threshold 1 (fixed rule); "
+        "bo average: drop 3 exceeds the threshold 1 (fixed rule)"
+    )
+    loose = gate(noisy, baseline_of(means, threshold=3.0), min_coverage=0.8)
+    assert loose.outcome == PASS and loose.reason == "no regression in 2 comparison(s) of 2 persona(s)"
+    extra = gate(noisy + runs_of("cy", [5.0]), baseline_of(means, threshold=3.0), min_coverage=0.8)
+    assert extra.reason == "no regression in 2 comparison(s) of 2 persona(s)" and extra.no_baseline == ("cy",)
+    dead = {"run_id": "r9", "persona_id": "ace", "scores": {}, "avg_score": None}
+    assert gate([*noisy, dead], baseline_of(means, threshold=3.0), min_coverage=0.8).reason == (
+        "no regression in 2 comparison(s) of 2 persona(s); 1 run(s) left out"
+    )
+    assert gate([dead], baseline_of(means), min_coverage=0.8).left_out == ("r9: not scored, no scores",)
+    assert gate([], baseline_of(means), min_coverage=0.8).reason == "the batch has no runs"
+    sessions = [{"run_id": "s", "persona_id": None, "scores": {"pacing": 5.0}, "avg_score": 5.0}]
+    other = gate(sessions + runs_of("dee", [5.0]), baseline_of(means), min_coverage=0.8)
+    assert other.reason == "no persona in common with the baseline (the batch has dee, session)"
+    assert gate(sessions, baseline_of({"session": {"pacing": 5.0}}), min_coverage=0.8).outcome == PASS
