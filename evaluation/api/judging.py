@@ -30,6 +30,20 @@ class ImportQuery(QueryInput):
     )
     speaker_separator = serializers.CharField(required=False, default=":", max_length=10, trim_whitespace=False)
     transcript_separator = serializers.CharField(required=False, default="---", max_length=20)
+    map_labels = serializers.CharField(
+        required=False,
+        default="",
+        max_length=100_000,
+        help_text='A label map, JSON or YAML: {"<dimension>" or "*": {"<other wording>": "<label of the scale>"}}.',
+    )
+    skip_invalid = serializers.BooleanField(
+        required=False, default=False, help_text="Import the valid records; list the rejected ones with reasons."
+    )
+
+
+class RejectedOutput(Output):
+    record = serializers.CharField(help_text="How the file names it: `record 3`, `line 7`, `transcript 2`.")
+    problems = serializers.ListField(child=serializers.CharField())
 
 
 class ImportOutput(Output):
@@ -42,6 +56,8 @@ class ImportOutput(Output):
     items = serializers.IntegerField(help_text="Whole conversations or candidate responses in the file.")
     labels = serializers.IntegerField(help_text="Annotations written.")
     sources = serializers.ListField(child=serializers.CharField())
+    merged = serializers.IntegerField(help_text="Records folded into an earlier one with the same id and dialogue.")
+    rejected = RejectedOutput(many=True, help_text="Records set aside (skip_invalid), each with its reasons.")
 
 
 class ImportView(APIView):
@@ -54,7 +70,8 @@ class ImportView(APIView):
         description="The body is the file: JSON or JSON lines transcripts `{id, messages: [{role, content}], metadata, "
         "labels}`, candidate-response sets `{conversation_id, conversation_history, anno_llm_responses}`, or plain "
         "text with `Tutor:` / `Student:` lines. All or nothing: any problem, named by record, field and line, stores "
-        "nothing. Idempotent on (source, id). The body is read as bytes whatever its content type, so a text file may go as `text/plain`. Bodies over DATA_UPLOAD_MAX_MEMORY_SIZE: use `manage.py import_transcripts`.",
+        "nothing; with `skip_invalid=true` the valid records are stored and `rejected` lists the others with their "
+        "reasons. Records repeating an id with the same dialogue are one conversation. Idempotent on (source, id). The body is read as bytes whatever its content type, so a text file may go as `text/plain`. Bodies over DATA_UPLOAD_MAX_MEMORY_SIZE: use `manage.py import_transcripts`.",
         request={
             "application/json": OpenApiTypes.OBJECT,
             "application/x-ndjson": OpenApiTypes.STR,
@@ -69,6 +86,7 @@ class ImportView(APIView):
         query = ImportQuery(data=request.query_params)
         query.is_valid(raise_exception=True)
         options = dict(query.validated_data)
+        options["label_map"] = options.pop("map_labels")
         report = services.transcripts_import(request.body, format=options.pop("input_format"), **options)
         return Response(ImportOutput(report.as_dict()).data, status=status.HTTP_201_CREATED)
 
@@ -116,5 +134,82 @@ class AgreementView(APIView):
                 "current_version": rubric.version,
                 "versions": [v.as_dict() for v in selectors.rubric_versions(rubric)],
                 "configurations": tables,
+            }
+        )
+
+
+class EstimatesQuery(QueryInput):
+    rubric = serializers.SlugField(help_text="A rubric slug, e.g. tutor-response.")
+    configuration = serializers.IntegerField(
+        required=False, min_value=1, help_text="One judge configuration's id (default: the newest)."
+    )
+    # DRF's metaclass takes declared fields off the class, so this does not hide Field.source.
+    source = serializers.CharField(  # type: ignore[assignment]
+        required=False, max_length=100, help_text="Only items of this transcript source."
+    )
+    candidate = serializers.CharField(required=False, max_length=100, help_text="Only candidates of this name.")
+    group = serializers.CharField(required=False, max_length=120, help_text="Only conversations of this run group.")
+    labelled = serializers.IntegerField(
+        required=False, min_value=0, max_value=10_000_000, help_text="Keep the people's labels of this many items."
+    )
+    seed = serializers.IntegerField(required=False, default=0, min_value=0, max_value=2**32 - 1)
+
+
+class EstimatesView(APIView):
+    required_permission = "evaluation.view_judgescore"
+
+    @operation(
+        operation_id="judging_estimates",
+        tag="judging",
+        summary="Corrected estimates: the judge's mean, the people's and the prediction-powered one",
+        description="Per dimension of the rubric, within one judge configuration (the newest by default) and the "
+        "selected items: `judge_only`, the judge's mean over every judged item with its CLT 95% interval (biased by "
+        "whatever the judge gets wrong); `people_only`, the people's mean over the labelled items with its CLT "
+        "interval and n; `corrected`, the prediction-powered estimate (PPI++, power-tuned; Angelopoulos et al. 2023, "
+        "2024) with its 95% interval, `lam` its tuning parameter; `all_people`, the people's mean over every judged "
+        "item where every one has labels, else null. A numeric scale's estimand is `mean`, a categorical scale's "
+        "`share:<label>` for each label, the first label of the scale first. Where there is not enough data (fewer "
+        "than 2 labelled items) a value is null and `reason` says why. `labelled` keeps the people's labels of that "
+        "many items only (drawn with `seed`), to show what a labelling budget buys.",
+        parameters=[EstimatesQuery],
+        ok={200: OpenApiTypes.OBJECT},
+        invalid="The rubric is missing, or a parameter is not valid.",
+        not_found="The rubric or the configuration does not exist, or nothing was judged with it.",
+    )
+    def get(self, request: Request) -> Response:
+        from evaluation.judging import estimates
+
+        query = EstimatesQuery(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        data = query.validated_data
+        table = estimates.estimate_table(
+            data["rubric"],
+            configuration=data.get("configuration"),
+            selection=estimates.Selection(
+                source=data.get("source"), candidate=data.get("candidate"), group=data.get("group")
+            ),
+            labelled=data.get("labelled"),
+            seed=data["seed"],
+        )
+        body = table.as_dict()
+        for row, shown in zip(table.rows, body["dimensions"], strict=True):  # type: ignore[call-overload]
+            shown["corrected"] |= {
+                "n": row.corrected.n,
+                "lam": row.corrected.lam,
+                "unlabelled": row.corrected.unlabelled,
+            }
+            for key in ("judge_only", "people_only", "corrected"):
+                found = getattr(row, key)
+                shown[key] |= {"method": found.method, "reason": found.reason or None}
+            shown["judge_only"]["n"] = row.judge_only.n
+        return Response(
+            {
+                **body,
+                "rubric_version": table.rubric_version,
+                "configuration": table.configuration,
+                "configuration_id": table.configuration_id,
+                "selection": table.selection,
+                "items": table.items,
+                "labelled": table.labelled,
             }
         )

@@ -43,6 +43,7 @@ urlpatterns = [
     path("catalogue/agents/<str:agent_id>", catalogue.AgentDetailView.as_view(), name="api-agent"),
     path("judging/import", judging.ImportView.as_view(), name="api-judging-import"),
     path("judging/agreement", judging.AgreementView.as_view(), name="api-judging-agreement"),
+    path("judging/estimates", judging.EstimatesView.as_view(), name="api-judging-estimates"),
     # the schema's pages; Swagger UI's split view loads its script from a URL, not inline (strict CSP)
     path(
         "docs/",

@@ -103,8 +103,97 @@ def judge_card(request: HttpRequest, configuration_id: int) -> HttpResponse:
             "others": [c for c in selectors.configurations(table.rubric) if c.pk != configuration.pk],
             "versions": selectors.rubric_versions(configuration.rubric),
             "offline": configuration.provider.startswith("offline/"),
+            "estimates": estimates_card(configuration),
         },
     )
+
+
+CARD_BUDGET_DRAWS = 20
+"""Subsamples per label count in the card's "how many labels?" chart (the command takes 40)."""
+
+
+def estimates_card(configuration: Any) -> dict[str, Any]:
+    """The judge card's corrected estimates: each dimension's leading estimand (its mean, or the share of the
+    scale's first label), the width of the corrected interval against the labels behind it, and what to label next."""
+    from evaluation.judging import estimates
+
+    table = estimates.estimate_table(configuration.rubric.slug, configuration=configuration.pk)
+    lead: dict[str, Any] = {}
+    for row in table.rows:
+        lead.setdefault(row.dimension, row)
+    budgets = estimates.budget(table, draws=CARD_BUDGET_DRAWS)
+    widest = next((b for b in budgets if b.next_items), None)
+    items = selectors.items_get(list(widest.next_items)) if widest else {}
+    return {
+        "table": table,
+        "rows": list(lead.values()),
+        "budgets": budgets,
+        "chart": mark_safe(width_chart(budgets)),  # noqa: S308 - every text escaped
+        "widest": widest,
+        "next": [
+            {"item": items[i], "href": _labelling_href(items[i])}
+            for i in (widest.next_items if widest else ())
+            if i in items
+        ],
+    }
+
+
+def _labelling_href(item: Any) -> str:
+    """Where people label this item: a run's conversation on its report's form, an imported one on its page."""
+    if item.transcript.source == "run" and not item.key:
+        return reverse("evaluation-run-report", args=[item.transcript.external_id]) + "#labels"
+    return reverse("evaluation-transcript", args=[item.transcript_id]) + f"#item-{item.pk}"
+
+
+def width_chart(budgets: list[Any]) -> str:
+    """The corrected interval's median width (y) against labelled items (x), one line per dimension."""
+    from html import escape
+
+    from evaluation.web.charts import PALETTE
+
+    shown = [b for b in budgets if b.points]
+    if not shown:
+        return ""
+    left, top, width, height = 44, 10, 420, 160
+    most_x = max(p.labelled for b in shown for p in b.points)
+    most_y = max(p.corrected for b in shown for p in b.points) or 1.0
+    full_h = height + 40 + 14 * ((len(shown) + 2) // 3)
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="chart budget" width="{left + width + 20}" height="{full_h}" '
+        f'viewBox="0 0 {left + width + 20} {full_h}" role="img" aria-label="Corrected interval width by labelled items">'
+    ]
+    for k in range(5):
+        y = top + height - k / 4 * height
+        parts.append(
+            f'<line x1="{left}" x2="{left + width}" y1="{y:.1f}" y2="{y:.1f}" stroke="#ddd"/>'
+            f'<text x="{left - 4}" y="{y + 4:.1f}" font-size="10" text-anchor="end">{most_y * k / 4:.2f}</text>'
+        )
+    parts.append(
+        f'<text x="{left + width / 2}" y="{top + height + 16}" font-size="10" text-anchor="middle">'
+        f"labelled items (0 to {most_x})</text>"
+    )
+    for index, b in enumerate(shown):
+        colour = PALETTE[index % len(PALETTE)]
+        points = [
+            (left + p.labelled / most_x * width, top + height - p.corrected / most_y * height, p) for p in b.points
+        ]
+        parts.append(
+            f'<polyline fill="none" stroke="{colour}" stroke-width="2" '
+            f'points="{" ".join(f"{x:.1f},{y:.1f}" for x, y, _ in points)}"/>'
+        )
+        parts += [
+            f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3" fill="{colour}"><title>{escape(b.dimension)} '
+            f"({escape(b.estimand)}): {p.labelled} labelled, width {p.corrected:.3f} "
+            f"(people only {p.people_only:.3f})</title></circle>"
+            for x, y, p in points
+        ]
+        lx, ly = left + (index % 3) * 150, top + height + 34 + (index // 3) * 14
+        parts.append(
+            f'<rect x="{lx}" y="{ly - 9}" width="10" height="10" fill="{colour}"/>'
+            f'<text x="{lx + 14}" y="{ly}" font-size="10">{escape(b.dimension[:22])}</text>'
+        )
+    parts.append("</svg>")
+    return "".join(parts)
 
 
 @staff_member_required

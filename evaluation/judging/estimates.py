@@ -1,0 +1,589 @@
+"""Corrected estimates of a rubric's scores: the judge's own mean, the people's, and the prediction-powered one.
+
+The corrected estimate follows PPI++ (Angelopoulos, Duchi and Zrnic, "PPI++: Efficient prediction-powered
+inference", 2024), the power-tuned form of prediction-powered inference (Angelopoulos, Bates, Fannjiang,
+Jordan and Zrnic, "Prediction-powered inference", Science 382, 2023), for a mean, as the reference code
+`ppi_py` computes it (`ppi_mean_pointestimate` and `ppi_mean_ci` with `lam=None`):
+
+    theta_PP = lambda * mean(f(X_unlabelled)) + mean(Y - lambda * f(X_labelled))
+    lambda   = Cov_n(Y, f(X_labelled)) / ((1 + n/N) * Var(f over all n + N items)), clipped to [0, 1]
+    interval = theta_PP -/+ z_(1 - alpha/2) * sqrt(Var(lambda f(X_unlabelled)) / N + Var(Y - lambda f(X_labelled)) / n)
+
+where Y are people's values on the n labelled items, f the judge's, N the judged items without people's labels
+(Cov_n and the variances in the interval divide by n and N, the pooled variance by n + N - 1, as in ppi_py).
+lambda = 0 is the people's own mean; lambda = 1 is plain PPI. The tuned lambda makes the interval (asymptotically)
+never wider than the people-only one.
+
+The people-only and judge-only intervals are the classical CLT (normal) intervals of a mean, the standard
+deviation dividing by n (ppi_py's `classical_mean_ci`), for numeric scales and for shares alike: the corrected
+interval with lambda = 0 is exactly the people-only one, so the two are compared like for like. (A share of 0 or
+1 among few labels gets a zero-width CLT interval: the people-only figure then says so in its method.)
+
+The estimand is the mean for an integer scale (in the scale's own units) and, for a categorical scale, the share
+of each label (the mean of a 0/1 indicator per label). The labelled items must be a random sample of the judged
+ones, judged by the same judge configuration; nothing here can check that, and docs/judging.md says so.
+"""
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+Z_95 = 1.959963984540054
+"""The standard normal's 97.5% quantile (scipy.stats.norm.ppf(0.975)): two-sided 95% intervals."""
+MIN_LABELLED = 2
+"""Fewer labelled items than this give no interval (a variance needs two): "not enough data"."""
+CLASSICAL, JUDGE_ONLY, PPI_PLUS_PLUS = "classical CLT", "judge only, CLT", "PPI++ (power-tuned)"
+FloatArray = NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class MeanEstimate:
+    """One estimate of a mean (or a share) with its 95% interval."""
+
+    value: float | None
+    """None where there is not enough data (see reason)."""
+    low: float | None
+    high: float | None
+    n: int
+    """Labelled items it rests on (judged items for the judge-only estimate)."""
+    method: str
+    """The procedure: CLASSICAL, JUDGE_ONLY or PPI_PLUS_PLUS, with any caveat."""
+    se: float | None = None
+    """The standard error the interval is built from (differences add the variances)."""
+    lam: float | None = None
+    """PPI++'s power-tuning parameter, in [0, 1]; None for the other methods."""
+    unlabelled: int = 0
+    """Judged items without people's labels the corrected estimate used (N)."""
+    reason: str = ""
+    """Why there is no value, when there is none."""
+
+    @property
+    def width(self) -> float | None:
+        return None if self.low is None or self.high is None else self.high - self.low
+
+    def as_dict(self) -> dict[str, float | int | str | None]:
+        return {"value": self.value, "low": self.low, "high": self.high}
+
+    def __str__(self) -> str:
+        if self.value is None:
+            return f"not enough data ({self.reason})"
+        return f"{self.value:.3f} [{self.low:.3f}, {self.high:.3f}]"
+
+
+def not_enough(n: int, method: str, reason: str) -> MeanEstimate:
+    return MeanEstimate(None, None, None, n, method, reason=reason)
+
+
+def _interval(value: float, se: float, n: int, method: str, **extra: float | int | None) -> MeanEstimate:
+    return MeanEstimate(value, value - Z_95 * se, value + Z_95 * se, n, method, se=se, **extra)  # type: ignore[arg-type]
+
+
+def classical_mean(y: FloatArray, *, method: str = CLASSICAL) -> MeanEstimate:
+    """The mean with its CLT interval (ppi_py's classical_mean_ci: the standard deviation divides by n)."""
+    y = np.asarray(y, dtype=np.float64)
+    n = int(y.size)
+    if n < MIN_LABELLED:
+        return not_enough(n, method, f"{n} item(s); an interval needs at least {MIN_LABELLED}")
+    se = float(y.std() / math.sqrt(n))
+    if se == 0.0:
+        method += "; every value equal, so the interval has no width: treat it with care"
+    return _interval(float(y.mean()), se, n, method)
+
+
+def judge_only(f: FloatArray) -> MeanEstimate:
+    """The judge's mean over every judged item with its CLT interval: as precise as the items are many, and
+    biased by whatever the judge gets wrong, which no number of items fixes."""
+    return classical_mean(f, method=JUDGE_ONLY)
+
+
+def power_tuning(y: FloatArray, f_labelled: FloatArray, f_unlabelled: FloatArray) -> float:
+    """PPI++'s lambda for a mean (ppi_py's _calc_lam_glm, one coordinate, clipped to [0, 1]). A judge that gave
+    every item the same value carries no information: lambda 0."""
+    n, big_n = y.size, f_unlabelled.size
+    covariance = float(np.sum((y - y.mean()) * (f_labelled - f_labelled.mean())) / n)
+    pooled = np.concatenate([f_labelled, f_unlabelled])
+    variance = float(np.var(pooled, ddof=1)) if pooled.size > 1 else 0.0
+    if variance == 0.0:
+        return 0.0
+    lam = covariance / ((1 + n / big_n) * variance)
+    return float(min(1.0, max(0.0, lam)))
+
+
+def ppi_mean(
+    y: FloatArray, f_labelled: FloatArray, f_unlabelled: FloatArray, *, lam: float | None = None
+) -> MeanEstimate:
+    """The corrected (prediction-powered) mean: people's values y and the judge's f on the same labelled items,
+    and the judge's values on the judged items without labels. lam=None tunes lambda (PPI++); a given lam is
+    used as is (1: plain PPI, 0: the people's mean)."""
+    y = np.asarray(y, dtype=np.float64)
+    f_labelled = np.asarray(f_labelled, dtype=np.float64)
+    f_unlabelled = np.asarray(f_unlabelled, dtype=np.float64)
+    n, big_n = int(y.size), int(f_unlabelled.size)
+    if f_labelled.size != n:
+        raise ValueError(f"y has {n} values but f_labelled {f_labelled.size}: they must be the same items")
+    if n < MIN_LABELLED:
+        return not_enough(n, PPI_PLUS_PLUS, f"{n} labelled item(s); an interval needs at least {MIN_LABELLED}")
+    if big_n == 0:
+        people = classical_mean(y)
+        return MeanEstimate(
+            people.value,
+            people.low,
+            people.high,
+            n,
+            f"{CLASSICAL}: every judged item is labelled, so the people's mean is the estimate",
+            se=people.se,
+            lam=0.0,
+        )
+    if lam is None:
+        lam = power_tuning(y, f_labelled, f_unlabelled)
+    rectifier = y - lam * f_labelled
+    value = float(lam * f_unlabelled.mean() + rectifier.mean())
+    se = math.sqrt(float(np.var(lam * f_unlabelled)) / big_n + float(np.var(rectifier)) / n)
+    return _interval(value, se, n, PPI_PLUS_PLUS, lam=lam, unlabelled=big_n)
+
+
+def difference(a: MeanEstimate, b: MeanEstimate) -> MeanEstimate:
+    """a - b for two estimates from independent samples (two groups of items): the variances add."""
+    if a.value is None or b.value is None or a.se is None or b.se is None:
+        missing = a if a.value is None else b
+        return not_enough(min(a.n, b.n), f"difference of {a.method}", missing.reason or "no interval")
+    se = math.sqrt(a.se**2 + b.se**2)
+    return _interval(a.value - b.value, se, min(a.n, b.n), f"difference of {a.method}; variances added")
+
+
+# --- per dimension: the three estimates of each estimand -----------------------------------------
+
+
+@dataclass(frozen=True)
+class EstimandRow:
+    """The three estimates of one estimand of one dimension (its mean, or the share of one label)."""
+
+    dimension: str
+    estimand: str
+    """"mean" for an integer scale, "share:<label>" for a categorical one."""
+    judge_only: MeanEstimate
+    people_only: MeanEstimate
+    corrected: MeanEstimate
+    all_people: tuple[float, int] | None
+    """(the people's mean over every judged item, n) where every judged item has people's labels (--labelled
+    hides some: this is the figure the corrected estimate tries to reach); else None."""
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "name": self.dimension,
+            "estimand": self.estimand,
+            "judge_only": self.judge_only.as_dict(),
+            "people_only": {**self.people_only.as_dict(), "n": self.people_only.n},
+            "corrected": self.corrected.as_dict(),
+            "all_people": None if self.all_people is None else {"value": self.all_people[0], "n": self.all_people[1]},
+        }
+
+
+def estimands(levels: tuple[str, ...], integer: bool) -> list[tuple[str, FloatArray]]:
+    """(name, the value of each place on the scale): the mean of an integer scale in its own units; for a
+    categorical one, each label's share (0/1 indicators), the scale's first label (the best) first."""
+    if integer:
+        return [("mean", np.array([float(level) for level in levels]))]
+    k = len(levels)
+    return [(f"share:{levels[i]}", (np.arange(k) == i).astype(np.float64)) for i in reversed(range(k))]
+
+
+def dimension_estimates(
+    dimension: str,
+    levels: tuple[str, ...],
+    integer: bool,
+    judged: dict[int, int],
+    people: dict[int, int],
+    keep: set[int] | frozenset[int] | None = None,
+) -> list[EstimandRow]:
+    """judged: item -> the judge's place on the scale (0 = worst level); people: item -> the people's place.
+    keep: the labelled items whose labels count (None: all); the others count as unlabelled."""
+    items = sorted(judged)
+    labelled = [i for i in items if i in people and (keep is None or i in keep)]
+    chosen = set(labelled)
+    unlabelled = [i for i in items if i not in chosen]
+    everyone = bool(items) and all(i in people for i in items)
+    f_all = np.array([judged[i] for i in items], dtype=np.int64)
+    f_lab = np.array([judged[i] for i in labelled], dtype=np.int64)
+    f_unl = np.array([judged[i] for i in unlabelled], dtype=np.int64)
+    y_lab = np.array([people[i] for i in labelled], dtype=np.int64)
+    y_all = np.array([people[i] for i in items if i in people], dtype=np.int64)
+    rows = []
+    for name, value in estimands(levels, integer):
+        rows.append(
+            EstimandRow(
+                dimension=dimension,
+                estimand=name,
+                judge_only=judge_only(value[f_all]),
+                people_only=classical_mean(value[y_lab]),
+                corrected=ppi_mean(value[y_lab], value[f_lab], value[f_unl]),
+                all_people=(float(value[y_all].mean()), int(y_all.size)) if everyone else None,
+            )
+        )
+    return rows
+
+
+# --- how many labels? --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BudgetPoint:
+    """The interval widths with `labelled` people's labels, over `draws` seeded subsamples of the labelled items
+    (the rest count as unlabelled)."""
+
+    labelled: int
+    corrected: float
+    """The median width of the corrected 95% interval."""
+    corrected_low: float
+    corrected_high: float
+    """The 10th and 90th percentiles of that width over the subsamples."""
+    people_only: float
+    """The median width of the people-only interval on the same subsamples."""
+
+
+def budget_sizes(available: int) -> list[int]:
+    """Label counts to try: a doubling ladder from 10 up to what is labelled, and all of it."""
+    sizes = [s for s in (10, 20, 40, 80, 160, 320, 640, 1280, 2560) if s < available]
+    return [*sizes, available] if available >= MIN_LABELLED else []
+
+
+def budget_curve(
+    values: FloatArray,
+    judged: dict[int, int],
+    people: dict[int, int],
+    *,
+    draws: int = 40,
+    seed: int = 0,
+) -> list[BudgetPoint]:
+    """The corrected interval's width against the number of labelled items, by subsampling the labelled items
+    (seeded): what a labelling budget buys on these data. values: each scale place's value (see estimands)."""
+    labelled = sorted(i for i in judged if i in people)
+    rng = np.random.default_rng(seed)
+    f = {i: values[v] for i, v in judged.items()}
+    y = np.array([values[people[i]] for i in labelled])
+    f_lab_all = np.array([f[i] for i in labelled])
+    f_rest = np.array([f[i] for i in judged if i not in people])
+    out = []
+    for size in budget_sizes(len(labelled)):
+        widths, people_widths = [], []
+        for _ in range(1 if size == len(labelled) else draws):
+            picked = np.zeros(len(labelled), dtype=bool)
+            picked[rng.choice(len(labelled), size=size, replace=False)] = True
+            corrected = ppi_mean(y[picked], f_lab_all[picked], np.concatenate([f_rest, f_lab_all[~picked]]))
+            alone = classical_mean(y[picked])
+            widths.append(corrected.width if corrected.width is not None else math.nan)
+            people_widths.append(alone.width if alone.width is not None else math.nan)
+        w = np.array(widths)
+        out.append(
+            BudgetPoint(
+                labelled=size,
+                corrected=float(np.nanmedian(w)),
+                corrected_low=float(np.nanpercentile(w, 10)),
+                corrected_high=float(np.nanpercentile(w, 90)),
+                people_only=float(np.nanmedian(people_widths)),
+            )
+        )
+    return out
+
+
+@dataclass(frozen=True)
+class Stratum:
+    """The judged items the judge put at one level, for the "label next" rule."""
+
+    level: str
+    judged: int
+    labelled: int
+    residual_sd: float | None
+    """The standard deviation of people minus lambda times judge among its labelled items; None below two."""
+    target: float
+    """Its share of the labels under Neyman allocation (judged x residual sd), in items, for the next budget."""
+
+
+def label_next(
+    values: FloatArray,
+    levels: tuple[str, ...],
+    judged: dict[int, int],
+    people: dict[int, int],
+    lam: float,
+    *,
+    count: int = 10,
+    seed: int = 0,
+) -> tuple[list[int], list[Stratum]]:
+    """Which unlabelled items to label next, to narrow this estimand's corrected interval most: stratified by the
+    judge's level, with Neyman allocation. The corrected interval's width is driven by the spread of people minus
+    lambda times the judge; within the judge's level h that spread is sd_h, and a sample allocated in proportion
+    to N_h x sd_h (N_h judged items at level h) minimises the variance of a stratified mean. A level with fewer
+    than two labelled items has no sd yet: it gets the largest sd seen (at least 0.5), so unexplored levels are
+    sampled first, leaning to caution. Each next label goes to the level furthest below its target; within a
+    level, items are drawn at random (seeded), as the estimate needs a random sample."""
+    rng = np.random.default_rng(seed)
+    by_level: dict[int, list[int]] = {}
+    for item, v in sorted(judged.items()):
+        by_level.setdefault(v, []).append(item)
+    sds: dict[int, float | None] = {}
+    for v, items in by_level.items():
+        residual = [values[people[i]] - lam * values[v] for i in items if i in people]
+        sds[v] = float(np.std(residual, ddof=1)) if len(residual) >= 2 else None
+    known = [s for s in sds.values() if s is not None]
+    fallback = max([0.5, *known])
+    spread = {v: fallback if sd is None else sd for v, sd in sds.items()}
+    weight = {v: len(items) * spread[v] for v, items in by_level.items()}
+    labelled_now = {v: sum(1 for i in items if i in people) for v, items in by_level.items()}
+    total = sum(labelled_now.values()) + count
+    weights_sum = sum(weight.values()) or 1.0
+    targets = {v: total * weight[v] / weights_sum for v in by_level}
+    pools = {v: [i for i in rng.permutation(items).tolist() if i not in people] for v, items in by_level.items()}
+    have = dict(labelled_now)
+    picked: list[int] = []
+    while len(picked) < count:
+        open_levels = [v for v in by_level if pools[v]]
+        if not open_levels:
+            break
+        v = max(open_levels, key=lambda level: (targets[level] - have[level], -level))
+        picked.append(int(pools[v].pop(0)))
+        have[v] += 1
+    strata = [
+        Stratum(levels[v], len(by_level[v]), labelled_now[v], sds[v], round(targets[v], 1)) for v in sorted(by_level)
+    ]
+    return picked, strata
+
+
+# --- from the database ------------------------------------------------------------------------------
+# The reads below sit beside the statistics they feed: every door (command, API, judge card) asks for one
+# EstimateTable, read within one rubric version and one judge configuration.
+
+GROUPINGS = ("source", "candidate", "group")
+"""What a selection or a comparison is by: the transcript's source, the candidate's name (a tutor model or an
+agent: Item.key), or a run group (conversations of runs, source "run")."""
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Which judged items count: every one, or those of one source, candidate or run group."""
+
+    source: str | None = None
+    candidate: str | None = None
+    group: str | None = None
+
+    def describe(self) -> str:
+        parts = [f"{name} {value!r}" for name, value in self.__dict__.items() if value is not None]
+        return ", ".join(parts) or "all judged items"
+
+
+@dataclass(frozen=True)
+class DimensionData:
+    """One dimension's values under the configuration's rubric version: places on its scale, 0 = worst."""
+
+    name: str
+    levels: tuple[str, ...]
+    """Worst first."""
+    integer: bool
+    judged: dict[int, int]
+    """item -> the lower median of the judge's repeats."""
+    people: dict[int, int]
+    """item -> the lower median of the people's labels (judged items only)."""
+
+
+@dataclass(frozen=True)
+class EstimateTable:
+    """The three estimates of every estimand of every dimension, for one judge configuration and selection."""
+
+    rubric: str
+    rubric_version: int
+    configuration: str
+    configuration_id: int
+    selection: str
+    items: int
+    """Judged items in the selection."""
+    labelled: int
+    """Judged items whose people's labels count (after --labelled)."""
+    labelled_of: int
+    """Judged items with people's labels before any were hidden."""
+    rows: tuple[EstimandRow, ...]
+    data: tuple[DimensionData, ...] = ()
+    keep: frozenset[int] | None = None
+    """The labelled items kept by a labelling budget (None: every labelled item)."""
+
+    def as_dict(self) -> dict[str, object]:
+        return {"rubric": self.rubric, "dimensions": [row.as_dict() for row in self.rows]}
+
+
+def _item_ids(selection: Selection) -> set[int] | None:
+    from evaluation.models import EvaluationRun, Item
+
+    if selection == Selection():
+        return None
+    rows = Item.objects.all()
+    if selection.source is not None:
+        rows = rows.filter(transcript__source=selection.source)
+    if selection.candidate is not None:
+        rows = rows.filter(key=selection.candidate)
+    if selection.group is not None:
+        runs = EvaluationRun.objects.filter(group=selection.group).values_list("run_id", flat=True)
+        rows = rows.filter(transcript__source="run", transcript__external_id__in=runs)
+    return set(rows.values_list("pk", flat=True))
+
+
+def dimension_data(configuration: object, selection: Selection = Selection()) -> list[DimensionData]:
+    """Each dimension of the rubric version the configuration judged under, with the judge's and the people's
+    values on the selected judged items (the labels read as the judge card reads them)."""
+    from evaluation.judging import agreement, selectors
+
+    rubric = configuration.rubric  # type: ignore[attr-defined]
+    recorded = selectors._versions(rubric.pk)
+    spec = selectors._spec_at(rubric, configuration.rubric_version, recorded)  # type: ignore[attr-defined]
+    wanted = _item_ids(selection)
+    judged, _ = selectors._on_scale(selectors._scores_by_dimension(configuration.pk, wanted), spec)  # type: ignore[attr-defined]
+    labels, _ = selectors._labels_by_dimension(spec, recorded)
+    out = []
+    for d in spec.dimensions:
+        judge = {i: agreement.lower_median(v) for i, v in judged.get(d.id, {}).items()}
+        people = {i: agreement.lower_median(list(v.values())) for i, v in labels.get(d.id, {}).items() if i in judge}
+        out.append(DimensionData(d.name, d.scale.levels, d.scale.integer, judge, people))
+    return out
+
+
+def configuration_for(rubric: str, configuration: int | None = None) -> object:
+    """The rubric's newest judge configuration (newest rubric version first), or the one named; NotFound names
+    what is missing."""
+    from evaluation.errors import NotFound
+    from evaluation.judging import selectors, services
+
+    services.rubric_get(rubric)
+    found = selectors.configurations(rubric)
+    if configuration is not None:
+        found = [c for c in found if c.pk == configuration]
+        if not found:
+            raise NotFound(f"no judge configuration {configuration} of rubric {rubric!r}")
+    if not found:
+        raise NotFound(f"nothing judged with rubric {rubric!r} yet: run judge_imported first")
+    return found[0]
+
+
+def labelled_subset(data: list[DimensionData], labelled: int, seed: int) -> frozenset[int]:
+    """`labelled` of the items people labelled (on any dimension), drawn at random with the seed."""
+    items = sorted({i for d in data for i in d.people})
+    if labelled > len(items):
+        labelled = len(items)
+    picked = np.random.default_rng(seed).choice(len(items), size=labelled, replace=False)
+    return frozenset(items[int(k)] for k in picked)
+
+
+def estimate_table(
+    rubric: str,
+    *,
+    configuration: int | None = None,
+    selection: Selection = Selection(),
+    labelled: int | None = None,
+    seed: int = 0,
+) -> EstimateTable:
+    """Per dimension, the judge-only, people-only and corrected estimates (and the all-people figure where every
+    judged item has labels). labelled: keep the people's labels of that many items only (seeded)."""
+    config = configuration_for(rubric, configuration)
+    data = dimension_data(config, selection)
+    keep = labelled_subset(data, labelled, seed) if labelled is not None else None
+    rows = tuple(r for d in data for r in dimension_estimates(d.name, d.levels, d.integer, d.judged, d.people, keep))
+    every = {i for d in data for i in d.people}
+    return EstimateTable(
+        rubric=rubric,
+        rubric_version=config.rubric_version,  # type: ignore[attr-defined]
+        configuration=config.key,  # type: ignore[attr-defined]
+        configuration_id=config.pk,  # type: ignore[attr-defined]
+        selection=selection.describe(),
+        items=len({i for d in data for i in d.judged}),
+        labelled=len(every if keep is None else every & keep),
+        labelled_of=len(every),
+        rows=rows,
+        data=tuple(data),
+        keep=keep,
+    )
+
+
+@dataclass(frozen=True)
+class DifferenceRow:
+    """The corrected estimates of one estimand in two groups, and their difference (a minus b)."""
+
+    dimension: str
+    estimand: str
+    a: MeanEstimate
+    b: MeanEstimate
+    corrected: MeanEstimate
+    judge_only: MeanEstimate
+    """The judges' difference, for contrast: a bias shared by both groups cancels, a bias that differs does not."""
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "name": self.dimension,
+            "estimand": self.estimand,
+            "a": self.a.as_dict(),
+            "b": self.b.as_dict(),
+            "difference": self.corrected.as_dict(),
+            "judge_only_difference": self.judge_only.as_dict(),
+        }
+
+
+def compare(
+    rubric: str,
+    by: str,
+    a: str,
+    b: str,
+    *,
+    configuration: int | None = None,
+    labelled: int | None = None,
+    seed: int = 0,
+) -> tuple[EstimateTable, EstimateTable, list[DifferenceRow]]:
+    """The corrected difference between two groups of items (two sources, candidates or run groups): the
+    difference of two PPI++ estimates from independent samples, their variances added."""
+    if by not in GROUPINGS:
+        raise ValueError(f"by: {by!r} is not one of {', '.join(GROUPINGS)}")
+    tables = [
+        estimate_table(
+            rubric, configuration=configuration, selection=Selection(**{by: name}), labelled=labelled, seed=seed
+        )
+        for name in (a, b)
+    ]
+    rows = [
+        DifferenceRow(
+            x.dimension,
+            x.estimand,
+            x.corrected,
+            y.corrected,
+            difference(x.corrected, y.corrected),
+            difference(x.judge_only, y.judge_only),
+        )
+        for x, y in zip(tables[0].rows, tables[1].rows, strict=True)
+    ]
+    return tables[0], tables[1], rows
+
+
+@dataclass(frozen=True)
+class Budget:
+    """How many labels: one estimand's corrected interval width against the number of labelled items, and the
+    items to label next."""
+
+    dimension: str
+    estimand: str
+    points: tuple[BudgetPoint, ...]
+    next_items: tuple[int, ...]
+    strata: tuple[Stratum, ...]
+    rule: str = "stratified by the judge's level, Neyman allocation (judged items x spread of people - lambda judge)"
+
+
+def budget(table: EstimateTable, *, draws: int = 40, seed: int = 0, count: int = 10) -> list[Budget]:
+    """For each dimension, its estimand with the widest corrected interval: the width curve by subsampling the
+    labelled items, and the unlabelled items whose labels would narrow that interval most. The widest first."""
+    out = []
+    for d in table.data:
+        rows = [r for r in table.rows if r.dimension == d.name]
+        if not rows:
+            continue
+        widest = max(rows, key=lambda r: r.corrected.width if r.corrected.width is not None else math.inf)
+        values = dict(estimands(d.levels, d.integer))[widest.estimand]
+        people = d.people if table.keep is None else {i: v for i, v in d.people.items() if i in table.keep}
+        points = budget_curve(values, d.judged, people, draws=draws, seed=seed)
+        lam = widest.corrected.lam if widest.corrected.lam is not None else 1.0
+        picked, strata = label_next(values, d.levels, d.judged, people, lam, count=count, seed=seed)
+        out.append(Budget(d.name, widest.estimand, tuple(points), tuple(picked), tuple(strata)))
+    return sorted(out, key=lambda b: -(b.points[-1].corrected if b.points else math.inf))

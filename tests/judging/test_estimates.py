@@ -1,0 +1,299 @@
+"""Corrected (prediction-powered) estimates: the estimator against the reference code ppi_py and against the
+formulas written out on a hand example; then its doors: the command, the API and the judge card."""
+
+import json
+import math
+import statistics
+
+import numpy as np
+import pytest
+from django.contrib.auth.models import Group
+from django.core.management import CommandError, call_command
+from ppi_py import classical_mean_ci, ppi_mean_ci, ppi_mean_pointestimate
+from rest_framework.authtoken.models import Token
+
+from evaluation.judging import estimates, services
+from evaluation.models import Annotation, JudgeConfiguration, JudgeScore
+from tests.judging.synthetic import candidate_sets
+
+# --- the estimator ------------------------------------------------------------------------------------
+
+
+def _case(seed: int, kind: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    n, big_n = 40 + 10 * seed, 400
+    truth = rng.normal(size=n + big_n)
+    if kind == "tuned":  # a noisy, biased judge: lambda strictly between 0 and 1
+        f = truth + rng.normal(scale=1.0 + seed % 3, size=truth.size) - 0.7
+    elif kind == "clipped-low":  # a judge that gets it backwards: lambda below 0, clipped to 0
+        f = -truth + rng.normal(scale=0.3, size=truth.size)
+    else:  # people's values twice the judge's: lambda above 1, clipped to 1
+        f = truth / 2 + rng.normal(scale=0.05, size=truth.size)
+    return truth[:n], f[:n], f[n:]
+
+
+@pytest.mark.parametrize("kind", ["tuned", "clipped-low", "clipped-high"])
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_the_corrected_mean_is_ppi_pys(seed, kind):
+    y, f, f_unlabelled = _case(seed, kind)
+    ours = estimates.ppi_mean(y, f, f_unlabelled)
+    low, high = ppi_mean_ci(y, f, f_unlabelled, alpha=0.05)
+    assert ours.value == pytest.approx(float(ppi_mean_pointestimate(y, f, f_unlabelled)[0]), abs=1e-12)
+    assert (ours.low, ours.high) == pytest.approx((float(low[0]), float(high[0])), abs=1e-12)
+    assert (ours.n, ours.unlabelled, ours.method) == (y.size, 400, estimates.PPI_PLUS_PLUS)
+    if kind == "clipped-low":
+        assert ours.lam == 0.0
+    elif kind == "clipped-high":
+        assert ours.lam == 1.0
+    else:
+        assert 0.0 < ours.lam < 1.0
+    # a given lambda is used as is, as ppi_py's lam=1 (plain PPI)
+    plain = estimates.ppi_mean(y, f, f_unlabelled, lam=1.0)
+    assert (plain.low, plain.high) == pytest.approx(
+        tuple(float(v[0]) for v in ppi_mean_ci(y, f, f_unlabelled, alpha=0.05, lam=1)), abs=1e-12
+    )
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_the_people_and_judge_only_intervals_are_ppi_pys_classical_ones(seed):
+    y, f, f_unlabelled = _case(seed, "tuned")
+    for ours, values in ((estimates.classical_mean(y), y), (estimates.judge_only(f_unlabelled), f_unlabelled)):
+        low, high = classical_mean_ci(values, alpha=0.05)
+        assert (ours.value, ours.low, ours.high) == pytest.approx((values.mean(), low, high), abs=1e-12)
+    assert estimates.judge_only(f).method == estimates.JUDGE_ONLY
+    # lambda 0 is the people's own estimate
+    zero = estimates.ppi_mean(y, f, f_unlabelled, lam=0.0)
+    people = estimates.classical_mean(y)
+    assert (zero.value, zero.low, zero.high) == pytest.approx((people.value, people.low, people.high), abs=1e-12)
+
+
+def test_a_hand_example_with_the_formulas_written_out():
+    y, f, f_unl = [1, 0, 1, 1], [1, 0, 0, 1], [1, 1, 0, 1, 0, 1]
+    n, big_n = 4, 6
+    y_bar, f_bar = sum(y) / n, sum(f) / n
+    covariance = sum((a - y_bar) * (b - f_bar) for a, b in zip(y, f, strict=True)) / n  # 0.125
+    pooled = statistics.variance(f + f_unl)  # divides by n + N - 1: 2.4 / 9
+    lam = covariance / ((1 + n / big_n) * pooled)
+    assert lam == pytest.approx(0.28125)
+    theta = lam * sum(f_unl) / big_n + sum(a - lam * b for a, b in zip(y, f, strict=True)) / n
+    assert theta == pytest.approx(0.796875)
+    se = math.sqrt(
+        statistics.pvariance([lam * v for v in f_unl]) / big_n
+        + statistics.pvariance([a - lam * b for a, b in zip(y, f, strict=True)]) / n
+    )
+    ours = estimates.ppi_mean(np.array(y), np.array(f), np.array(f_unl))
+    assert ours.lam == pytest.approx(lam, abs=1e-12)
+    assert (ours.value, ours.se) == pytest.approx((theta, se), abs=1e-12)
+    assert (ours.low, ours.high) == pytest.approx((theta - 1.959963984540054 * se, theta + 1.959963984540054 * se))
+    # the difference of two independent estimates: the variances add
+    other = estimates.classical_mean(np.array([0.0, 1.0, 0.0, 0.0, 1.0]))
+    gap = estimates.difference(ours, other)
+    assert gap.value == pytest.approx(theta - 0.4)
+    assert gap.se == pytest.approx(math.sqrt(se**2 + 0.4 * 0.6 / 5))
+    assert gap.high - gap.value == pytest.approx(1.959963984540054 * gap.se)
+
+
+def test_not_enough_data_is_a_result_with_a_reason():
+    one = estimates.ppi_mean(np.array([1.0]), np.array([1.0]), np.array([0.0, 1.0]))
+    assert one.value is None and one.low is None and "1 labelled item(s)" in one.reason and "at least 2" in one.reason
+    assert "not enough data" in str(one)
+    assert estimates.classical_mean(np.array([])).value is None
+    gap = estimates.difference(one, estimates.classical_mean(np.array([0.0, 1.0])))
+    assert gap.value is None and gap.reason == one.reason
+    # every item labelled: nothing to correct with, the people's mean says so
+    all_labelled = estimates.ppi_mean(np.array([0.0, 1.0, 1.0]), np.array([1.0, 1.0, 0.0]), np.array([]))
+    assert all_labelled.value == pytest.approx(2 / 3) and "every judged item is labelled" in all_labelled.method
+    # a judge that gives every item the same value carries no information: lambda 0, the people's interval
+    flat = estimates.ppi_mean(np.array([0.0, 1.0, 1.0]), np.ones(3), np.ones(5))
+    assert flat.lam == 0.0 and flat.width == pytest.approx(estimates.classical_mean(np.array([0.0, 1.0, 1.0])).width)
+    # equal values: an interval of no width is flagged, not passed off
+    assert "no width" in estimates.classical_mean(np.array([1.0, 1.0])).method
+    with pytest.raises(ValueError, match="same items"):
+        estimates.ppi_mean(np.array([1.0, 0.0]), np.array([1.0]), np.array([0.0]))
+
+
+def test_a_categorical_scale_gives_each_labels_share_first_label_first():
+    levels = ("No", "To some extent", "Yes")  # worst first
+    rows = estimates.dimension_estimates(
+        "Coherence", levels, False, {1: 2, 2: 2, 3: 0, 4: 1}, {1: 2, 2: 1, 3: 0, 4: 1}, None
+    )
+    assert [r.estimand for r in rows] == ["share:Yes", "share:To some extent", "share:No"]
+    assert [r.judge_only.value for r in rows] == [0.5, 0.25, 0.25]
+    assert [r.people_only.value for r in rows] == [0.25, 0.5, 0.25]
+    assert all(r.all_people == (r.people_only.value, 4) for r in rows)
+    # every judged item labelled: the corrected estimate is the people's
+    assert all(r.corrected.value == r.people_only.value for r in rows)
+    numeric = estimates.dimension_estimates("score", ("1", "2", "3"), True, {1: 0, 2: 2}, {1: 0}, None)
+    assert [r.estimand for r in numeric] == ["mean"] and numeric[0].judge_only.value == 2.0
+    assert numeric[0].all_people is None and numeric[0].corrected.value is None
+
+
+def test_label_next_fills_the_judges_levels_in_proportion_to_their_size_and_spread():
+    values = np.array([0.0, 1.0])
+    # level 0: 60 judged, 10 labelled, people disagree often; level 1: 40 judged, 10 labelled, always agree
+    judged = {i: 0 for i in range(60)} | {i: 1 for i in range(60, 100)}
+    people = {i: (1 if i % 2 else 0) for i in range(10)} | {i: 1 for i in range(60, 70)}
+    picked, strata = estimates.label_next(values, ("No", "Yes"), judged, people, 0.5, count=10, seed=1)
+    assert len(picked) == 10 and len(set(picked)) == 10 and not set(picked) & set(people)
+    # level 1's residual spread is 0, so every new label goes to level 0 (Neyman: N_h x sd_h)
+    assert all(judged[i] == 0 for i in picked)
+    assert [(s.level, s.judged, s.labelled) for s in strata] == [("No", 60, 10), ("Yes", 40, 10)]
+    assert strata[0].residual_sd == pytest.approx(statistics.stdev([v - 0.5 * 0 for v in [0, 1] * 5]))
+    assert strata[1].residual_sd == 0.0 and strata[0].target == 30.0
+    # a level without two labels is sampled first (its spread is unknown)
+    fresh = {i: 0 for i in range(10)} | {i: 1 for i in range(10, 20)}
+    first, _ = estimates.label_next(values, ("No", "Yes"), fresh, {i: 0 for i in range(5)}, 0.0, count=3, seed=0)
+    assert all(fresh[i] == 1 for i in first)
+
+
+def test_the_budget_curve_narrows_with_labels_and_ends_at_the_full_estimate():
+    rng = np.random.default_rng(5)
+    judged = {i: int(v) for i, v in enumerate(rng.integers(0, 2, size=600))}
+    people = {i: (v if rng.random() > 0.15 else 1 - v) for i, v in list(judged.items())[:200]}
+    values = np.array([0.0, 1.0])
+    points = estimates.budget_curve(values, judged, people, draws=30, seed=2)
+    assert [p.labelled for p in points] == [10, 20, 40, 80, 160, 200]
+    widths = [p.corrected for p in points]
+    assert widths == sorted(widths, reverse=True)
+    full = estimates.ppi_mean(
+        np.array([values[people[i]] for i in sorted(people)]),
+        np.array([values[judged[i]] for i in sorted(people)]),
+        np.array([values[v] for i, v in judged.items() if i not in people]),
+    )
+    assert points[-1].corrected == pytest.approx(full.width)
+    assert all(p.corrected <= p.people_only * 1.05 for p in points[2:])
+
+
+# --- the doors ----------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def judged(db):
+    services.transcripts_import(json.dumps(candidate_sets(15, 8, seed=4)), file="synthetic.json")
+    report = services.transcripts_judge(rubric="tutor-response", provider="offline", repeats=1, workers=1)
+    assert report.judged == 15 * 8 and not report.failed
+    return JudgeConfiguration.objects.get()
+
+
+def _stored(configuration, dimension):
+    """The judge's and the people's values of one dimension, from the stored rows (one repeat, one label each
+    except where three people labelled: the lower median)."""
+    judge = dict(
+        JudgeScore.objects.filter(configuration=configuration, dimension__name=dimension).values_list(
+            "item_id", "score"
+        )
+    )
+    labels: dict[int, list[float]] = {}
+    for item, score in Annotation.objects.filter(dimension__name=dimension).values_list("item_id", "score"):
+        labels.setdefault(item, []).append(score)
+    people = {i: sorted(v)[(len(v) - 1) // 2] for i, v in labels.items()}
+    return judge, people
+
+
+def test_the_command_json_has_the_documented_shape_and_ppi_pys_figures(judged, capsys):
+    call_command("estimate", "--rubric", "tutor-response", "--labelled", "30", "--seed", "7", "--json")
+    body = json.loads(capsys.readouterr().out)
+    assert set(body) == {"rubric", "dimensions"} and body["rubric"] == "tutor-response"
+    first = body["dimensions"][0]
+    assert set(first) == {"name", "estimand", "judge_only", "people_only", "corrected", "all_people"}
+    assert set(first["people_only"]) == {"value", "low", "high", "n"}
+    assert set(first["judge_only"]) == set(first["corrected"]) == {"value", "low", "high"}
+    assert set(first["all_people"]) == {"value", "n"}
+    names = [d["name"] for d in body["dimensions"]]
+    assert len(body["dimensions"]) == 8 * 3 and names[0] == "Mistake_Identification"
+    assert [d["estimand"] for d in body["dimensions"][:3]] == ["share:Yes", "share:To some extent", "share:No"]
+    # recomputed here from the stored rows with ppi_py, on the same 30 items the command kept
+    table = estimates.estimate_table("tutor-response", labelled=30, seed=7)
+    kept = sorted(table.keep)
+    judge, people = _stored(judged, "Mistake_Identification")
+    yes = 2.0  # "Yes" is the best of three levels: place 2
+    y = np.array([people[i] == yes for i in kept], dtype=float)
+    f = np.array([judge[i] == yes for i in kept], dtype=float)
+    f_unl = np.array([judge[i] == yes for i in sorted(judge) if i not in table.keep], dtype=float)
+    low, high = ppi_mean_ci(y, f, f_unl, alpha=0.05)
+    assert first["people_only"]["n"] == 30
+    assert (first["corrected"]["low"], first["corrected"]["high"]) == pytest.approx((low[0], high[0]))
+    assert first["people_only"]["value"] == pytest.approx(y.mean())
+    assert first["judge_only"]["value"] == pytest.approx(np.mean([v == yes for v in judge.values()]))
+    assert first["all_people"] == {"value": pytest.approx(np.mean([people[i] == yes for i in judge])), "n": 120}
+
+
+def test_the_command_prints_the_table_the_budget_and_a_comparison(judged, capsys):
+    call_command("estimate", "--rubric", "tutor-response", "--labelled", "40", "--budget")
+    out = capsys.readouterr().out
+    assert "120 items judged, 40 with people's labels (of 120; the others' labels hidden)" in out
+    assert "How many labels?" in out and "label next (stratified by the judge's level" in out
+    line = next(x for x in out.splitlines() if x.startswith("Tutor_Tone") and "share:Encouraging" in x)
+    assert line.count("[") == 3 and "n=40" in line
+    call_command("estimate", "--rubric", "tutor-response", "--compare", "Sonnet", "GPT4", "--by", "candidate")
+    out = capsys.readouterr().out
+    assert "Corrected difference candidate 'Sonnet' minus 'GPT4'" in out
+    call_command("estimate", "--rubric", "tutor-response", "--compare", "Sonnet", "GPT4", "--by", "candidate", "--json")
+    rows = json.loads(capsys.readouterr().out)["dimensions"]
+    a = estimates.estimate_table("tutor-response", selection=estimates.Selection(candidate="Sonnet")).rows[0]
+    b = estimates.estimate_table("tutor-response", selection=estimates.Selection(candidate="GPT4")).rows[0]
+    half = 1.959963984540054 * math.hypot(a.corrected.se, b.corrected.se)
+    assert rows[0]["difference"]["value"] == pytest.approx(a.corrected.value - b.corrected.value)
+    assert rows[0]["difference"]["high"] - rows[0]["difference"]["value"] == pytest.approx(half)
+
+
+def test_the_command_says_not_enough_data_and_refuses_bad_input(judged, capsys):
+    call_command("estimate", "--rubric", "tutor-response", "--labelled", "1")
+    out = capsys.readouterr().out
+    assert "not enough data: 1 labelled item(s); an interval needs at least 2" in out
+    with pytest.raises(CommandError, match="no-such"):
+        call_command("estimate", "--rubric", "no-such")
+    with pytest.raises(CommandError, match="no judged items in the selection"):
+        call_command("estimate", "--rubric", "tutor-response", "--source", "elsewhere")
+    with pytest.raises(CommandError, match="must be 0 or more"):
+        call_command("estimate", "--rubric", "tutor-response", "--labelled", "-3")
+    with pytest.raises(CommandError, match="nothing judged with rubric 'tutor-session'"):
+        call_command("estimate", "--rubric", "tutor-session")
+
+
+@pytest.fixture
+def api(db, client, django_user_model):
+    user = django_user_model.objects.create_user("viewer", password="x")
+    user.groups.add(Group.objects.get(name="viewer"))
+    token = Token.objects.create(user=user)
+    return lambda path: client.get(path, HTTP_AUTHORIZATION=f"Token {token.key}")
+
+
+def test_the_api_gives_the_estimates(judged, api):
+    answer = api("/api/judging/estimates?rubric=tutor-response&labelled=30&seed=7")
+    assert answer.status_code == 200, answer.content
+    body = answer.json()
+    assert body["items"] == 120 and body["labelled"] == 30 and body["configuration"] == judged.key
+    command = estimates.estimate_table("tutor-response", labelled=30, seed=7).as_dict()
+    first = body["dimensions"][0]
+    assert {k: first["corrected"][k] for k in ("value", "low", "high")} == command["dimensions"][0]["corrected"]
+    assert first["corrected"]["method"] == estimates.PPI_PLUS_PLUS and 0 <= first["corrected"]["lam"] <= 1
+    assert first["people_only"]["n"] == 30
+    assert api("/api/judging/estimates").status_code == 400
+    assert api("/api/judging/estimates?rubric=tutor-response&labelled=-1").json()["fields"]
+    assert api("/api/judging/estimates?rubric=no-such").status_code == 404
+    assert api(f"/api/judging/estimates?rubric=tutor-response&configuration={judged.pk + 99}").status_code == 404
+    few = api("/api/judging/estimates?rubric=tutor-response&labelled=1").json()["dimensions"][0]
+    assert few["corrected"]["value"] is None and "at least 2" in few["corrected"]["reason"]
+
+
+def test_the_judge_card_shows_the_estimates_the_chart_and_what_to_label_next(judged, admin_client):
+    page = admin_client.get(f"/admin/evaluation/judging/{judged.pk}/")
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert 'id="estimates-table"' in html and 'aria-label="Corrected interval width by labelled items"' in html
+    row = estimates.estimate_table("tutor-response").rows[0]
+    section = html[html.index('id="estimate-Mistake_Identification"') :]
+    assert f"{row.corrected.value:.3f}" in section[:2000] and f"{row.judge_only.value:.3f}" in section[:2000]
+    assert "share:Yes" in section[:300]
+    # every item is labelled: nothing is left to label next
+    assert 'id="label-next-list"' not in html
+
+
+def test_the_card_lists_items_to_label_linked_to_their_page(judged, admin_client):
+    Annotation.objects.filter(item__key__in=["Sonnet", "GPT4", "Gemini"]).delete()
+    html = admin_client.get(f"/admin/evaluation/judging/{judged.pk}/").content.decode()
+    listed = html[html.index('id="label-next-list"') :]
+    listed = listed[: listed.index("</ol>")]
+    assert listed.count("<li>") == 10 and "/admin/evaluation/judging/transcripts/" in listed
+    assert all(name in ("Sonnet", "GPT4", "Gemini") for name in [x.split("/")[-1] for x in listed.split("</a>")[:-1]])
