@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from evaluation.judging import agreement, versions
+from evaluation.judging import agreement, probes, versions
 from evaluation.judging.values import RubricSpec, rubric_spec, scale_from_row
 from evaluation.models import (
     Annotation,
@@ -431,3 +431,34 @@ def run_labels(run: Any, user: Any, rubric: str = "tutor-session") -> dict[str, 
         others = [(a.annotator, a.value) for a in labels.get(dim.pk, []) if a.annotator != name]
         rows.append({"dimension": dim, "levels": scale_levels(dim), "mine": mine, "others": others})
     return {"rubric": found, "rows": rows, "item": item}
+
+
+def bias_probes(configuration: JudgeConfiguration) -> probes.ProbeTable:
+    """The judge card's bias probes (probes.bias_probes), on the values its agreement table reads: the
+    configuration's scores on the scales of the rubric version it judged under, and the labels that mean the
+    same under that version."""
+    rubric = configuration.rubric
+    recorded = _versions(rubric.pk)
+    spec = _spec_at(rubric, configuration.rubric_version, recorded)
+    judged, _ = _on_scale(_scores_by_dimension(configuration.pk), spec)
+    labels, _ = _labels_by_dimension(spec, recorded)
+    gaps = {d.name: probes.gaps(judged.get(d.id, {}), labels.get(d.id, {})) for d in spec.dimensions}
+    # subqueries rather than lists of ids: a large rubric's ids would pass SQLite's limit on parameters
+    judged_items = JudgeScore.objects.filter(configuration=configuration).values("item_id")
+    transcripts = {
+        pk: (source, messages if isinstance(messages, list) else [])
+        for pk, source, messages in Transcript.objects.filter(
+            pk__in=Item.objects.filter(pk__in=judged_items).values("transcript_id")
+        )
+        .values_list("pk", "source", "messages")
+        .iterator(chunk_size=500)
+    }
+    traits = {
+        pk: probes.item_traits(
+            unit=spec.unit, key=key, response=response, source=transcripts[t][0], messages=transcripts[t][1]
+        )
+        for pk, key, response, t in Item.objects.filter(pk__in=judged_items)
+        .values_list("pk", "key", "response", "transcript_id")
+        .iterator(chunk_size=2000)
+    }
+    return probes.bias_probes(gaps, traits)

@@ -103,6 +103,7 @@ def judge_card(request: HttpRequest, configuration_id: int) -> HttpResponse:
             "others": [c for c in selectors.configurations(table.rubric) if c.pk != configuration.pk],
             "versions": selectors.rubric_versions(configuration.rubric),
             "offline": configuration.provider.startswith("offline/"),
+            "probes": selectors.bias_probes(configuration),
             "estimates": estimates_card(configuration),
         },
     )
