@@ -31,6 +31,7 @@ SCRIPTS = [
     ("drift_measures.py", ["--repeats", "1"], "x4 messages"),
     ("simulator_fidelity.py", ["--turns", "20", "--trials", "2"], "largest difference at seed"),
     ("agreement.py", ["--dialogues", "12", "--candidates", "2", "--repeats", "1"], "kappa"),
+    ("estimates.py", ["--seeds", "30", "--items", "400"], "corrected width / people-only width"),
 ]
 
 
