@@ -515,8 +515,6 @@ def _verdict(r: Row) -> str:
         return f"incomplete: {len(r.samples)} of {r.repeats} repeats"
     if r.baseline is None:
         return "no baseline" if r.score is not None else "unscored"
-    if r.score is None:
-        return "unscored"
     if r.delta is not None and r.delta < -r.threshold:
         return "ok (within the noise)"
     return "ok"

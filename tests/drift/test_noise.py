@@ -227,6 +227,10 @@ def test_the_table_prints_mean_interval_delta_and_verdict_of_each_row():
         "regression",
     ]
     assert printed("convergence")[-1] == "incomplete: 2 of 5 repeats"
+    new = Report(mode="mock-judge", rows=[Row("newt", "adherence", None, [4.5]), Row("newt", "convergence", None, [])])
+    newt = report_markdown(new)
+    assert "| newt | adherence | - | - | 4.50 | - | - | no baseline |" in newt
+    assert "| newt | convergence | - | - | - | - | - | unscored |" in newt
     assert "| rex | regression | consistency |" in table
     assert table.rstrip().endswith(
         "Failed: 1 regression(s): rex/consistency -1.20; incomplete: rex/convergence scored in 2 of 5 repeats."
