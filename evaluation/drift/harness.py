@@ -553,7 +553,7 @@ def markdown(report: Report) -> str:
         ]
     lines += [
         f"Repeats: {report.repeats}. A regression is {report.rule_text}. "
-        f"Window: the last {report.max_messages} messages of each agent."
+        f"Window: the last {report.max_messages} messages of each agent.",
         "",
         *table(dims, "dimension"),
     ]
