@@ -7,6 +7,7 @@ they expand. TooLarge (an InvalidInput) is the one that doors answer with 413.
 
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -101,18 +102,23 @@ def nul_check(text: str, value: Any, *, field: str = "body", file: str = "") -> 
         )
 
 
-def json_loads(data: str | bytes, *, field: str = "body", file: str = "") -> Any:
-    """json.loads for untrusted input: strict UTF-8, bounded depth, no NUL in a string; every refusal an
-    InvalidInput."""
+def json_loads(
+    data: str | bytes, *, field: str = "body", file: str = "", parse_int: Callable[[str], Any] | None = None
+) -> Any:
+    """json.loads for untrusted input: strict UTF-8, bounded depth, no NUL in a string, no integer longer than
+    Python converts (sys.get_int_max_str_digits); every refusal an InvalidInput. `parse_int` as json.loads's
+    (a caller that names the field of an over-long number itself)."""
     text = decode_utf8(data, field=field, file=file) if isinstance(data, bytes) else data
     json_depth_check(text, field=field, file=file)
     try:
-        value = json.loads(text)
+        value = json.loads(text, parse_int=parse_int)
     except json.JSONDecodeError as exc:
         reason = f"invalid JSON: {exc.msg} (column {exc.colno})"
         raise InvalidInput([FieldProblem(field, reason, file, line=exc.lineno)]) from None
     except RecursionError:  # the depth check's regexes and the parser disagree on some odd input
         raise InvalidInput([FieldProblem(field, "JSON is nested too deeply", file)]) from None
+    except ValueError as exc:  # an integer of more digits than int() converts
+        raise InvalidInput([FieldProblem(field, f"invalid JSON: {exc}", file)]) from None
     nul_check(text, value, field=field, file=file)
     return value
 

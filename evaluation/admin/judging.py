@@ -171,8 +171,31 @@ class ImportForm(forms.Form):
     rubric = forms.ModelChoiceField(
         Rubric.objects.all(), required=False, to_field_name="slug", help_text="Default: by record kind."
     )
-    source = forms.CharField(required=False, help_text="Default: the file's name.")
-    annotator = forms.CharField(required=False, help_text="Who made the file's labels (default: the source).")
+    source = forms.CharField(required=False, max_length=100, help_text="Default: the file's name.")
+    annotator = forms.CharField(
+        required=False, max_length=150, help_text="Who made the file's labels (default: the source)."
+    )
+    speaker_separator = forms.CharField(
+        required=False,
+        initial=":",
+        max_length=10,
+        strip=False,
+        help_text="Plain text: between the speaker and the message (default ':').",
+    )
+    transcript_separator = forms.CharField(
+        required=False,
+        initial="---",
+        max_length=20,
+        help_text="Plain text: the line between transcripts (default ---).",
+    )
+    map_labels = forms.FileField(
+        required=False,
+        label="Label map",
+        help_text='JSON or YAML {"<dimension>" or "*": {"<other wording>": "<label of the scale>"}}.',
+    )
+    skip_invalid = forms.BooleanField(
+        required=False, help_text="Import the valid records and list the rejected ones (default: all or nothing)."
+    )
 
 
 class ItemInline(admin.TabularInline):
@@ -234,6 +257,7 @@ class TranscriptAdmin(admin.ModelAdmin):
         form = ImportForm(request.POST or None, request.FILES or None)
         if request.method == "POST" and form.is_valid():
             upload = form.cleaned_data["file"]
+            label_map = form.cleaned_data["map_labels"]
             try:
                 report = services.transcripts_import(
                     upload.read(services.import_limit() + 1),
@@ -242,6 +266,10 @@ class TranscriptAdmin(admin.ModelAdmin):
                     file=upload.name,
                     source=form.cleaned_data["source"],
                     annotator=form.cleaned_data["annotator"],
+                    speaker_separator=form.cleaned_data["speaker_separator"] or ":",
+                    transcript_separator=form.cleaned_data["transcript_separator"] or "---",
+                    label_map=label_map.read(services.import_limit() + 1) if label_map else None,
+                    skip_invalid=form.cleaned_data["skip_invalid"],
                 )
             except (InvalidInput, NotFound) as exc:
                 problems = getattr(exc, "problems", None) or [exc]
@@ -250,7 +278,10 @@ class TranscriptAdmin(admin.ModelAdmin):
                 if len(problems) > 50:
                     form.add_error(None, f"... and {len(problems) - 50} more problems; nothing was stored.")
             else:
-                self.message_user(request, f"Imported {report}", messages.SUCCESS)
+                summary, *rejected = report.lines()
+                self.message_user(request, summary, messages.SUCCESS)
+                for line in rejected:
+                    self.message_user(request, line, messages.WARNING)
                 return redirect("admin:evaluation_transcript_changelist")
         context = {
             **self.admin_site.each_context(request),

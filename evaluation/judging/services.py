@@ -1,6 +1,6 @@
 """Judging's writes: import transcripts, load rubrics, judge items, label items, keep canaries."""
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +61,10 @@ class ImportReport:
     labels: int
     """Annotations written (created or changed)."""
     sources: tuple[str, ...] = field(default=())
+    merged: int = 0
+    """Records folded into an earlier one with the same id and dialogue."""
+    rejected: tuple[importing.Rejected, ...] = field(default=())
+    """Records set aside, each with its reasons (only when asked to skip invalid records)."""
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -73,14 +77,22 @@ class ImportReport:
             "items": self.items,
             "labels": self.labels,
             "sources": list(self.sources),
+            "merged": self.merged,
+            "rejected": [r.as_dict() for r in self.rejected],
         }
 
     def __str__(self) -> str:
+        merged = f"; {self.merged} repeated ids merged" if self.merged else ""
+        rejected = f"; {len(self.rejected)} records rejected" if self.rejected else ""
         return (
             f"{self.file or 'body'} ({self.format}): {self.created} created, {self.updated} updated, "
             f"{self.unchanged} unchanged; {self.items} items, {self.labels} labels written "
-            f"(rubric {', '.join(self.rubrics) or '-'})"
+            f"(rubric {', '.join(self.rubrics) or '-'}){merged}{rejected}"
         )
+
+    def lines(self) -> list[str]:
+        """What every door shows: the summary, then each rejected record and why."""
+        return [f"Imported {self}", *(f"Rejected {r}" for r in self.rejected)]
 
 
 def import_limit() -> int:
@@ -208,12 +220,18 @@ def transcripts_import(
     annotator: str = "",
     speaker_separator: str = ":",
     transcript_separator: str = "---",
+    label_map: importing.LabelMap | bytes | str | None = None,
+    skip_invalid: bool = False,
 ) -> ImportReport:
-    """Import a file of conversations, all or nothing; idempotent on (source, external id).
+    """Import a file of conversations, all or nothing unless `skip_invalid`; idempotent on (source, external id).
 
     data: the file's bytes or text, or its path. Labels are checked against `rubric` (a slug), else tutor-session
-    for transcripts and tutor-response for candidate-response sets; a value off the scale is
-    refused naming the value and the allowed ones. A record without labels is imported unlabelled.
+    for transcripts and tutor-response for candidate-response sets; a value off the scale (neither a label, nor
+    one of its aliases, nor mapped by `label_map`: {dimension or "*": {wording: label}}, or its JSON/YAML text)
+    is refused naming the value and the allowed ones. A record without labels is imported unlabelled. Records
+    repeating an id with the same dialogue are one conversation (importing.merge_repeats). With `skip_invalid`
+    the valid records are stored and the others listed in the report with their reasons; a file with no valid
+    record is refused whole.
     """
     if isinstance(data, Path):
         path = data
@@ -226,8 +244,10 @@ def transcripts_import(
             )
         raw = path.read_bytes()
     else:
-        raw = data.encode() if isinstance(data, str) else data
-    fmt, records = importing.parse(
+        raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
+    if not isinstance(label_map, importing.LabelMap):
+        label_map = importing.label_map_read(label_map or "")
+    parsed = importing.parse(
         raw,
         format=format,
         file=file,
@@ -235,65 +255,46 @@ def transcripts_import(
         annotator=annotator,
         speaker_separator=speaker_separator,
         transcript_separator=transcript_separator,
+        skip_invalid=True,  # set aside here, refused below with the labels' problems unless skip_invalid
     )
     chosen = _current_spec(rubric) if rubric else None
     specs: dict[str, tuple[RubricSpec, int]] = {}
-    problems: list[FieldProblem] = []
-    topics = _topics({r.topic_id for r in records if r.topic_id})
-    scored: dict[int, list[tuple[str, Any, str, float]]] = {}  # record index -> (key, dimension id, value, score)
-    for index, record in enumerate(records):
+    if label_map:
+        wanted = {chosen[0].slug} if chosen else {DEFAULT_RUBRIC[r.kind] for r in parsed.records if r.labelled}
+        for slug in sorted(wanted - set(specs)):
+            specs[slug] = _current_spec(slug)
+        problems = label_map.problems([chosen[0]] if chosen else [s for s, _ in specs.values()])
+        if problems:
+            raise InvalidInput(problems)
+    topics = _topics({r.topic_id for r in parsed.records if r.topic_id})
+    rejected = list(parsed.rejected)
+    records: list[importing.ParsedTranscript] = []
+    for record in parsed.records:
+        problems = []
         if record.topic_id and record.topic_id not in topics:
             problems.append(FieldProblem(f"{record.where}.topic", f"no topic {record.topic_id!r}", file, record.line))
-        if not record.labelled:
-            continue
-        if chosen is not None:
-            if chosen[0].unit != record.kind:
-                problems.append(
-                    FieldProblem(
-                        record.where,
-                        f"labels {record.kind}s but rubric {chosen[0].slug!r} judges {chosen[0].unit}s",
-                        file,
-                        record.line,
-                    )
-                )
-                continue
-            spec, version_id = chosen
+        if record.labelled:
+            if chosen is not None and chosen[0].unit != record.kind:
+                reason = f"labels {record.kind}s but rubric {chosen[0].slug!r} judges {chosen[0].unit}s"
+                problems.append(FieldProblem(record.where, reason, file, record.line))
+            else:
+                slug = chosen[0].slug if chosen else DEFAULT_RUBRIC[record.kind]
+                if chosen is None and slug not in specs:
+                    specs[slug] = _current_spec(slug)
+                spec, version_id = chosen or specs[slug]
+                record, found = importing.labels_read(record, spec, version_id, label_map, file=file)
+                problems += found
+        if problems:
+            rejected.append(importing.Rejected(record.where, tuple(problems), record.position))
         else:
-            slug = DEFAULT_RUBRIC[record.kind]
-            if slug not in specs:
-                specs[slug] = _current_spec(slug)
-            spec, version_id = specs[slug]
-        out = scored.setdefault(index, [])
-        for item in record.items:
-            for label in item.labels:
-                dim = spec.dimension(label.dimension)
-                if dim is None:
-                    names = ", ".join(d.name for d in spec.dimensions)
-                    problems.append(
-                        FieldProblem(
-                            label.where,
-                            f"rubric {spec.slug!r} has no dimension {label.dimension!r} ({names})",
-                            file,
-                            record.line,
-                        )
-                    )
-                    continue
-                level = dim.scale.level_of(label.value)
-                if level is None:
-                    problems.append(
-                        FieldProblem(
-                            label.where,
-                            f"{label.value!r} is not on the scale of {spec.slug}.{dim.name}; allowed: {dim.scale.allowed()}",
-                            file,
-                            record.line,
-                        )
-                    )
-                    continue
-                out.append((item.key, (dim.id, label.annotator, version_id), level, float(dim.scale.score_of(level))))
-    if problems:
-        raise InvalidInput(problems)
+            records.append(record)
+    merged, refused = importing.merge_repeats(records, file=file)
+    rejected = sorted(rejected + refused, key=lambda r: r.position)
+    if rejected and (not skip_invalid or not merged):
+        raise InvalidInput([p for r in rejected for p in r.problems])
     used = sorted({chosen[0].slug} if chosen else set(specs))
-    return _store(records, scored, topics, fmt, file, tuple(used))
+    report = _store(merged, topics, parsed.format, file, tuple(used))
+    return replace(report, merged=len(records) - len(merged) - len(refused), rejected=tuple(rejected))
 
 
 def _current_spec(slug: str) -> tuple[RubricSpec, int]:
@@ -309,7 +310,6 @@ def _topics(ids: set[str]) -> dict[str, Topic]:
 
 def _store(
     records: list[importing.ParsedTranscript],
-    scored: dict[int, list[tuple[str, Any, str, float]]],
     topics: dict[str, Topic],
     fmt: str,
     file: str,
@@ -386,18 +386,21 @@ def _store(
             annotations = []
             for i in changed:
                 transcript_id = rows[(records[i].source, records[i].external_id)]
-                for key, (dimension_id, annotator, version_id), level, score in scored.get(i, []):
-                    annotations.append(
-                        Annotation(
-                            item_id=item_ids[(transcript_id, key)],
-                            dimension_id=dimension_id,
-                            rubric_version_id=version_id,
-                            annotator=annotator,
-                            value=level,
-                            score=score,
-                            updated_at=now,
+                for item in records[i].items:
+                    for label in item.labels:
+                        if label.dimension_id is None or label.version_id is None or label.score is None:
+                            raise RuntimeError(f"{label.where}: stored before importing.labels_read read it")
+                        annotations.append(
+                            Annotation(
+                                item_id=item_ids[(transcript_id, item.key)],
+                                dimension_id=label.dimension_id,
+                                rubric_version_id=label.version_id,
+                                annotator=label.annotator,
+                                value=label.value,
+                                score=label.score,
+                                updated_at=now,
+                            )
                         )
-                    )
             Annotation.objects.bulk_create(
                 annotations,
                 batch_size=500,

@@ -40,6 +40,7 @@ SHOWN_PROBLEMS = 20
 def transcripts_upload(request: HttpRequest) -> HttpResponse:
     """The dashboard's upload: one file, through the same import as the command, the API and the admin."""
     upload = request.FILES.get("file")
+    label_map = request.FILES.get("map_labels")
     fmt = request.POST.get("format", "auto")
     rubric = request.POST.get("rubric") or None
     if upload is None:
@@ -49,7 +50,16 @@ def transcripts_upload(request: HttpRequest) -> HttpResponse:
     else:
         try:
             report = services.transcripts_import(
-                upload.read(services.import_limit() + 1), format=fmt, rubric=rubric, file=upload.name or "upload"
+                upload.read(services.import_limit() + 1),
+                format=fmt,
+                rubric=rubric,
+                file=upload.name or "upload",
+                source=request.POST.get("source", ""),
+                annotator=request.POST.get("annotator", ""),
+                speaker_separator=request.POST.get("speaker_separator") or ":",
+                transcript_separator=request.POST.get("transcript_separator") or "---",
+                label_map=label_map.read(services.import_limit() + 1) if label_map else None,
+                skip_invalid=request.POST.get("skip_invalid") in ("on", "true", "1"),
             )
         except InvalidInput as exc:
             shown = [str(p) for p in exc.problems[:SHOWN_PROBLEMS]]
@@ -61,7 +71,12 @@ def transcripts_upload(request: HttpRequest) -> HttpResponse:
         except NotFound as exc:
             messages.error(request, f"Nothing was imported: {exc}")
         else:
-            messages.success(request, f"Imported {report}")
+            summary, *rejected = report.lines()
+            messages.success(request, summary)
+            for line in rejected[:SHOWN_PROBLEMS]:
+                messages.warning(request, line)
+            if len(rejected) > SHOWN_PROBLEMS:
+                messages.warning(request, f"... and {len(rejected) - SHOWN_PROBLEMS} more records rejected")
     return redirect("evaluation-judging")
 
 

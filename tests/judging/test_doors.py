@@ -42,6 +42,8 @@ def test_api_import_of_json_lines_then_an_error_naming_line_and_field(client, op
         "items": 2,
         "labels": 2,
         "sources": ["class"],
+        "merged": 0,
+        "rejected": [],
     }
     bad = json.dumps(dict(RECORD, id="t-3", labels={"pacing": "fast"}))
     response = client.post(

@@ -118,7 +118,7 @@ def test_candidate_sets_from_two_sources_with_a_missing_annotation():
         "Actionability": "yes",  # case is forgiven
         "Coherence": "Yes",
         "Tutor_Tone": "Encouraging",
-        "humanlikeness": "To some extent",  # an alias of Somewhat
+        "humanlikeness": "Somewhat",  # an alias of To some extent (the rubric's spelling before MRBench's own)
     }
     sets = [
         candidate_set("MathDial", "101", {"Sonnet": full, "GPT4": {"Tutor_Tone": "Neutral"}}),
@@ -137,7 +137,7 @@ def test_candidate_sets_from_two_sources_with_a_missing_annotation():
     novice = Item.objects.get(transcript__source="Bridge", key="Novice")
     assert novice.response == "Novice reply" and not novice.annotations.exists()
     human = Annotation.objects.get(item__transcript=math, item__key="Sonnet", dimension__name="humanlikeness")
-    assert (human.value, human.score, human.annotator) == ("Somewhat", 1.0, "MathDial")
+    assert (human.value, human.score, human.annotator) == ("To some extent", 1.0, "MathDial")
 
 
 def test_a_label_outside_the_scale_is_refused_naming_the_value_and_the_allowed_ones():
@@ -177,11 +177,18 @@ def test_reimport_is_idempotent_and_a_changed_record_is_updated():
     assert Annotation.objects.filter(item__transcript__external_id="s-1", dimension__name="pacing").exists()
 
 
-def test_a_rubric_of_the_wrong_unit_and_duplicate_ids_are_refused():
+def test_a_rubric_of_the_wrong_unit_and_an_id_repeated_with_another_dialogue_are_refused():
     with pytest.raises(InvalidInput, match="labels sessions but rubric 'tutor-response' judges responses"):
         services.transcripts_import(json.dumps(TRANSCRIPTS), rubric="tutor-response")
-    with pytest.raises(InvalidInput, match="id 's-1' of source 'import' also names record 0"):
-        services.transcripts_import(json.dumps([TRANSCRIPTS[0], TRANSCRIPTS[0]]))
+    other = dict(TRANSCRIPTS[0], messages=TRANSCRIPTS[1]["messages"])
+    with pytest.raises(InvalidInput) as caught:
+        services.transcripts_import(json.dumps([TRANSCRIPTS[0], other]))
+    assert [str(p) for p in caught.value.problems] == [
+        "record 0 (id 's-1'): id 's-1' of source 'import' also names record 1 (id 's-1'), with another dialogue",
+        "record 1 (id 's-1'): id 's-1' of source 'import' also names record 0 (id 's-1'), with another dialogue",
+    ]
+    report = services.transcripts_import(json.dumps([TRANSCRIPTS[0], TRANSCRIPTS[0]]))  # the same twice: one
+    assert (report.created, report.merged, report.labels) == (1, 1, 2)
 
 
 def test_the_file_and_record_limits(settings):
