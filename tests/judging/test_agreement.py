@@ -92,6 +92,7 @@ def test_undefined_statistics_say_so_instead_of_inventing_a_number():
     same = np.zeros(10, dtype=np.int64)
     result = agreement.judge_vs_humans(same, same, 3)
     assert result.kappa.value is None and result.rho.value is None and result.exact.value == 1.0
+    assert result.kappa.n == 10 and result.rho.n == 10
     assert agreement.judge_vs_humans(np.array([], dtype=np.int64), np.array([], dtype=np.int64), 3).kappa.n == 0
 
 
@@ -293,6 +294,7 @@ def test_benjamini_yekutieli_steps_up_with_the_harmonic_penalty():
     assert agreement.by_rejections([None, 0.02]) == [False, False]
     assert agreement.by_rejections([None, 0.016]) == [False, True]
     assert agreement.by_rejections([]) == []
+    assert agreement.by_rejections([0.05]) == [True]  # at the cut-off, rejected (<=)
 
 
 def test_fewer_than_30_instances_per_annotator_is_not_enough():
@@ -411,3 +413,25 @@ def test_the_disagreements_are_the_ten_largest_gaps_on_items_both_labelled():
     assert abs(result.disagreements[0][1] - result.disagreements[0][2]) == 6 and len(gaps) > 10
     empty = agreement.dimension_agreement("Tone", YSN, {}, {}, epsilon=0.2)
     assert empty.self_consistency is None and empty.humans is None and empty.ceiling.verdict == agreement.NOT_ENOUGH
+
+
+def test_the_detail_line_says_what_was_tested_and_why_to_be_careful():
+    truth, humans, _ = noisy_people(40, 3, 3, 0.3, seed=6)
+    for i in range(15):
+        del humans[i]["a2"]
+    ceiling = agreement.alternative_annotator_test({i: int(t) for i, t in enumerate(truth)}, humans, YSN, epsilon=0.2)
+    wins = sum(a.rejected for a in ceiling.annotators)
+    assert ceiling.detail == (
+        f"the judge wins against {wins} of 2 annotators tested (epsilon 0.2, accuracy, Benjamini-Yekutieli at "
+        "q = 0.05); only 2 annotators tested: the test recommends 3 or more, as with fewer the judge is compared "
+        "with one or two people rather than a consensus, and the result is less reliable; skipped, under 30 "
+        "instances: a2 (25)"
+    )
+    humans = {i: {"a0": i % 3, "a1": i % 3, "a2": i % 3} for i in range(30)}
+    ceiling = agreement.alternative_annotator_test({i: i % 3 for i in range(30)}, humans, YSN, epsilon=0.0)
+    assert ceiling.detail == (
+        "the judge wins against 0 of 3 annotators tested (epsilon 0, accuracy, Benjamini-Yekutieli at q = 0.05); "
+        "no p-value (every difference equal to epsilon), not a win: a0, a1, a2"
+    )
+    ceiling = agreement.alternative_annotator_test({}, {}, YSN, epsilon=0.2)
+    assert "(instances per annotator: none)" in ceiling.detail
