@@ -1,5 +1,7 @@
 """Judge validity: import conversations with their labels, and the judge's agreement with people."""
 
+from typing import Any
+
 from drf_spectacular.types import OpenApiTypes
 from rest_framework import serializers, status
 from rest_framework.request import Request
@@ -8,7 +10,7 @@ from rest_framework.views import APIView
 
 from evaluation.api.schema import operation
 from evaluation.api.serializers import Output, QueryInput
-from evaluation.errors import NotFound
+from evaluation.errors import FieldProblem, InvalidInput, NotFound
 from evaluation.judging import selectors, services
 
 FORMATS = ["auto", "json", "jsonl", "text", "candidates"]
@@ -153,6 +155,37 @@ class EstimatesQuery(QueryInput):
         required=False, min_value=0, max_value=10_000_000, help_text="Keep the people's labels of this many items."
     )
     seed = serializers.IntegerField(required=False, default=0, min_value=0, max_value=2**32 - 1)
+    compare = serializers.CharField(
+        required=False,
+        max_length=250,
+        help_text="Two groups `A,B`: the corrected difference A minus B between them instead (grouped by `by`).",
+    )
+    by = serializers.ChoiceField(
+        choices=list(selectors.GROUPINGS),
+        default="source",
+        help_text="What `compare` names: sources, candidates or run groups.",
+    )
+
+    def validate_compare(self, value: str) -> list[str]:
+        names = [name.strip() for name in value.split(",")]
+        if len(names) != 2 or not all(names):
+            raise serializers.ValidationError("two names separated by a comma, A,B")
+        if names[0] == names[1]:
+            raise serializers.ValidationError(f"compares {names[0]!r} with itself: name two different groups")
+        return names
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if "compare" in attrs:
+            chosen = [key for key in ("source", "candidate", "group") if key in attrs]
+            if chosen:
+                raise serializers.ValidationError(
+                    {chosen[0]: "cannot be combined with compare: compare names the two groups itself (see by)"}
+                )
+        return attrs
+
+
+def _estimate(found: selectors.MeanEstimate) -> dict[str, Any]:
+    return {**found.as_dict(), "n": found.n, "method": found.method, "reason": found.reason or None, "lam": found.lam}
 
 
 class EstimatesView(APIView):
@@ -170,22 +203,28 @@ class EstimatesView(APIView):
         "item where every one has labels, else null. A numeric scale's estimand is `mean`, a categorical scale's "
         "`share:<label>` for each label, the first label of the scale first. Where there is not enough data (fewer "
         "than 2 labelled items) a value is null and `reason` says why. `labelled` keeps the people's labels of that "
-        "many items only (drawn with `seed`), to show what a labelling budget buys.",
+        "many items only (drawn with `seed`), to show what a labelling budget buys.\n\n"
+        "With `compare=A,B` (and `by`: `source`, `candidate` or `group`, a run group) it answers instead the corrected "
+        "difference A minus B per estimand: `a` and `b`, each group's corrected estimate, and `difference`, their "
+        "difference with its 95% interval (two independent PPI++ estimates, variances added), beside "
+        "`judge_only_difference`, the judge's own; `groups` gives each group's judged and labelled items. A group "
+        "with no judged items is refused (400, naming it); one with fewer than 2 labelled items gives null values "
+        "and a `reason`.",
         parameters=[EstimatesQuery],
         ok={200: OpenApiTypes.OBJECT},
         invalid="The rubric is missing, or a parameter is not valid.",
         not_found="The rubric or the configuration does not exist, or nothing was judged with it.",
     )
     def get(self, request: Request) -> Response:
-        from evaluation.judging import estimates
-
         query = EstimatesQuery(data=request.query_params)
         query.is_valid(raise_exception=True)
         data = query.validated_data
-        table = estimates.estimate_table(
+        if "compare" in data:
+            return self.compare(data)
+        table = selectors.estimate_table(
             data["rubric"],
             configuration=data.get("configuration"),
-            selection=estimates.Selection(
+            selection=selectors.Selection(
                 source=data.get("source"), candidate=data.get("candidate"), group=data.get("group")
             ),
             labelled=data.get("labelled"),
@@ -211,5 +250,51 @@ class EstimatesView(APIView):
                 "selection": table.selection,
                 "items": table.items,
                 "labelled": table.labelled,
+            }
+        )
+
+    def compare(self, data: dict[str, Any]) -> Response:
+        by, (a, b) = data["by"], data["compare"]
+        first, second, rows = selectors.estimate_compare(
+            data["rubric"],
+            by,
+            a,
+            b,
+            configuration=data.get("configuration"),
+            labelled=data.get("labelled"),
+            seed=data["seed"],
+        )
+        empty = [name for name, table in ((a, first), (b, second)) if not table.items]
+        if empty:
+            raise InvalidInput(
+                [
+                    FieldProblem("compare", f"{by} {name!r} has no items judged under {first.configuration!r}")
+                    for name in empty
+                ]
+            )
+        return Response(
+            {
+                "rubric": first.rubric,
+                "rubric_version": first.rubric_version,
+                "configuration": first.configuration,
+                "configuration_id": first.configuration_id,
+                "by": by,
+                "a": a,
+                "b": b,
+                "groups": [
+                    {"name": name, "items": table.items, "labelled": table.labelled}
+                    for name, table in ((a, first), (b, second))
+                ],
+                "dimensions": [
+                    {
+                        "name": row.dimension,
+                        "estimand": row.estimand,
+                        "a": _estimate(row.a),
+                        "b": _estimate(row.b),
+                        "difference": _estimate(row.corrected),
+                        "judge_only_difference": _estimate(row.judge_only),
+                    }
+                    for row in rows
+                ],
             }
         )

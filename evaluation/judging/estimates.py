@@ -350,9 +350,9 @@ def label_next(
     return picked, strata
 
 
-# --- from the database ------------------------------------------------------------------------------
-# The reads below sit beside the statistics they feed: every door (command, API, judge card) asks for one
-# EstimateTable, read within one rubric version and one judge configuration.
+# --- what the reads fill in ---------------------------------------------------------------------------
+# selectors.estimate_table reads the database into these (within one rubric version and one judge
+# configuration); every door (command, API, judge card, comparison page) asks the selectors for them.
 
 GROUPINGS = ("source", "candidate", "group")
 """What a selection or a comparison is by: the transcript's source, the candidate's name (a tutor model or an
@@ -370,6 +370,10 @@ class Selection:
     def describe(self) -> str:
         parts = [f"{name} {value!r}" for name, value in self.__dict__.items() if value is not None]
         return ", ".join(parts) or "all judged items"
+
+
+EVERYTHING = Selection()
+"""Every judged item."""
 
 
 @dataclass(frozen=True)
@@ -410,97 +414,6 @@ class EstimateTable:
         return {"rubric": self.rubric, "dimensions": [row.as_dict() for row in self.rows]}
 
 
-def _item_ids(selection: Selection) -> set[int] | None:
-    from evaluation.models import EvaluationRun, Item
-
-    if selection == Selection():
-        return None
-    rows = Item.objects.all()
-    if selection.source is not None:
-        rows = rows.filter(transcript__source=selection.source)
-    if selection.candidate is not None:
-        rows = rows.filter(key=selection.candidate)
-    if selection.group is not None:
-        runs = EvaluationRun.objects.filter(group=selection.group).values_list("run_id", flat=True)
-        rows = rows.filter(transcript__source="run", transcript__external_id__in=runs)
-    return set(rows.values_list("pk", flat=True))
-
-
-def dimension_data(configuration: object, selection: Selection = Selection()) -> list[DimensionData]:
-    """Each dimension of the rubric version the configuration judged under, with the judge's and the people's
-    values on the selected judged items (the labels read as the judge card reads them)."""
-    from evaluation.judging import agreement, selectors
-
-    rubric = configuration.rubric  # type: ignore[attr-defined]
-    recorded = selectors._versions(rubric.pk)
-    spec = selectors._spec_at(rubric, configuration.rubric_version, recorded)  # type: ignore[attr-defined]
-    wanted = _item_ids(selection)
-    judged, _ = selectors._on_scale(selectors._scores_by_dimension(configuration.pk, wanted), spec)  # type: ignore[attr-defined]
-    labels, _ = selectors._labels_by_dimension(spec, recorded)
-    out = []
-    for d in spec.dimensions:
-        judge = {i: agreement.lower_median(v) for i, v in judged.get(d.id, {}).items()}
-        people = {i: agreement.lower_median(list(v.values())) for i, v in labels.get(d.id, {}).items() if i in judge}
-        out.append(DimensionData(d.name, d.scale.levels, d.scale.integer, judge, people))
-    return out
-
-
-def configuration_for(rubric: str, configuration: int | None = None) -> object:
-    """The rubric's newest judge configuration (newest rubric version first), or the one named; NotFound names
-    what is missing."""
-    from evaluation.errors import NotFound
-    from evaluation.judging import selectors, services
-
-    services.rubric_get(rubric)
-    found = selectors.configurations(rubric)
-    if configuration is not None:
-        found = [c for c in found if c.pk == configuration]
-        if not found:
-            raise NotFound(f"no judge configuration {configuration} of rubric {rubric!r}")
-    if not found:
-        raise NotFound(f"nothing judged with rubric {rubric!r} yet: run judge_imported first")
-    return found[0]
-
-
-def labelled_subset(data: list[DimensionData], labelled: int, seed: int) -> frozenset[int]:
-    """`labelled` of the items people labelled (on any dimension), drawn at random with the seed."""
-    items = sorted({i for d in data for i in d.people})
-    if labelled > len(items):
-        labelled = len(items)
-    picked = np.random.default_rng(seed).choice(len(items), size=labelled, replace=False)
-    return frozenset(items[int(k)] for k in picked)
-
-
-def estimate_table(
-    rubric: str,
-    *,
-    configuration: int | None = None,
-    selection: Selection = Selection(),
-    labelled: int | None = None,
-    seed: int = 0,
-) -> EstimateTable:
-    """Per dimension, the judge-only, people-only and corrected estimates (and the all-people figure where every
-    judged item has labels). labelled: keep the people's labels of that many items only (seeded)."""
-    config = configuration_for(rubric, configuration)
-    data = dimension_data(config, selection)
-    keep = labelled_subset(data, labelled, seed) if labelled is not None else None
-    rows = tuple(r for d in data for r in dimension_estimates(d.name, d.levels, d.integer, d.judged, d.people, keep))
-    every = {i for d in data for i in d.people}
-    return EstimateTable(
-        rubric=rubric,
-        rubric_version=config.rubric_version,  # type: ignore[attr-defined]
-        configuration=config.key,  # type: ignore[attr-defined]
-        configuration_id=config.pk,  # type: ignore[attr-defined]
-        selection=selection.describe(),
-        items=len({i for d in data for i in d.judged}),
-        labelled=len(every if keep is None else every & keep),
-        labelled_of=len(every),
-        rows=rows,
-        data=tuple(data),
-        keep=keep,
-    )
-
-
 @dataclass(frozen=True)
 class DifferenceRow:
     """The corrected estimates of one estimand in two groups, and their difference (a minus b)."""
@@ -524,27 +437,26 @@ class DifferenceRow:
         }
 
 
-def compare(
-    rubric: str,
-    by: str,
-    a: str,
-    b: str,
-    *,
-    configuration: int | None = None,
-    labelled: int | None = None,
-    seed: int = 0,
-) -> tuple[EstimateTable, EstimateTable, list[DifferenceRow]]:
-    """The corrected difference between two groups of items (two sources, candidates or run groups): the
-    difference of two PPI++ estimates from independent samples, their variances added."""
-    if by not in GROUPINGS:
-        raise ValueError(f"by: {by!r} is not one of {', '.join(GROUPINGS)}")
-    tables = [
-        estimate_table(
-            rubric, configuration=configuration, selection=Selection(**{by: name}), labelled=labelled, seed=seed
-        )
-        for name in (a, b)
-    ]
-    rows = [
+def labelled_subset(data: list[DimensionData] | tuple[DimensionData, ...], labelled: int, seed: int) -> frozenset[int]:
+    """`labelled` of the items people labelled (on any dimension), drawn at random with the seed."""
+    items = sorted({i for d in data for i in d.people})
+    if labelled > len(items):
+        labelled = len(items)
+    picked = np.random.default_rng(seed).choice(len(items), size=labelled, replace=False)
+    return frozenset(items[int(k)] for k in picked)
+
+
+def table_rows(
+    data: list[DimensionData] | tuple[DimensionData, ...], keep: frozenset[int] | None
+) -> tuple[EstimandRow, ...]:
+    """Every estimand of every dimension, in the rubric's order."""
+    return tuple(r for d in data for r in dimension_estimates(d.name, d.levels, d.integer, d.judged, d.people, keep))
+
+
+def differences(a: EstimateTable, b: EstimateTable) -> list[DifferenceRow]:
+    """The corrected difference a minus b of each estimand between two groups of items: the difference of two
+    PPI++ estimates from independent samples, their variances added; and the judges' difference beside it."""
+    return [
         DifferenceRow(
             x.dimension,
             x.estimand,
@@ -553,9 +465,8 @@ def compare(
             difference(x.corrected, y.corrected),
             difference(x.judge_only, y.judge_only),
         )
-        for x, y in zip(tables[0].rows, tables[1].rows, strict=True)
+        for x, y in zip(a.rows, b.rows, strict=True)
     ]
-    return tables[0], tables[1], rows
 
 
 @dataclass(frozen=True)

@@ -6,11 +6,14 @@ from typing import Any
 
 import numpy as np
 
-from evaluation.judging import agreement, probes, versions
+from evaluation.errors import FieldProblem, InvalidInput, NotFound
+from evaluation.judging import agreement, estimates, probes, versions
 from evaluation.judging.values import RubricSpec, rubric_spec, scale_from_row
 from evaluation.models import (
     Annotation,
     CanarySet,
+    DimensionScore,
+    EvaluationRun,
     Item,
     JudgeConfiguration,
     JudgeScore,
@@ -462,3 +465,199 @@ def bias_probes(configuration: JudgeConfiguration) -> probes.ProbeTable:
         .iterator(chunk_size=2000)
     }
     return probes.bias_probes(gaps, traits)
+
+
+# --- corrected estimates (the statistics are estimates.py's; the reads are here) -------------------------
+
+# The estimates' values, as the doors name them (a door reads a room through its selectors only).
+Selection = estimates.Selection
+EstimateTable = estimates.EstimateTable
+MeanEstimate = estimates.MeanEstimate
+DifferenceRow = estimates.DifferenceRow
+Budget = estimates.Budget
+GROUPINGS = estimates.GROUPINGS
+
+RUN_SOURCE = "run"
+"""The source of the transcripts made of this app's own runs (services.run_item)."""
+RUNS_JUDGE = "runs-judge"
+"""The prompt_hash of the configuration that holds the runs' own judge scores (services.run_item)."""
+
+
+def _estimate_items(selection: estimates.Selection) -> set[int] | None:
+    if selection == estimates.EVERYTHING:
+        return None
+    rows = Item.objects.all()
+    if selection.source is not None:
+        rows = rows.filter(transcript__source=selection.source)
+    if selection.candidate is not None:
+        rows = rows.filter(key=selection.candidate)
+    if selection.group is not None:
+        runs = EvaluationRun.objects.filter(group=selection.group).values_list("run_id", flat=True)
+        rows = rows.filter(transcript__source=RUN_SOURCE, transcript__external_id__in=runs)
+    return set(rows.values_list("pk", flat=True))
+
+
+def _runs_without_item(
+    configuration: JudgeConfiguration, group: str, spec: RubricSpec, judged: set[int]
+) -> dict[int, dict[int, int]]:
+    """The group's runs scored by the runs' own judge of this configuration that no person labelled yet: a run
+    becomes an item only when someone labels it, but the judge's scores of the others are what the corrected
+    estimate corrects with. dimension id -> key -> place on the scale; keys are negative (-1, -2, ...) so they
+    never meet an item's id."""
+    if configuration.prompt_hash != RUNS_JUDGE:
+        return {}
+    have = set(Item.objects.filter(pk__in=judged).values_list("transcript__external_id", flat=True))
+    runs = (
+        EvaluationRun.objects.filter(group=group, judge_label=configuration.provider, status="completed")
+        .exclude(run_id__in=have)
+        .order_by("run_id")
+    )
+    scores: dict[Any, dict[str, float]] = {}
+    for run_pk, name, score in DimensionScore.objects.filter(run__in=runs).values_list("run_id", "dimension", "score"):
+        scores.setdefault(run_pk, {})[name] = score
+    out: dict[int, dict[int, int]] = {}
+    for k, run_pk in enumerate(runs.values_list("pk", flat=True), 1):
+        for d in spec.dimensions:
+            found = scores.get(run_pk, {}).get(d.name)
+            level = d.scale.level_of(round(found)) if found is not None else None
+            if level is not None:
+                out.setdefault(d.id, {})[-k] = d.scale.score_of(level)
+    return out
+
+
+def estimate_data(
+    configuration: JudgeConfiguration, selection: estimates.Selection = estimates.EVERYTHING
+) -> list[estimates.DimensionData]:
+    """Each dimension of the rubric version the configuration judged under, with the judge's and the people's
+    values on the selected judged items (the labels read as the judge card reads them). A run group read with
+    the runs' own judge also counts the group's runs nobody labelled yet (their judge scores)."""
+    rubric = configuration.rubric
+    recorded = _versions(rubric.pk)
+    spec = _spec_at(rubric, configuration.rubric_version, recorded)
+    wanted = _estimate_items(selection)
+    judged, _ = _on_scale(_scores_by_dimension(configuration.pk, wanted), spec)
+    if selection.group is not None:
+        seen = {i for per_item in judged.values() for i in per_item}
+        for dimension, extra in _runs_without_item(configuration, selection.group, spec, seen).items():
+            judged.setdefault(dimension, {}).update({k: [v] for k, v in extra.items()})
+    labels, _ = _labels_by_dimension(spec, recorded)
+    out = []
+    for d in spec.dimensions:
+        judge = {i: agreement.lower_median(v) for i, v in judged.get(d.id, {}).items()}
+        people = {i: agreement.lower_median(list(v.values())) for i, v in labels.get(d.id, {}).items() if i in judge}
+        out.append(estimates.DimensionData(d.name, d.scale.levels, d.scale.integer, judge, people))
+    return out
+
+
+def estimate_configuration(rubric: str, configuration: int | None = None) -> JudgeConfiguration:
+    """The rubric's newest judge configuration (newest rubric version first), or the one named; NotFound names
+    what is missing."""
+    if not Rubric.objects.filter(slug=rubric).exists():
+        known = ", ".join(Rubric.objects.values_list("slug", flat=True)) or "none"
+        raise NotFound(f"no rubric {rubric!r}; rubrics: {known}")
+    found = configurations(rubric)
+    if configuration is not None:
+        found = [c for c in found if c.pk == configuration]
+        if not found:
+            raise NotFound(f"no judge configuration {configuration} of rubric {rubric!r}")
+    if not found:
+        raise NotFound(f"nothing judged with rubric {rubric!r} yet: run judge_imported first")
+    return found[0]
+
+
+def estimate_table(
+    rubric: str,
+    *,
+    configuration: int | None = None,
+    selection: estimates.Selection = estimates.EVERYTHING,
+    labelled: int | None = None,
+    seed: int = 0,
+) -> estimates.EstimateTable:
+    """Per dimension, the judge-only, people-only and corrected estimates (and the all-people figure where every
+    judged item has labels). labelled: keep the people's labels of that many items only (seeded)."""
+    config = estimate_configuration(rubric, configuration)
+    data = estimate_data(config, selection)
+    keep = estimates.labelled_subset(data, labelled, seed) if labelled is not None else None
+    every = {i for d in data for i in d.people}
+    return estimates.EstimateTable(
+        rubric=rubric,
+        rubric_version=config.rubric_version,
+        configuration=config.key,
+        configuration_id=config.pk,
+        selection=selection.describe(),
+        items=len({i for d in data for i in d.judged}),
+        labelled=len(every if keep is None else every & keep),
+        labelled_of=len(every),
+        rows=estimates.table_rows(data, keep),
+        data=tuple(data),
+        keep=keep,
+    )
+
+
+def estimate_compare(
+    rubric: str,
+    by: str,
+    a: str,
+    b: str,
+    *,
+    configuration: int | None = None,
+    labelled: int | None = None,
+    seed: int = 0,
+) -> tuple[estimates.EstimateTable, estimates.EstimateTable, list[estimates.DifferenceRow]]:
+    """The corrected difference between two groups of items (two sources, candidates or run groups), a minus b,
+    within one judge configuration."""
+    if by not in estimates.GROUPINGS:
+        raise InvalidInput([FieldProblem("by", f"{by!r} is not one of {', '.join(estimates.GROUPINGS)}")])
+    first, second = (
+        estimate_table(
+            rubric,
+            configuration=configuration,
+            selection=estimates.Selection(**{by: name}),
+            labelled=labelled,
+            seed=seed,
+        )
+        for name in (a, b)
+    )
+    return first, second, estimates.differences(first, second)
+
+
+def estimate_budget(table: estimates.EstimateTable, *, draws: int = 40, seed: int = 0) -> list[estimates.Budget]:
+    """How many labels (estimates.budget): the width curve and what to label next, per dimension, widest first."""
+    return estimates.budget(table, draws=draws, seed=seed)
+
+
+def comparison_estimates(
+    group: str, baseline: str | None = None, rubric: str = "tutor-session"
+) -> dict[str, Any] | None:
+    """The comparison page's corrected estimates: where people labelled runs of the group, per dimension the
+    judge's own mean over the group's runs, the corrected (PPI++) estimate, and, where the baseline group's runs
+    (judged by the same judge) carry labels too, the corrected difference against it. None where no run of the
+    group has people's labels: the page then says nothing."""
+    labels = set(
+        EvaluationRun.objects.filter(group=group, status="completed")
+        .exclude(judge_label="")
+        .values_list("judge_label", flat=True)
+    )
+    found = [
+        c
+        for c in JudgeConfiguration.objects.filter(rubric__slug=rubric, prompt_hash=RUNS_JUDGE, provider__in=labels)
+        .select_related("rubric")
+        .order_by("-rubric_version", "-created_at")
+    ]
+    for config in found:
+        table = estimate_table(rubric, configuration=config.pk, selection=estimates.Selection(group=group))
+        if table.labelled:
+            break
+    else:
+        return None
+    other = None
+    if baseline:
+        other = estimate_table(rubric, configuration=config.pk, selection=estimates.Selection(group=baseline))
+    compared = estimates.differences(table, other) if other is not None and other.labelled else []
+    rows = [{"row": row, "difference": compared[k] if compared else None} for k, row in enumerate(table.rows)]
+    return {
+        "table": table,
+        "rows": rows,
+        "baseline": None if other is None else {"group": baseline, "table": other, "compared": bool(compared)},
+        "multiple_judges": len(labels) > 1,
+    }

@@ -131,13 +131,11 @@ CARD_BUDGET_DRAWS = 20
 def estimates_card(configuration: Any) -> dict[str, Any]:
     """The judge card's corrected estimates: each dimension's leading estimand (its mean, or the share of the
     scale's first label), the width of the corrected interval against the labels behind it, and what to label next."""
-    from evaluation.judging import estimates
-
-    table = estimates.estimate_table(configuration.rubric.slug, configuration=configuration.pk)
+    table = selectors.estimate_table(configuration.rubric.slug, configuration=configuration.pk)
     lead: dict[str, Any] = {}
     for row in table.rows:
         lead.setdefault(row.dimension, row)
-    budgets = estimates.budget(table, draws=CARD_BUDGET_DRAWS)
+    budgets = selectors.estimate_budget(table, draws=CARD_BUDGET_DRAWS)
     widest = next((b for b in budgets if b.next_items), None)
     items = selectors.items_get(list(widest.next_items)) if widest else {}
     return {

@@ -287,6 +287,10 @@ def comparison(request: HttpRequest, group: str) -> HttpResponse:
     ctx["root_causes_json"] = json.dumps(ctx["root_causes"])
     total = sum(ctx["root_causes"].values()) or 1
     ctx["root_cause_rows"] = [(c, n, round(100 * n / total)) for c, n in ctx["root_causes"].items()]
+    # Where people labelled runs of the group: the corrected estimates, from the judging room's reads.
+    ctx["label_estimates"] = judging_selectors.comparison_estimates(
+        group, ctx["baseline"]["id"] if ctx["baseline"] else None
+    )
     return _page(request, "evaluation/comparison.html", ctx)
 
 

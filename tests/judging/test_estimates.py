@@ -12,8 +12,8 @@ from django.core.management import CommandError, call_command
 from ppi_py import classical_mean_ci, ppi_mean_ci, ppi_mean_pointestimate
 from rest_framework.authtoken.models import Token
 
-from evaluation.judging import estimates, services
-from evaluation.models import Annotation, JudgeConfiguration, JudgeScore
+from evaluation.judging import estimates, selectors, services
+from evaluation.models import Annotation, Item, JudgeConfiguration, JudgeScore
 from tests.judging.synthetic import candidate_sets
 
 # --- the estimator ------------------------------------------------------------------------------------
@@ -203,7 +203,7 @@ def test_the_command_json_has_the_documented_shape_and_ppi_pys_figures(judged, c
     assert len(body["dimensions"]) == 8 * 3 and names[0] == "Mistake_Identification"
     assert [d["estimand"] for d in body["dimensions"][:3]] == ["share:Yes", "share:To some extent", "share:No"]
     # recomputed here from the stored rows with ppi_py, on the same 30 items the command kept
-    table = estimates.estimate_table("tutor-response", labelled=30, seed=7)
+    table = selectors.estimate_table("tutor-response", labelled=30, seed=7)
     kept = sorted(table.keep)
     judge, people = _stored(judged, "Mistake_Identification")
     yes = 2.0  # "Yes" is the best of three levels: place 2
@@ -230,8 +230,8 @@ def test_the_command_prints_the_table_the_budget_and_a_comparison(judged, capsys
     assert "Corrected difference candidate 'Sonnet' minus 'GPT4'" in out
     call_command("estimate", "--rubric", "tutor-response", "--compare", "Sonnet", "GPT4", "--by", "candidate", "--json")
     rows = json.loads(capsys.readouterr().out)["dimensions"]
-    a = estimates.estimate_table("tutor-response", selection=estimates.Selection(candidate="Sonnet")).rows[0]
-    b = estimates.estimate_table("tutor-response", selection=estimates.Selection(candidate="GPT4")).rows[0]
+    a = selectors.estimate_table("tutor-response", selection=selectors.Selection(candidate="Sonnet")).rows[0]
+    b = selectors.estimate_table("tutor-response", selection=selectors.Selection(candidate="GPT4")).rows[0]
     half = 1.959963984540054 * math.hypot(a.corrected.se, b.corrected.se)
     assert rows[0]["difference"]["value"] == pytest.approx(a.corrected.value - b.corrected.value)
     assert rows[0]["difference"]["high"] - rows[0]["difference"]["value"] == pytest.approx(half)
@@ -264,7 +264,7 @@ def test_the_api_gives_the_estimates(judged, api):
     assert answer.status_code == 200, answer.content
     body = answer.json()
     assert body["items"] == 120 and body["labelled"] == 30 and body["configuration"] == judged.key
-    command = estimates.estimate_table("tutor-response", labelled=30, seed=7).as_dict()
+    command = selectors.estimate_table("tutor-response", labelled=30, seed=7).as_dict()
     first = body["dimensions"][0]
     assert {k: first["corrected"][k] for k in ("value", "low", "high")} == command["dimensions"][0]["corrected"]
     assert first["corrected"]["method"] == estimates.PPI_PLUS_PLUS and 0 <= first["corrected"]["lam"] <= 1
@@ -282,7 +282,7 @@ def test_the_judge_card_shows_the_estimates_the_chart_and_what_to_label_next(jud
     assert page.status_code == 200
     html = page.content.decode()
     assert 'id="estimates-table"' in html and 'aria-label="Corrected interval width by labelled items"' in html
-    row = estimates.estimate_table("tutor-response").rows[0]
+    row = selectors.estimate_table("tutor-response").rows[0]
     section = html[html.index('id="estimate-Mistake_Identification"') :]
     assert f"{row.corrected.value:.3f}" in section[:2000] and f"{row.judge_only.value:.3f}" in section[:2000]
     assert "share:Yes" in section[:300]
@@ -297,3 +297,169 @@ def test_the_card_lists_items_to_label_linked_to_their_page(judged, admin_client
     listed = listed[: listed.index("</ol>")]
     assert listed.count("<li>") == 10 and "/admin/evaluation/judging/transcripts/" in listed
     assert all(name in ("Sonnet", "GPT4", "Gemini") for name in [x.split("/")[-1] for x in listed.split("</a>")[:-1]])
+
+
+def _ppi(y, f, f_unl):
+    """ppi_py's PPI++ mean and its standard error (the 95% interval's half-width over z)."""
+    low, high = ppi_mean_ci(
+        np.array(y, dtype=float), np.array(f, dtype=float), np.array(f_unl, dtype=float), alpha=0.05
+    )
+    value = float(
+        ppi_mean_pointestimate(np.array(y, dtype=float), np.array(f, dtype=float), np.array(f_unl, dtype=float))[0]
+    )
+    return value, (float(high[0]) - float(low[0])) / (2 * 1.959963984540054)
+
+
+def test_the_api_gives_the_corrected_difference_between_two_groups(judged, api):
+    # the candidates of every other dialogue lose their labels: each group's estimate is a corrected one
+    dialogues = sorted(set(Item.objects.values_list("transcript_id", flat=True)))
+    Annotation.objects.filter(item__transcript_id__in=dialogues[::2]).delete()
+    answer = api("/api/judging/estimates?rubric=tutor-response&compare=Sonnet,GPT4&by=candidate")
+    assert answer.status_code == 200, answer.content
+    body = answer.json()
+    assert (body["by"], body["a"], body["b"], body["configuration"]) == ("candidate", "Sonnet", "GPT4", judged.key)
+    judge, people = _stored(judged, "Mistake_Identification")
+    sides = []
+    for name in ("Sonnet", "GPT4"):
+        items = sorted(Item.objects.filter(key=name).values_list("pk", flat=True))
+        labelled = [i for i in items if i in people]
+        y = [people[i] == 2.0 for i in labelled]
+        f = [judge[i] == 2.0 for i in labelled]
+        f_unl = [judge[i] == 2.0 for i in items if i not in people]
+        sides.append((_ppi(y, f, f_unl), len(items), len(labelled), np.mean([judge[i] == 2.0 for i in items])))
+    assert body["groups"] == [
+        {"name": "Sonnet", "items": 15, "labelled": sides[0][2]},
+        {"name": "GPT4", "items": 15, "labelled": sides[1][2]},
+    ]
+    (a, se_a), (b, se_b) = sides[0][0], sides[1][0]
+    first = body["dimensions"][0]
+    assert (first["name"], first["estimand"]) == ("Mistake_Identification", "share:Yes")
+    assert first["a"]["value"] == pytest.approx(a) and first["b"]["value"] == pytest.approx(b)
+    half = 1.959963984540054 * math.sqrt(se_a**2 + se_b**2)
+    gap = first["difference"]
+    assert (gap["value"], gap["low"], gap["high"]) == pytest.approx((a - b, a - b - half, a - b + half))
+    assert first["judge_only_difference"]["value"] == pytest.approx(sides[0][3] - sides[1][3])
+    assert 0 <= first["a"]["lam"] <= 1 and first["a"]["n"] == sides[0][2]
+    # refused, each naming the field and the reason
+    for query, field, reason in (
+        ("compare=Sonnet", "compare", "two names"),
+        ("compare=Sonnet,Sonnet", "compare", "with itself"),
+        ("compare=Sonnet,GPT4&by=agent", "by", "not a valid choice"),
+        ("compare=Sonnet,GPT4&candidate=Sonnet", "candidate", "cannot be combined"),
+        ("compare=Sonnet,Nobody&by=candidate", "compare", "candidate 'Nobody' has no items judged"),
+    ):
+        refused = api(f"/api/judging/estimates?rubric=tutor-response&{query}")
+        assert refused.status_code == 400, (query, refused.content)
+        assert reason in json.dumps(refused.json()["fields"][field]), (query, refused.json())
+
+
+# --- the comparison page ------------------------------------------------------------------------------
+
+RUNS_JUDGE = "offline/offline-rules-v1"
+PACING = {  # run -> (the judge's pacing score, a person's pacing label or None)
+    "new": [(7, 5), (8, 6), (6, 6), (9, 7), (7, None), (8, None), (5, None), (9, None), (6, None), (8, None)],
+    "old": [(6, 6), (5, 4), (7, 7), (6, None), (4, None), (7, None), (5, None), (6, None)],
+}
+
+
+def _group(name, runs, baseline=None):
+    from django.utils import timezone
+
+    from evaluation.models import DimensionScore, EvaluationRun, RunMessage
+
+    config = {}
+    if baseline:
+        config["baseline"] = {
+            "id": baseline,
+            "judge": RUNS_JUDGE,
+            "judge_config": None,
+            "forced": False,
+            "mismatches": [],
+            "rule": "fixed",
+            "threshold": 1.0,
+            "means": {},
+        }
+    made = []
+    for k, (score, _) in enumerate(runs):
+        run = EvaluationRun.objects.create(
+            run_id=f"{name}_{k:02d}",
+            status="completed",
+            stage="completed",
+            judge_label=RUNS_JUDGE,
+            group=name,
+            config=config,
+        )
+        RunMessage.objects.create(
+            run=run, turn=1, role="tutor", content=f"Hello {k}", timestamp=timezone.now(), attempt=1
+        )
+        DimensionScore.objects.create(run=run, dimension="pacing", score=score)
+        DimensionScore.objects.create(run=run, dimension="authenticity", score=5 + k % 3)
+        made.append(run)
+    return made
+
+
+def _label(runs, labels, user):
+    for run, (_, label) in zip(runs, labels, strict=True):
+        if label is not None:
+            services.run_labels_set(run_id=run.run_id, user=user, values={"pacing": str(label)})
+
+
+def test_the_comparison_page_shows_the_corrected_estimate_and_difference_beside_the_judges_mean(
+    db, admin_client, admin_user
+):
+    from evaluation.models import EvaluationRun
+
+    old = _group("cmp_old", PACING["old"])
+    new = _group("cmp_new", PACING["new"], baseline="cmp_old")
+    # neither a failed run nor another judge's run counts, labelled or not
+    from evaluation.models import DimensionScore
+
+    for run_id, status, judge in (("cmp_new_failed", "failed", RUNS_JUDGE), ("cmp_new_other", "completed", "openai/x")):
+        run = EvaluationRun.objects.create(run_id=run_id, status=status, judge_label=judge, group="cmp_new")
+        DimensionScore.objects.create(run=run, dimension="pacing", score=1)
+    page = admin_client.get("/admin/evaluation/comparisons/cmp_new/")
+    assert page.status_code == 200
+    assert 'id="comparison-estimates"' not in page.content.decode()  # no labels: nothing said
+    assert "Corrected by people" not in page.content.decode()
+    _label(old, PACING["old"], admin_user)
+    _label(new, PACING["new"], admin_user)
+    html = admin_client.get("/admin/evaluation/comparisons/cmp_new/").content.decode()
+    section = html[html.index('id="comparison-estimates"') :]
+    row = section[section.index('id="corrected-pacing"') :]
+    row = row[: row.index("</tr>")]
+
+    def expected(runs):
+        f = [s for s, label in runs if label is not None]
+        y = [label for _, label in runs if label is not None]
+        return _ppi(y, f, [s for s, label in runs if label is None])
+
+    (a, se_a), (b, se_b) = expected(PACING["new"]), expected(PACING["old"])
+    judge = [s for s, _ in PACING["new"]]
+    judge_se = statistics.pstdev(judge) / math.sqrt(len(judge))
+    half = 1.959963984540054 * math.sqrt(se_a**2 + se_b**2)
+    cells = [
+        f'{statistics.fmean(judge):.3f}</strong> <span class="ci">[{statistics.fmean(judge) - 1.959963984540054 * judge_se:.3f}, ',
+        "n=10",  # the judge's mean over every completed run of the group
+        "n=4",  # people labelled four of them
+        f'{a:.3f}</strong> <span class="ci">[{a - 1.959963984540054 * se_a:.3f}, {a + 1.959963984540054 * se_a:.3f}]',
+        f'{b:.3f}</strong> <span class="ci">[{b - 1.959963984540054 * se_b:.3f}, {b + 1.959963984540054 * se_b:.3f}]',
+        f'{a - b:.3f}</strong> <span class="ci">[{a - b - half:.3f}, {a - b + half:.3f}]',
+    ]
+    for cell in cells:
+        assert cell in row, (cell, row)
+    assert "baseline cmp_old, corrected" in section and "judged by more than one judge" in html
+    # a dimension nobody labelled says so rather than showing a number
+    other = section[section.index('id="corrected-authenticity"') :]
+    assert "not enough data: 0 labelled item(s)" in other[: other.index("</tr>")]
+
+
+def test_without_labels_on_the_baseline_the_page_says_there_is_no_corrected_difference(db, admin_client, admin_user):
+    _group("cmp_old", PACING["old"])
+    new = _group("cmp_new", PACING["new"], baseline="cmp_old")
+    _label(new, PACING["new"], admin_user)
+    html = admin_client.get("/admin/evaluation/comparisons/cmp_new/").content.decode()
+    assert (
+        'id="comparison-estimates"' in html
+        and "corrected difference" not in html.split('id="comparison-estimates"')[1].split("</thead>")[0]
+    )
+    assert 'id="no-corrected-difference"' in html and "No corrected difference against the baseline cmp_old" in html

@@ -6,7 +6,7 @@ import json
 from django.core.management.base import BaseCommand, CommandError
 
 from evaluation.errors import NotFound
-from evaluation.judging import estimates
+from evaluation.judging import selectors
 
 
 def _count(text: str) -> int:
@@ -19,13 +19,13 @@ def _count(text: str) -> int:
     return value
 
 
-def _cell(e: estimates.MeanEstimate, *, n: bool = False) -> str:
+def _cell(e: selectors.MeanEstimate, *, n: bool = False) -> str:
     if e.value is None:
         return f"not enough data: {e.reason}"
     return f"{e.value:.3f} [{e.low:.3f}, {e.high:.3f}]" + (f" n={e.n}" if n else "")
 
 
-def render(table: estimates.EstimateTable) -> str:
+def render(table: selectors.EstimateTable) -> str:
     lines = [
         f"Judge {table.configuration}",
         f"rubric {table.rubric} v{table.rubric_version}, {table.selection}: {table.items} items judged, "
@@ -45,7 +45,7 @@ def render(table: estimates.EstimateTable) -> str:
     return "\n".join(lines)
 
 
-def render_budget(budgets: list[estimates.Budget]) -> str:
+def render_budget(budgets: list[selectors.Budget]) -> str:
     lines = ["", "How many labels? Width of the corrected 95% interval by labelled items (median of seeded subsamples,"]
     lines.append("10th-90th percentile), beside the people-only width on the same subsamples; widest first.")
     for b in budgets:
@@ -65,7 +65,7 @@ def render_budget(budgets: list[estimates.Budget]) -> str:
     return "\n".join(lines)
 
 
-def render_compare(by: str, a: str, b: str, rows: list[estimates.DifferenceRow]) -> str:
+def render_compare(by: str, a: str, b: str, rows: list[selectors.DifferenceRow]) -> str:
     lines = [
         f"Corrected difference {by} {a!r} minus {b!r} (difference of two PPI++ estimates, variances added; 95%)",
         f"{'dimension':<26} {'estimand':<34} {a[:24]:<26} {b[:24]:<26} {'difference':<28} judge-only difference",
@@ -101,7 +101,7 @@ class Command(BaseCommand):
             default=None,
             help="The corrected difference A minus B between two groups (see --by)",
         )
-        parser.add_argument("--by", choices=estimates.GROUPINGS, default="source", help="What --compare compares")
+        parser.add_argument("--by", choices=selectors.GROUPINGS, default="source", help="What --compare compares")
         parser.add_argument("--budget", action="store_true", help="Also: interval width by labelled items, label next")
         parser.add_argument("--json", action="store_true")
 
@@ -109,7 +109,7 @@ class Command(BaseCommand):
         try:
             if opts["compare"]:
                 a, b = opts["compare"]
-                _, _, rows = estimates.compare(
+                _, _, rows = selectors.estimate_compare(
                     opts["rubric"],
                     opts["by"],
                     a,
@@ -124,8 +124,8 @@ class Command(BaseCommand):
                 else:
                     self.stdout.write(render_compare(opts["by"], a, b, rows))
                 return
-            selection = estimates.Selection(source=opts["source"], candidate=opts["candidate"], group=opts["group"])
-            table = estimates.estimate_table(
+            selection = selectors.Selection(source=opts["source"], candidate=opts["candidate"], group=opts["group"])
+            table = selectors.estimate_table(
                 opts["rubric"],
                 configuration=opts["configuration"],
                 selection=selection,
@@ -136,7 +136,7 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from None
         if not table.items:
             raise CommandError(f"no judged items in the selection ({table.selection}) of rubric {table.rubric!r}")
-        budgets = estimates.budget(table, seed=opts["seed"]) if opts["budget"] else []
+        budgets = selectors.estimate_budget(table, seed=opts["seed"]) if opts["budget"] else []
         if opts["json"]:
             self.stdout.write(json.dumps(table.as_dict(), indent=2))
             return
