@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 from krippendorff import alpha as k_alpha
-from scipy.stats import spearmanr
+from scipy.stats import rankdata, spearmanr
 from scipy.stats import t as t_dist
 from sklearn.metrics import cohen_kappa_score
 
@@ -30,17 +30,43 @@ def test_kappa_rho_and_rates_match_the_libraries_on_the_same_arrays(pair):
     assert sum(map(sum, result.confusion)) == 300 and result.confusion[0][0] == np.sum((human == 0) & (judge == 0))
 
 
+def qwk_closed_form(a, b):
+    """Quadratic-weighted kappa written out per row: 1 - mean((a - b)^2) / mean over all pairs (i, j) of
+    (a_i - b_j)^2, the latter being mean(a^2) + mean(b^2) - 2 mean(a) mean(b)."""
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    chance = (a * a).mean(-1) + (b * b).mean(-1) - 2 * a.mean(-1) * b.mean(-1)
+    return 1 - ((a - b) ** 2).mean(-1) / chance
+
+
+def spearman_by_ranks(a, b):
+    """Spearman's rho per row: Pearson's r of scipy's average ranks."""
+    ra, rb = rankdata(a, axis=-1), rankdata(b, axis=-1)
+    ra, rb = ra - ra.mean(-1, keepdims=True), rb - rb.mean(-1, keepdims=True)
+    return (ra * rb).sum(-1) / np.sqrt((ra * ra).sum(-1) * (rb * rb).sum(-1))
+
+
 def test_every_interval_is_the_2_5_and_97_5_percentiles_of_the_statistic_over_the_resamples(pair):
     judge, human = pair
     result = agreement.judge_vs_humans(judge, human, 5)
     idx = agreement.resample_indices(len(judge))
     assert idx.shape == (1000, 300)
-    kappas = [cohen_kappa_score(judge[r], human[r], labels=range(5), weights="quadratic") for r in idx]
-    exact = [np.mean(judge[r] == human[r]) for r in idx]
-    within = [np.mean(np.abs(judge[r] - human[r]) <= 1) for r in idx]
-    for estimate, samples in ((result.kappa, kappas), (result.exact, exact), (result.within_one, within)):
+    a, b = judge[idx], human[idx]
+    kappas, rhos = qwk_closed_form(a, b), spearman_by_ranks(a, b)
+    # the written-out formulas are the libraries' own on these resamples (checked on a stride of them)
+    for r in range(0, 1000, 97):
+        assert kappas[r] == pytest.approx(cohen_kappa_score(a[r], b[r], labels=range(5), weights="quadratic"))
+        assert rhos[r] == pytest.approx(spearmanr(a[r], b[r]).statistic)
+    exact = (a == b).mean(1)
+    within = (np.abs(a - b) <= 1).mean(1)
+    for estimate, samples in (
+        (result.kappa, kappas),
+        (result.rho, rhos),
+        (result.exact, exact),
+        (result.within_one, within),
+    ):
         low, high = np.percentile(samples, [2.5, 97.5])
         assert (estimate.low, estimate.high) == (pytest.approx(low), pytest.approx(high))
+        assert estimate.low <= estimate.value <= estimate.high and estimate.n == 300
 
 
 def test_the_vectorised_resamples_equal_the_libraries_resample_by_resample(pair):
@@ -65,6 +91,22 @@ def test_alpha_resamples_equal_the_krippendorff_package():
     for r in range(20):
         expected = k_alpha(value_counts=pairable[idx[r]], value_domain=range(4), level_of_measurement="ordinal")
         assert alphas[r] == pytest.approx(expected)
+
+
+def test_an_interval_needs_at_least_half_the_resamples_defined():
+    # two items, 0 and 1 for both: a resample of both items has kappa and rho 1; one item twice, no variation,
+    # neither (nan). The value stands either way; the interval only when at least half the resamples give one.
+    judge = human = np.array([0, 1], dtype=np.int64)
+    both, one = [0, 1], [1, 1]
+    half = agreement.judge_vs_humans(judge, human, 2, np.array([both, one, both[::-1], [0, 0]]))
+    for estimate in (half.kappa, half.rho):
+        assert (estimate.value, estimate.low, estimate.high, estimate.n) == pytest.approx((1.0, 1.0, 1.0, 2))
+    fewer = agreement.judge_vs_humans(judge, human, 2, np.array([both, one, [0, 0], one]))
+    for estimate in (fewer.kappa, fewer.rho):
+        assert estimate.value == pytest.approx(1.0) and (estimate.low, estimate.high, estimate.n) == (None, None, 2)
+        assert str(estimate) == "1.00 n=2"  # no interval printed
+    assert (fewer.exact.low, fewer.exact.high) == (1.0, 1.0)  # defined on every resample
+    assert str(half.kappa) == "1.00 [1.00, 1.00] n=2"
 
 
 # Krippendorff (2011), "Computing Krippendorff's Alpha-Reliability", the example with missing values:
