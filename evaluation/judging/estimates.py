@@ -104,7 +104,8 @@ def power_tuning(y: FloatArray, f_labelled: FloatArray, f_unlabelled: FloatArray
     n, big_n = y.size, f_unlabelled.size
     covariance = float(np.sum((y - y.mean()) * (f_labelled - f_labelled.mean())) / n)
     pooled = np.concatenate([f_labelled, f_unlabelled])
-    variance = float(np.var(pooled, ddof=1)) if pooled.size > 1 else 0.0
+    # ppi_mean calls this with n >= 2 labelled and N >= 1 unlabelled items, so the pooled variance is defined
+    variance = float(np.var(pooled, ddof=1))
     if variance == 0.0:
         return 0.0
     lam = covariance / ((1 + n / big_n) * variance)

@@ -112,6 +112,109 @@ def test_not_enough_data_is_a_result_with_a_reason():
         estimates.ppi_mean(np.array([1.0, 0.0]), np.array([1.0]), np.array([0.0]))
 
 
+def test_what_not_enough_data_says_names_the_count_the_method_and_the_reason():
+    # each of these is printed by the command and the API, word for word
+    one = estimates.classical_mean(np.array([1.0]))
+    assert (one.n, one.method, one.reason) == (1, estimates.CLASSICAL, "1 item(s); an interval needs at least 2")
+    assert str(one) == "not enough data (1 item(s); an interval needs at least 2)"
+    few = estimates.ppi_mean(np.array([1.0]), np.array([0.0]), np.array([0.0, 1.0]))
+    assert (few.n, few.method, few.se, few.lam) == (1, estimates.PPI_PLUS_PLUS, None, None)
+    assert few.reason == "1 labelled item(s); an interval needs at least 2"
+    # two labelled items are enough (MIN_LABELLED), and give ppi_py's interval
+    two = estimates.ppi_mean(np.array([1.0, 0.0]), np.array([1.0, 1.0]), np.array([0.0, 1.0, 1.0]))
+    low, high = ppi_mean_ci(np.array([1.0, 0.0]), np.array([1.0, 1.0]), np.array([0.0, 1.0, 1.0]), alpha=0.05)
+    assert two.n == 2 and (two.low, two.high) == pytest.approx((low[0], high[0]), abs=1e-12)
+    assert estimates.classical_mean(np.array([0.0, 1.0])).n == 2
+    equal = estimates.classical_mean(np.array([1.0, 1.0]))
+    assert equal.method == estimates.CLASSICAL + "; every value equal, so the interval has no width: treat it with care"
+    assert str(equal) == "1.000 [1.000, 1.000]"
+
+
+def test_every_judged_item_labelled_gives_the_peoples_interval_with_lambda_zero():
+    y = np.array([0.0, 1.0, 1.0, 1.0])
+    every = estimates.ppi_mean(y, np.array([1.0, 1.0, 0.0, 1.0]), np.array([]))
+    people = estimates.classical_mean(y)
+    assert (every.value, every.low, every.high, every.se) == (people.value, people.low, people.high, people.se)
+    assert (every.n, every.lam, every.unlabelled) == (4, 0.0, 0)
+    assert every.method == estimates.CLASSICAL + ": every judged item is labelled, so the people's mean is the estimate"
+
+
+def test_a_difference_needs_both_values_and_both_standard_errors():
+    full = estimates.classical_mean(np.array([0.0, 1.0, 1.0]))
+    short = estimates.classical_mean(np.array([1.0]))
+    for a, b in ((full, short), (short, full)):
+        gap = estimates.difference(a, b)
+        assert gap.value is None and gap.n == 1 and gap.reason == short.reason
+        assert gap.method == f"difference of {a.method}"
+    # an estimate given without its standard error cannot be differenced either: no interval, said so
+    bare = estimates.MeanEstimate(0.5, 0.4, 0.6, 10, "given")
+    for a, b in ((full, bare), (bare, full)):
+        gap = estimates.difference(a, b)
+        assert gap.value is None and gap.reason == "no interval" and gap.n == 3
+    unsure = estimates.MeanEstimate(None, None, None, 5, "given", se=0.1)
+    assert estimates.difference(unsure, full).value is None and estimates.difference(full, unsure).value is None
+    gap = estimates.difference(full, estimates.classical_mean(np.array([0.0, 0.0, 1.0, 1.0, 1.0])))
+    assert gap.n == 3 and gap.method == f"difference of {estimates.CLASSICAL}; variances added"
+    assert gap.se == pytest.approx(math.sqrt(full.se**2 + (math.sqrt(0.24) / math.sqrt(5)) ** 2))
+
+
+def test_the_rows_as_the_json_and_the_api_give_them():
+    rows = estimates.dimension_estimates("score", ("1", "2", "3"), True, {1: 0, 2: 2, 3: 1, 4: 2}, {1: 0, 2: 1}, None)
+    (row,) = rows
+    # the mean is in the scale's own units (1 to 3), not its places (0 to 2)
+    assert row.judge_only.value == pytest.approx((1 + 3 + 2 + 3) / 4) and row.people_only.value == 1.5
+    y, f, f_unl = np.array([1.0, 2.0]), np.array([1.0, 3.0]), np.array([2.0, 3.0])
+    value = float(ppi_mean_pointestimate(y, f, f_unl)[0])
+    assert row.corrected.value == pytest.approx(value) and row.corrected.unlabelled == 2
+    assert row.as_dict() == {
+        "name": "score",
+        "estimand": "mean",
+        "judge_only": {"value": row.judge_only.value, "low": row.judge_only.low, "high": row.judge_only.high},
+        "people_only": {"value": 1.5, "low": row.people_only.low, "high": row.people_only.high, "n": 2},
+        "corrected": {"value": row.corrected.value, "low": row.corrected.low, "high": row.corrected.high},
+        "all_people": None,
+    }
+    everyone = estimates.dimension_estimates("score", ("1", "2", "3"), True, {1: 0, 2: 2}, {1: 0, 2: 1}, None)[0]
+    assert everyone.as_dict()["all_people"] == {"value": 1.5, "n": 2}
+    # keep: only the kept items' labels count, the others count as unlabelled
+    kept = estimates.dimension_estimates(
+        "score", ("1", "2", "3"), True, {1: 0, 2: 2, 3: 1}, {1: 0, 2: 1, 3: 2}, frozenset({1, 3})
+    )[0]
+    assert kept.people_only.value == 2.0 and kept.corrected.unlabelled == 1 and kept.all_people == (2.0, 3)
+    a = estimates.classical_mean(np.array([0.0, 1.0, 1.0]))
+    b = estimates.classical_mean(np.array([0.0, 1.0]))
+    shown = estimates.DifferenceRow("d", "share:Yes", a, b, estimates.difference(a, b), estimates.difference(b, a))
+    assert shown.as_dict() == {
+        "name": "d",
+        "estimand": "share:Yes",
+        "a": a.as_dict(),
+        "b": b.as_dict(),
+        "difference": shown.corrected.as_dict(),
+        "judge_only_difference": shown.judge_only.as_dict(),
+    }
+    assert a.as_dict() == {"value": a.value, "low": a.low, "high": a.high}
+    table = estimates.EstimateTable("r", 1, "c", 1, "all", 3, 2, 2, (row,))
+    assert table.as_dict() == {"rubric": "r", "dimensions": [row.as_dict()]}
+
+
+def test_the_differences_of_two_tables_pair_their_estimands():
+    first = estimates.table_rows(
+        [estimates.DimensionData("d", ("No", "Yes"), False, {1: 1, 2: 0, 3: 1}, {1: 1, 2: 0})], None
+    )
+    second = estimates.table_rows(
+        [estimates.DimensionData("d", ("No", "Yes"), False, {4: 0, 5: 0, 6: 1}, {4: 0, 6: 0})], None
+    )
+    a = estimates.EstimateTable("r", 1, "c", 1, "a", 3, 2, 2, first)
+    b = estimates.EstimateTable("r", 1, "c", 1, "b", 3, 2, 2, second)
+    rows = estimates.differences(a, b)
+    assert [(r.dimension, r.estimand) for r in rows] == [("d", "share:Yes"), ("d", "share:No")]
+    for row, x, y in zip(rows, first, second, strict=True):
+        assert (row.a, row.b) == (x.corrected, y.corrected)
+        assert row.corrected.value == pytest.approx(x.corrected.value - y.corrected.value)
+        assert row.corrected.se == pytest.approx(math.hypot(x.corrected.se, y.corrected.se))
+        assert row.judge_only.value == pytest.approx(x.judge_only.value - y.judge_only.value)
+
+
 def test_a_categorical_scale_gives_each_labels_share_first_label_first():
     levels = ("No", "To some extent", "Yes")  # worst first
     rows = estimates.dimension_estimates(
