@@ -105,6 +105,8 @@ class ProbeTable:
         return tuple(p for p in self.probes if p.finding)
 
     def as_dict(self) -> dict[str, object]:
+        """JSON-ready: an infinite F (every source constant within itself but not between) is null, as JSON has
+        no infinity; its p (0) and the detail still say what was found."""
         return {
             "q": self.q,
             "tested": self.tested,
@@ -114,7 +116,7 @@ class ProbeTable:
                     "probe": p.probe,
                     "method": p.method,
                     "n": p.n,
-                    "statistic": p.statistic,
+                    "statistic": p.statistic if p.statistic is not None and math.isfinite(p.statistic) else None,
                     "p": p.p,
                     "p_adjusted": p.p_adjusted,
                     "finding": p.finding,
