@@ -113,7 +113,14 @@ class AgreementView(APIView):
         "the rubric version its configuration judged under (`rubric_version`, with each dimension's `scale` and "
         "`levels` as they were then): labels count where the dimension means the same under that version, and values "
         "of two scales never share a table. `versions` lists every recorded version of the rubric, newest first, with "
-        "its scales, the dimensions it changed, its labels and its configurations.",
+        "its scales, the dimensions it changed, its labels and its configurations.\n\n"
+        "Each configuration's `probes` are the judge card's bias probes: per dimension, whether the judge's gap to "
+        "people (judge minus people, in levels, on the items with both) grows with the words judged (`length`, OLS "
+        "slope per word), differs by source (`source`, one-way ANOVA F; null where F is infinite) or grows with the "
+        "turn (`position`, OLS slope per turn), each with its p-value and `p_adjusted`, all `tested` p-values "
+        "adjusted together by Benjamini-Yekutieli; `finding` is true where `p_adjusted` is at most `q`, and `detail` "
+        "says the direction and size. A probe that cannot run has null numbers and a `reason`, and is never a "
+        "finding.",
         parameters=[AgreementQuery],
         ok={200: OpenApiTypes.OBJECT},
         invalid="The rubric is missing, or a parameter is not valid.",
@@ -129,7 +136,10 @@ class AgreementView(APIView):
             configurations = [c for c in configurations if c.pk == wanted]
             if not configurations:
                 raise NotFound(f"no judge configuration {wanted} of rubric {query.validated_data['rubric']!r}")
-        tables = [selectors.table_as_dict(selectors.agreement_table(c)) for c in configurations]
+        tables = [
+            {**selectors.table_as_dict(selectors.agreement_table(c)), "probes": selectors.bias_probes(c).as_dict()}
+            for c in configurations
+        ]
         return Response(
             {
                 "rubric": query.validated_data["rubric"],

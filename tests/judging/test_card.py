@@ -98,7 +98,10 @@ def test_the_api_returns_the_same_numbers(client, judged, django_user_model):
     viewer.groups.add(Group.objects.get(name="viewer"))
     auth = {"HTTP_AUTHORIZATION": f"Token {Token.objects.create(user=viewer).key}"}
     body = client.get("/api/judging/agreement?rubric=tutor-response", **auth).json()
-    expected = selectors.table_as_dict(selectors.agreement_table(judged))
+    expected = {
+        **selectors.table_as_dict(selectors.agreement_table(judged)),
+        "probes": selectors.bias_probes(judged).as_dict(),
+    }
     assert body["configurations"] == [json.loads(json.dumps(expected))]
     tone = next(d for d in body["configurations"][0]["dimensions"] if d["dimension"] == "Tutor_Tone")
     assert tone["levels"] == ["Offensive", "Neutral", "Encouraging"] and len(tone["judge_vs_humans"]["confusion"]) == 3

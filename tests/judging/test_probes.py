@@ -9,6 +9,9 @@ import random
 
 import numpy as np
 import pytest
+from django.contrib.auth.models import Group
+from django.core.management import call_command
+from rest_framework.authtoken.models import Token
 from scipy import stats
 
 from evaluation.judging import probes, selectors, services
@@ -272,3 +275,63 @@ def test_the_card_says_when_nothing_survives(staff_client):
     assert "No finding: no probe's gap survives the adjustment (no probe could run)." in html
     assert "No probe could run, so no p-value was adjusted." in html
     assert "could not run: 8 items with both the judge&#x27;s value and people&#x27;s: the probe needs 10" in html
+
+
+def viewer_auth(django_user_model) -> dict[str, str]:
+    viewer = django_user_model.objects.create_user("v", password="x" * 16, is_staff=True)
+    viewer.groups.add(Group.objects.get(name="viewer"))
+    return {"HTTP_AUTHORIZATION": f"Token {Token.objects.create(user=viewer).key}"}
+
+
+def test_the_api_and_the_agreement_command_give_the_probes(loopback, client, django_user_model, capsys):
+    configuration = judge_with(loopback, *build(biased=True))
+    table = selectors.bias_probes(configuration)
+    expected = json.loads(json.dumps(table.as_dict()))
+    assert expected["tested"] == 24 and len(expected["probes"]) == 24
+
+    body = client.get(f"/api/judging/agreement?rubric={RUBRIC}", **viewer_auth(django_user_model)).json()
+    api = body["configurations"][0]["probes"]
+    assert api == expected
+    assert {(p["dimension"], p["probe"]) for p in api["probes"] if p["finding"]} == {
+        (BIASED_LENGTH, "length"),
+        (BIASED_SOURCE, "source"),
+    }
+    assert body["configurations"][0]["dimensions"][0]["dimension"] == api["probes"][0]["dimension"]
+
+    call_command("agreement", "--rubric", RUBRIC, "--json")
+    assert json.loads(capsys.readouterr().out)[0]["probes"] == expected
+
+    call_command("agreement", "--rubric", RUBRIC)
+    out = capsys.readouterr().out
+    section = out.split("Bias probes (judge minus people, in levels, on the items with both): ", 1)[1].splitlines()
+    assert (
+        section[0]
+        == "24 p-values adjusted together by Benjamini-Yekutieli; a finding needs an adjusted p of 0.05 or less"
+    )
+    length, source = table.findings
+    assert (
+        f"  {BIASED_LENGTH}, length: {length.detail} (n=160, p {length.p:.2g}, adjusted {length.p_adjusted:.2g})"
+        in section
+    )
+    assert (
+        f"  {BIASED_SOURCE}, source: {source.detail} (n=160, p {source.p:.2g}, adjusted {source.p_adjusted:.2g})"
+        in section
+    )
+    assert "  Coherence: no finding (3 of 3 probes ran)" in section
+    # one line per dimension: each dimension here has at most one finding
+    dimensions = [d.name for d in rubric_spec(services.rubric_get(RUBRIC)).dimensions]
+    assert [line.split(",")[0].split(":")[0].strip() for line in section[1:]] == dimensions
+
+
+def test_the_command_says_why_no_probe_could_run(capsys):
+    services.transcripts_import(json.dumps(build(biased=False, dialogues=2)[0]), file="few.json")
+    services.transcripts_judge(rubric=RUBRIC, provider="offline")
+    call_command("agreement", "--rubric", RUBRIC)
+    out = capsys.readouterr().out
+    assert "Bias probes (judge minus people, in levels, on the items with both): no probe could run" in out
+    reason = "8 items with both the judge's value and people's: the probe needs 10"
+    assert f"  Coherence: no finding (0 of 3 probes ran)\n    length could not run: {reason}\n" in out
+    assert f"    source could not run: {reason}\n    position could not run: {reason}" in out
+    call_command("agreement", "--rubric", RUBRIC, "--json")
+    probes_data = json.loads(capsys.readouterr().out)[0]["probes"]
+    assert probes_data["tested"] == 0 and all(p["reason"] == reason for p in probes_data["probes"])

@@ -43,6 +43,31 @@ def render(table) -> str:
     return "\n".join(lines)
 
 
+def render_probes(table) -> str:
+    """The judge card's bias probes (a probes.ProbeTable): per dimension its findings, else that there is none,
+    and why any probe could not run."""
+    if table.tested:
+        head = (
+            f"Bias probes (judge minus people, in levels, on the items with both): {table.tested} p-value"
+            f"{'s' if table.tested != 1 else ''} adjusted together by Benjamini-Yekutieli; a finding needs an "
+            f"adjusted p of {table.q:g} or less"
+        )
+    else:
+        head = "Bias probes (judge minus people, in levels, on the items with both): no probe could run"
+    lines = [head]
+    dimensions = list(dict.fromkeys(p.dimension for p in table.probes))
+    for dimension in dimensions:
+        rows = [p for p in table.probes if p.dimension == dimension]
+        found = [p for p in rows if p.finding]
+        for p in found:
+            lines.append(f"  {dimension}, {p.probe}: {p.detail} (n={p.n}, p {p.p:.2g}, adjusted {p.p_adjusted:.2g})")
+        if not found:
+            ran = sum(1 for p in rows if not p.reason)
+            lines.append(f"  {dimension}: no finding ({ran} of {len(rows)} probes ran)")
+        lines += [f"    {p.probe} could not run: {p.reason}" for p in rows if p.reason]
+    return "\n".join(lines)
+
+
 def _ceiling(ceiling) -> str:
     if ceiling.winning_rate is None:
         return ceiling.verdict
@@ -58,7 +83,9 @@ def _epsilon(text: str) -> float:
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
     if not (0 <= value < 1):
-        raise argparse.ArgumentTypeError(f"must be from 0 to below 1 (0.2 experts, 0.15 skilled, 0.1 crowd), not {text}")
+        raise argparse.ArgumentTypeError(
+            f"must be from 0 to below 1 (0.2 experts, 0.15 skilled, 0.1 crowd), not {text}"
+        )
     return value
 
 
@@ -92,7 +119,11 @@ class Command(BaseCommand):
         if not configurations:
             raise CommandError(f"nothing judged with rubric {opts['rubric']!r} yet: run judge_imported first")
         tables = [selectors.agreement_table(c, epsilon=opts["epsilon"]) for c in configurations]
+        probes = [selectors.bias_probes(c) for c in configurations]
         if opts["json"]:
-            self.stdout.write(json.dumps([selectors.table_as_dict(t) for t in tables], indent=2))
+            data = [{**selectors.table_as_dict(t), "probes": p.as_dict()} for t, p in zip(tables, probes, strict=True)]
+            self.stdout.write(json.dumps(data, indent=2))
             return
-        self.stdout.write("\n\n".join(render(t) for t in tables))
+        self.stdout.write(
+            "\n\n".join(f"{render(t)}\n\n{render_probes(p)}" for t, p in zip(tables, probes, strict=True))
+        )
