@@ -406,7 +406,9 @@ def test_epsilon_comes_from_the_setting_and_bad_values_are_refused(settings):
 
 def test_the_ceiling_as_a_dict_names_the_papers_figures():
     judge, humans = two_camps(21)
-    data = agreement.alternative_annotator_test(judge, humans, YSN, epsilon=0.2).as_dict()
+    ceiling = agreement.alternative_annotator_test(judge, humans, YSN, epsilon=0.2)
+    data = ceiling.as_dict()
+    assert data["detail"] == ceiling.detail and data["detail"].startswith("the judge wins against 2 of 4")
     assert {k: data[k] for k in ("verdict", "winning_rate", "epsilon", "alignment", "q", "annotators_tested")} == {
         "verdict": "passes",
         "winning_rate": 0.5,
@@ -477,3 +479,53 @@ def test_the_detail_line_says_what_was_tested_and_why_to_be_careful():
     )
     ceiling = agreement.alternative_annotator_test({}, {}, YSN, epsilon=0.2)
     assert "(instances per annotator: none)" in ceiling.detail
+
+
+# --- each figure as printed, and the edges of each statistic ------------------------------------------------
+
+
+def test_an_estimate_prints_its_value_interval_and_n():
+    estimate = agreement.Estimate(0.5, 0.25, 0.75, 12)
+    assert estimate.as_dict() == {"value": 0.5, "low": 0.25, "high": 0.75, "n": 12}
+    assert str(estimate) == "0.50 [0.25, 0.75] n=12"
+    assert str(agreement.Estimate(0.5, 0.25, None, 12)) == "0.50 n=12"  # half an interval is none
+    assert str(agreement.Estimate(0.5, None, 0.75, 12)) == "0.50 n=12"
+    assert str(agreement.Estimate(None, None, None, 3)) == "- (n=3)"
+    assert agreement.Estimate(None, None, None, 3).as_dict() == {"value": None, "low": None, "high": None, "n": 3}
+
+
+def kripp(units, k):
+    counts = np.zeros((len(units), k))
+    for u, values in enumerate(units):
+        for v in values:
+            counts[u, v] += 1
+    return k_alpha(value_counts=counts, value_domain=range(k), level_of_measurement="ordinal")
+
+
+def test_alpha_at_its_edges_one_unit_two_levels_one_level_nothing_pairable():
+    # one pairable unit with two different values: alpha is defined (0)
+    one_unit = agreement.alpha_estimate([[0, 1], [2]], 3)
+    assert (one_unit.value, one_unit.n) == (pytest.approx(kripp([[0, 1]], 3)), 1) and one_unit.value == 0.0
+    # exactly two levels used: defined
+    two_levels = [[0, 0], [1, 1], [0, 1], [1, 1, 0]]
+    assert agreement.alpha_estimate(two_levels, 3).value == pytest.approx(kripp(two_levels, 3))
+    assert agreement.alpha_estimate(two_levels, 3).value == pytest.approx(0.2)  # neither 0 nor 1
+    # one level only: no variation, no alpha
+    assert agreement.alpha_estimate([[1, 1], [1, 1, 1]], 3) == agreement.Estimate(None, None, None, 2)
+    # nothing pairable: no alpha, on no units
+    assert agreement.alpha_estimate([[1], [2]], 3) == agreement.Estimate(None, None, None, 0)
+    assert agreement.alpha_estimate([], 3) == agreement.Estimate(None, None, None, 0)
+
+
+def test_one_dimension_passes_its_name_levels_epsilon_and_two_raters_on():
+    truth, humans, _ = noisy_people(40, 2, 3, 0.3, seed=12)  # exactly two annotators
+    judge = {i: [int(t), int(np.clip(t + (i % 4 == 0), 0, 2))] for i, t in enumerate(truth)}  # exactly two repeats
+    result = agreement.dimension_agreement("Tone", YSN, judge, humans, epsilon=0.1)
+    assert (result.dimension, result.levels) == ("Tone", YSN)
+    assert result.humans.value == pytest.approx(kripp([list(v.values()) for v in humans.values()], 3))
+    assert result.self_consistency.value == pytest.approx(kripp(list(judge.values()), 3))
+    assert result.humans.n == 40 and result.self_consistency.n == 40
+    assert result.ceiling == agreement.alternative_annotator_test(
+        {i: min(v) for i, v in judge.items()}, humans, YSN, epsilon=0.1
+    )
+    assert result.ceiling.epsilon == 0.1 and result.ceiling.annotators_tested == 2
