@@ -45,11 +45,24 @@ def spearman_by_ranks(a, b):
     return (ra * rb).sum(-1) / np.sqrt((ra * ra).sum(-1) * (rb * rb).sum(-1))
 
 
-def test_every_interval_is_the_2_5_and_97_5_percentiles_of_the_statistic_over_the_resamples(pair):
-    judge, human = pair
+@pytest.fixture
+def wide_pair():
+    """A judge off by up to three levels, so exact, within-one and the rest all differ."""
+    rng = np.random.default_rng(17)
+    human = rng.integers(0, 5, 300)
+    judge = np.clip(human + rng.integers(-3, 4, 300) * (rng.random(300) < 0.6), 0, 4)
+    return judge.astype(np.int64), human.astype(np.int64)
+
+
+@pytest.mark.parametrize("data", ["pair", "wide_pair"])
+def test_every_interval_is_the_2_5_and_97_5_percentiles_of_the_statistic_over_the_resamples(data, request):
+    judge, human = request.getfixturevalue(data)
     result = agreement.judge_vs_humans(judge, human, 5)
     idx = agreement.resample_indices(len(judge))
     assert idx.shape == (1000, 300)
+    assert result.exact.value == np.mean(judge == human) and result.within_one.value == np.mean(abs(judge - human) <= 1)
+    assert result.kappa.value == pytest.approx(cohen_kappa_score(judge, human, labels=range(5), weights="quadratic"))
+    assert result.rho.value == pytest.approx(spearmanr(judge, human).statistic)
     a, b = judge[idx], human[idx]
     kappas, rhos = qwk_closed_form(a, b), spearman_by_ranks(a, b)
     # the written-out formulas are the libraries' own on these resamples (checked on a stride of them)
@@ -529,3 +542,43 @@ def test_one_dimension_passes_its_name_levels_epsilon_and_two_raters_on():
         {i: min(v) for i, v in judge.items()}, humans, YSN, epsilon=0.1
     )
     assert result.ceiling.epsilon == 0.1 and result.ceiling.annotators_tested == 2
+
+
+def test_a_level_no_one_used_still_counts_in_kappa_and_the_confusion_matrix():
+    # levels 0, 1 and 3 of 0-3: quadratic weights are on the places (3 is three steps from 0, not two)
+    rng = np.random.default_rng(23)
+    human = rng.choice([0, 1, 3], 200)
+    judge = np.where(rng.random(200) < 0.6, human, rng.choice([0, 1, 3], 200))
+    result = agreement.judge_vs_humans(judge, human, 4)
+    assert result.kappa.value == pytest.approx(cohen_kappa_score(judge, human, labels=range(4), weights="quadratic"))
+    assert result.kappa.value == pytest.approx(qwk_closed_form(judge, human))
+    assert result.kappa.value != pytest.approx(cohen_kappa_score(judge, human, weights="quadratic"))
+    table = np.zeros((4, 4), dtype=int)
+    np.add.at(table, (human, judge), 1)  # rows: the people's level; columns: the judge's
+    assert result.confusion == tuple(map(tuple, table.tolist())) and result.confusion[2] == (0, 0, 0, 0)
+
+
+def test_no_items_give_empty_estimates_and_a_zero_matrix_the_size_of_the_scale():
+    none = np.array([], dtype=np.int64)
+    empty = agreement.Estimate(None, None, None, 0)
+    assert agreement.judge_vs_humans(none, none, 3) == agreement.JudgeVsHumans(
+        empty, empty, empty, empty, ((0, 0, 0), (0, 0, 0), (0, 0, 0))
+    )
+    assert agreement.qwk(none, none, 3) is None and agreement.spearman(none, none) is None
+    same = np.ones(5, dtype=np.int64)
+    assert agreement.qwk(same, same, 3) is None and agreement.spearman(same, same) is None  # no variation
+    assert agreement.spearman(np.array([0, 1]), np.array([1, 0])) == pytest.approx(-1.0)  # two items suffice
+
+
+def test_alpha_resamples_leave_out_units_with_one_value_and_any_resample_shape():
+    # units with a single value are not pairable: Krippendorff's alpha ignores them, and so must the resamples
+    units = [[0, 1], [2], [1, 1, 2], [0], [2, 2], [0, 0, 1]]
+    counts = agreement.value_counts(units, 3)
+    rng = np.random.default_rng(2)
+    idx = np.vstack([rng.integers(0, len(units), (6, len(units))), np.zeros((1, len(units)), dtype=np.int64)])
+    idx[-2] = [0, 2, 4, 5, 5, 0]  # neither of the last two rows draws the last unit
+    resampled = agreement.alpha_resampled(counts, 3, idx)
+    for r in range(len(idx)):
+        assert resampled[r] == pytest.approx(
+            k_alpha(value_counts=counts[idx[r]], value_domain=range(3), level_of_measurement="ordinal"), nan_ok=True
+        ), r
