@@ -215,6 +215,20 @@ def test_the_differences_of_two_tables_pair_their_estimands():
         assert row.judge_only.value == pytest.approx(x.judge_only.value - y.judge_only.value)
 
 
+def test_no_labels_or_no_judged_items_are_not_enough_data_and_a_table_keeps_its_labelling_budget():
+    unlabelled = estimates.dimension_estimates("score", ("1", "2", "3"), True, {1: 0, 2: 2, 3: 1}, {}, None)[0]
+    assert unlabelled.judge_only.value == 2.0 and unlabelled.all_people is None
+    assert unlabelled.people_only.reason == "0 item(s); an interval needs at least 2"
+    assert unlabelled.corrected.reason == "0 labelled item(s); an interval needs at least 2"
+    nothing = estimates.dimension_estimates("score", ("1", "2", "3"), True, {}, {}, None)[0]
+    assert nothing.judge_only.value is None and nothing.judge_only.n == 0
+    # table_rows passes the scale's kind and the kept labels on to every dimension
+    data = [estimates.DimensionData("score", ("1", "2", "3"), True, {1: 0, 2: 2, 3: 1, 4: 2}, {1: 0, 2: 1, 3: 2})]
+    (row,) = estimates.table_rows(data, frozenset({1, 3}))
+    assert row.estimand == "mean" and row.people_only.n == 2 and row.people_only.value == 2.0
+    assert row.corrected.unlabelled == 2
+
+
 def test_a_categorical_scale_gives_each_labels_share_first_label_first():
     levels = ("No", "To some extent", "Yes")  # worst first
     rows = estimates.dimension_estimates(
