@@ -582,3 +582,21 @@ def test_alpha_resamples_leave_out_units_with_one_value_and_any_resample_shape()
         assert resampled[r] == pytest.approx(
             k_alpha(value_counts=counts[idx[r]], value_domain=range(3), level_of_measurement="ordinal"), nan_ok=True
         ), r
+
+
+def test_one_annotator_tested_is_named_in_the_singular_and_every_skipped_one_listed():
+    # a0 labels all 40 items; a1 the first 20 and a2 the last 20, so only a0 reaches 30
+    truth, humans, _ = noisy_people(40, 3, 3, 0.3, seed=14)
+    for i in range(40):
+        del humans[i]["a2" if i < 20 else "a1"]
+    judge = {i: int(t) for i, t in enumerate(truth)}
+    ceiling = agreement.alternative_annotator_test(judge, humans, YSN, epsilon=0.2)
+    assert [a.annotator for a in ceiling.annotators] == ["a0"]
+    wins = sum(a.rejected for a in ceiling.annotators)
+    assert ceiling.detail == (
+        f"the judge wins against {wins} of 1 annotators tested (epsilon 0.2, accuracy, Benjamini-Yekutieli at "
+        "q = 0.05); only 1 annotator tested: the test recommends 3 or more, as with fewer the judge is compared "
+        "with one or two people rather than a consensus, and the result is less reliable; skipped, under 30 "
+        "instances: a1 (20), a2 (20)"
+    )
+    assert_same_as_the_paper(ceiling, judge, humans, YSN, "accuracy", 0.2)
