@@ -45,6 +45,8 @@ DOORS = [
     ("api-agent", "get", {"agent_id": "rex"}, None, "view_agent"),
     ("api-judging-import", "post", {}, [], "add_transcript"),
     ("api-judging-agreement", "get", {}, None, "view_judgescore"),
+    ("api-judging-estimates", "get", {}, None, "view_judgescore"),
+    ("api-evaluation-comparison", "get", {"group": "comparison_x"}, None, "view_evaluationrun"),
     ("api-docs", "get", {}, None, PUBLIC),
     ("api-redoc", "get", {}, None, PUBLIC),
     ("schema", "get", {}, None, PUBLIC),

@@ -60,6 +60,25 @@ class RubricForm(forms.ModelForm):
         return value
 
 
+@admin.register(RubricVersion)
+class RubricVersionAdmin(admin.ModelAdmin):
+    """Every recorded version of every rubric, read-only (its rubric's page lists them too)."""
+
+    list_display = ("rubric", "number", "unit", "created_at")
+    list_filter = ("rubric",)
+    list_select_related = ("rubric",)
+    readonly_fields = ("rubric", "number", "unit", "dimensions", "content_hash", "created_at", "updated_at")
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
 class RubricVersionInline(admin.TabularInline):
     """The recorded versions, read-only: labels and judgements are read against the one they were made under."""
 

@@ -6,6 +6,7 @@ from django.utils.html import format_html, format_html_join
 
 from evaluation.errors import Conflict, InvalidInput
 from evaluation.models import (
+    BaselineGate,
     CompletedRun,
     DimensionScore,
     DriftRun,
@@ -236,3 +237,28 @@ class RunEventAdmin(ReadOnlyResultAdmin):
     list_display = ("run", "at", "attempt", "status", "actor")
     list_filter = ("status",)
     search_fields = ("run__run_id", "actor", "note")
+
+
+@admin.register(BaselineGate)
+class BaselineGateAdmin(admin.ModelAdmin):
+    """A batch's check against its baseline, stored when its last run ends: read-only, linked to its page."""
+
+    list_display = ("group", "baseline", "outcome", "forced", "reason", "checked_at")
+    list_filter = ("outcome", "forced")
+    search_fields = ("group", "baseline")
+    readonly_fields = ("group", "baseline", "outcome", "forced", "reason", "comparison", "detail", "checked_at")
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    @admin.display(description="why")
+    def reason(self, obj: BaselineGate) -> str:
+        return str((obj.detail or {}).get("reason", ""))
+
+    @admin.display(description="comparison page")
+    def comparison(self, obj: BaselineGate) -> str:
+        url = reverse("evaluation-comparison", args=[obj.group])
+        return format_html('<a href="{}">{}</a>', url, obj.group)
