@@ -231,6 +231,8 @@ def test_a_baseline_of_the_same_setup_matches():
     assert setup_mismatches(baseline(), SETUP) == []
     # A dimension the run no longer scores is not a difference of the rubric it still scores.
     assert setup_mismatches(baseline(rubric={"adherence": "r1", "convergence": "r9"}), SETUP) == []
+    # A proposition id may hold a slash: the dimension is what comes before the first one.
+    assert setup_mismatches(baseline(proposition_scores={"consistency/c/1": 4.0}), SETUP) == []
 
 
 def test_a_baseline_that_records_nothing_of_its_setup_differs_in_every_part():
@@ -588,7 +590,7 @@ def test_a_forced_junit_report_and_one_that_compared_nothing():
 
 
 def test_a_written_baseline_reads_back_with_its_setup(tmp_path):
-    folder = tmp_path / "new"
+    folder = tmp_path / "new" / "baselines"  # made with its parents
     path = write_baseline(
         folder,
         agent_id="rex",
@@ -643,7 +645,11 @@ def test_the_drift_harness_shape_and_older_files_read(tmp_path):
                 "agentId": "ivy",
                 "capturedAt": "then",
                 "dimensions": {"adherence": {"score": 9}, "fluency": {"mean": 0}},
-                "propositionScores": {"p1": 4.5, "consistency": {"c1": 3, "c2": {"score": 2.5}}},
+                "propositionScores": {
+                    "consistency": {"c1": 3, "c2": {"score": 2.5}},
+                    "p1": 4.5,
+                    "p2": {"mean": 5},
+                },
                 "judge": "anthropic/claude",
             }
         )
@@ -651,7 +657,7 @@ def test_the_drift_harness_shape_and_older_files_read(tmp_path):
     assert read_baseline(tmp_path, "ivy") == Baseline(
         "ivy",
         {"adherence": 9.0, "fluency": 0.0},
-        {"p1": 4.5, "consistency/c1": 3.0, "consistency/c2": 2.5},
+        {"consistency/c1": 3.0, "consistency/c2": 2.5, "p1": 4.5, "p2": 5.0},
         judge=JudgeConfig("anthropic", "claude"),
         captured_at="then",
         path=str(tmp_path / "ivy.json"),
@@ -700,9 +706,81 @@ def test_a_wrong_baseline_file_is_refused_naming_the_file_and_field(tmp_path, do
     with pytest.raises(InvalidInput) as refused:
         read_baseline(tmp_path, "rex")
     assert str(refused.value) == f"{path}: {message}"
+    assert [p.file for p in refused.value.problems] == [str(path)]
+    assert [p.field for p in refused.value.problems] == [message.split(": ")[0] if doc != "{" else ""]
 
 
 def test_a_baseline_file_at_the_edges_of_what_is_allowed(tmp_path):
     Path(tmp_path / "rex.json").write_text(json.dumps({"dimensions": {"a": 0, "b": 9}, "max_messages": 1}))
     got = read_baseline(tmp_path, "rex")
     assert (got.dimensions, got.max_messages, got.rubric) == ({"a": 0.0, "b": 9.0}, 1, {})
+
+
+# --- lists of several: separators and counts ------------------------------------------------------------------
+
+
+def test_several_of_a_kind_are_listed_with_their_separators():
+    two_incomplete = report(agents=["eve"], rows=[row(6.0, [6.0], agent="eve", repeats=2, dimension=d) for d in "ab"])
+    assert report_verdicts(two_incomplete)[0].reason == "a scored in 1 of 2 repeats, b scored in 1 of 2 repeats"
+    partly = report(agents=["ann", "bob", "cat"], without_baseline=["bob", "cat"])
+    assert report_summary(partly) == (
+        "No regressions among the 1 agent(s) compared (ann); not compared, no baseline: bob, cat."
+    )
+    setups = {"rex": SETUP}
+    with pytest.raises(ValueError) as refused:
+        setup_check({"rex": baseline(judge=None, max_messages=None)}, setups, force=False)
+    assert "; rex: the baseline does not record which judge scored it (this run's judge is openai/gpt-4o " in (
+        str(refused.value)
+    )
+    assert "(prompt v3)), the baseline does not record its window (max_messages). Scores from" in str(refused.value)
+    dims = ["adherence"]
+    assert _proposition_key("adherence/a/1", dims, set()) == ("adherence", "a/1")
+
+
+def test_the_markdown_report_with_several_forced_reasons_an_ok_agent_and_a_row_without_interval():
+    r = report(
+        agents=["ann", "rex"],
+        rows=[row(6.0, [6.5], agent="ann", repeats=1), row(6.0, [6.0], forced=True)],
+        forced={"rex": ["judge differs", "window differs"]},
+    )
+    lines = markdown(r).splitlines()
+    assert "- rex: judge differs; window differs" in lines
+    assert "| ann | adherence | - | 6.00 | 6.50 | - | +0.50 | ok |" in lines
+    assert "| ann | ok | - |" in lines
+
+
+def test_junit_counts_every_failure_error_and_skip():
+    r = report(
+        agents=["ann", "bob", "cat", "dan"],
+        rows=[row(None, [], agent="cat", dimension="q"), row(None, [7.0], agent="cat"), row(None, [7.0], agent="dan")],
+        failed={"ann": "r1 failed: boom", "bob": "r2 failed: boom"},
+        without_baseline=["cat", "dan"],
+        forced={"ann": ["judge differs"], "bob": ["window differs"]},
+    )
+    xml = elements(junit(r))
+    assert xml[0][1] == {
+        "name": "persona-drift (forced comparison)",
+        "tests": "6",
+        "failures": "1",
+        "errors": "2",
+        "skipped": "3",
+    }
+    assert ("property", {"name": "forced", "value": "ann: judge differs; bob: window differs"}, None) in xml
+    empty = report(agents=["ann"], empty_baseline=["ann"])
+    assert elements(junit(empty))[0][1]["failures"] == "2"  # the empty baseline, and nothing compared
+
+
+@pytest.mark.parametrize(
+    "judge, config",
+    [
+        ({}, JudgeConfig("", "", "")),
+        ({"provider": "openai"}, JudgeConfig("openai", "", "")),
+        ({"model": "gpt-4o"}, JudgeConfig("", "gpt-4o", "")),
+        ({"prompt": "v3"}, JudgeConfig("", "", "v3")),
+        ("", None),
+        ("openai/gpt-4o", JudgeConfig("openai", "gpt-4o", "")),
+    ],
+)
+def test_a_judge_part_a_baseline_leaves_out_reads_as_unrecorded(tmp_path, judge, config):
+    (tmp_path / "rex.json").write_text(json.dumps({"judge": judge, "dimensions": {"a": 5}}))
+    assert read_baseline(tmp_path, "rex").judge == config
