@@ -70,8 +70,6 @@ def verdict(
     drop = round(baseline - mean, 2)
     if drop <= threshold:
         regression, why = False, f"drop {drop:g} is within the threshold {threshold:g}"
-        if rule == "noise-aware" and high is None:
-            why += " (one run: fixed rule; the noise-aware rule needs 2 or more runs per persona)"
     elif rule == "fixed":
         regression, why = True, f"drop {drop:g} exceeds the threshold {threshold:g} (fixed rule)"
     elif high is None:

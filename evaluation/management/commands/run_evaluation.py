@@ -131,6 +131,11 @@ class Command(BaseCommand):
             self.stdout.write(f"\nAgainst baseline {gate.baseline}{forced}: {gate.outcome.upper()}")
             for why in gate.mismatches:
                 self.stdout.write(f"  forced: {why}")
+            if gate.rule == "noise-aware" and any(v.n == 1 for v in gate.verdicts):
+                self.stdout.write(
+                    "  (one run of a persona has no interval: its drops are judged by the fixed rule; "
+                    "--runs-per-persona 2 or more for the noise-aware rule)"
+                )
             for v in gate.verdicts:
                 mark = "REGRESSION" if v.regression else "ok"
                 self.stdout.write(f"  {v.persona_id:<22}{v.dimension:<22}{mark:<11}{v.why}")
