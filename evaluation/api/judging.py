@@ -2,6 +2,7 @@
 
 from typing import Any
 
+from django.core.validators import RegexValidator
 from drf_spectacular.types import OpenApiTypes
 from rest_framework import serializers, status
 from rest_framework.request import Request
@@ -168,6 +169,7 @@ class EstimatesQuery(QueryInput):
     compare = serializers.CharField(
         required=False,
         max_length=250,
+        validators=[RegexValidator(r"^[^,]*[^,\s][^,]*,[^,]*[^,\s][^,]*$", "two names separated by a comma, A,B")],
         help_text="Two groups `A,B`: the corrected difference A minus B between them instead (grouped by `by`).",
     )
     by = serializers.ChoiceField(
