@@ -162,7 +162,6 @@ def _regression(dimension: str, probe: str, gap: dict[int, int], trait: dict[int
         return _unrun(dimension, probe, OLS, len(items), _too_few(len(items)))
     x = [float(trait[i]) for i in items]  # type: ignore[arg-type]
     y = [gap[i] for i in items]
-    unit = "words" if probe == LENGTH else "turn"
     if len(set(x)) == 1:
         what = f"{x[0]:g} words long" if probe == LENGTH else f"turn {x[0]:g}"
         return _unrun(dimension, probe, OLS, len(items), f"every item is {what}: nothing to regress on")
@@ -171,9 +170,7 @@ def _regression(dimension: str, probe: str, gap: dict[int, int], trait: dict[int
         return _unrun(dimension, probe, OLS, len(items), same)
     fit = stats.linregress(x, y)
     slope, p = float(fit.slope), float(fit.pvalue)
-    if not math.isfinite(p):
-        return _unrun(dimension, probe, OLS, len(items), "the regression gave no p-value")
-    per, scale = ("100 words", 100.0) if unit == "words" else ("turn", 1.0)
+    per, scale = ("100 words", 100.0) if probe == LENGTH else ("turn", 1.0)
     trend = "rises" if slope > 0 else "falls"
     later = "longer items" if probe == LENGTH else "later turns"
     side = "higher" if slope > 0 else "lower"
@@ -217,8 +214,6 @@ def _anova(dimension: str, gap: dict[int, int], source: dict[int, str]) -> Probe
         warnings.simplefilter("ignore")
         result = stats.f_oneway(*kept.values())
     f, p = float(result.statistic), float(result.pvalue)
-    if not math.isfinite(p):
-        return _unrun(dimension, SOURCE, ANOVA, n, "the analysis of variance gave no p-value")
     groups = tuple(sorted(((s, len(v), sum(v) / len(v)) for s, v in kept.items()), key=lambda g: (-g[2], g[0])))
     (top, _, high), (bottom, _, low) = groups[0], groups[-1]
     detail = (
@@ -226,6 +221,16 @@ def _anova(dimension: str, gap: dict[int, int], source: dict[int, str]) -> Probe
         f"({len(groups)} sources){left_out}"
     )
     return ProbeResult(dimension, SOURCE, ANOVA, n, f, p, None, False, "", detail, groups)
+
+
+_NO_P = {OLS: "the regression gave no p-value", ANOVA: "the analysis of variance gave no p-value"}
+
+
+def _no_p_value(result: ProbeResult) -> ProbeResult:
+    """A probe whose p-value is not a number (values beyond floating point) could not run."""
+    if result.p is None or math.isfinite(result.p):
+        return result
+    return _unrun(result.dimension, result.probe, result.method, result.n, _NO_P[result.method])
 
 
 def bias_probes(
@@ -239,9 +244,14 @@ def bias_probes(
     results: list[ProbeResult] = []
     for dimension, gap in gaps_by_dimension.items():
         gap = dict(gap)
-        results.append(_regression(dimension, LENGTH, gap, {i: traits[i].words for i in gap}))
-        results.append(_anova(dimension, gap, {i: traits[i].source for i in gap}))
-        results.append(_regression(dimension, POSITION, gap, {i: traits[i].position for i in gap}))
+        results += map(
+            _no_p_value,
+            (
+                _regression(dimension, LENGTH, gap, {i: traits[i].words for i in gap}),
+                _anova(dimension, gap, {i: traits[i].source for i in gap}),
+                _regression(dimension, POSITION, gap, {i: traits[i].position for i in gap}),
+            ),
+        )
     ran = [i for i, r in enumerate(results) if r.p is not None]
     if ran:
         adjusted = stats.false_discovery_control([results[i].p for i in ran], method="by")

@@ -30,6 +30,29 @@ def gap_of(values=GAP):
     return dict(enumerate(values))
 
 
+METHODS = {
+    "length": "OLS slope (linregress)",
+    "source": "one-way ANOVA (f_oneway)",
+    "position": "OLS slope (linregress)",
+}
+
+
+def run(gaps, item_traits, **kwargs):
+    """probes.bias_probes, with what holds for every table checked: three rows per dimension in order, each
+    row's dimension, probe and method; a row that could not run has no numbers, no detail and no finding."""
+    table = probes.bias_probes(gaps, item_traits, **kwargs)
+    assert [(r.dimension, r.probe, r.method) for r in table.probes] == [
+        (d, p, METHODS[p]) for d in gaps for p in ("length", "source", "position")
+    ]
+    for r in table.probes:
+        if r.reason:
+            assert (r.statistic, r.p, r.p_adjusted, r.finding, r.detail, r.groups) == (None, None, None, False, "", ())
+        else:
+            assert r.p is not None and r.p_adjusted is not None and r.detail
+    assert table.tested == sum(1 for r in table.probes if not r.reason)
+    return table
+
+
 def by_probe(table, dimension=None):
     return {r.probe: r for r in table.probes if dimension is None or r.dimension == dimension}
 
@@ -77,7 +100,7 @@ def by_adjusted(p):
 
 
 def test_the_length_and_position_slopes_and_p_values_follow_the_least_squares_formulas():
-    table = probes.bias_probes({"tone": gap_of()}, traits())
+    table = run({"tone": gap_of()}, traits())
     r = by_probe(table)
     b, p = ols(WORDS, GAP)
     length = r["length"]
@@ -111,7 +134,7 @@ def test_the_length_and_position_slopes_and_p_values_follow_the_least_squares_fo
 
 def test_a_gap_that_falls_with_length_and_rises_with_the_turn_is_worded_the_other_way():
     falling = tuple(-g for g in GAP)
-    r = by_probe(probes.bias_probes({"tone": gap_of(falling)}, traits()))
+    r = by_probe(run({"tone": gap_of(falling)}, traits()))
     b, _ = ols(WORDS, falling)
     assert r["length"].detail == (
         f"judge minus people falls by {abs(b) * 100:.2f} levels per 100 words "
@@ -127,7 +150,7 @@ def test_a_slope_of_exactly_zero_says_so():
     # a gap symmetric about the middle of evenly spaced lengths: the least-squares slope is exactly 0
     gap = (0, 1, 2, 3, 4, 4, 3, 2, 1, 0)
     words = tuple(10 * (i + 1) for i in range(10))
-    r = by_probe(probes.bias_probes({"tone": gap_of(gap)}, traits(words, SOURCES[:10], TURNS[:10])))
+    r = by_probe(run({"tone": gap_of(gap)}, traits(words, SOURCES[:10], TURNS[:10])))
     assert r["length"].statistic == 0.0 and r["length"].p == pytest.approx(1.0)
     assert r["length"].detail == "judge minus people does not change with it (slope 0)"
     assert not r["length"].finding
@@ -136,7 +159,7 @@ def test_a_slope_of_exactly_zero_says_so():
 def test_a_regression_reads_only_the_items_with_a_position():
     # an item without a position (a whole conversation among responses) is left out of the position probe only
     turns = (None,) + TURNS[1:]
-    r = by_probe(probes.bias_probes({"tone": gap_of()}, traits(turns=turns)))
+    r = by_probe(run({"tone": gap_of()}, traits(turns=turns)))
     assert r["length"].n == 12 and r["position"].n == 11
     b, p = ols(TURNS[1:], GAP[1:])
     assert r["position"].statistic == pytest.approx(b, rel=1e-12)
@@ -147,7 +170,7 @@ def test_a_regression_reads_only_the_items_with_a_position():
 
 
 def test_the_source_probe_follows_the_analysis_of_variance_formulas():
-    r = by_probe(probes.bias_probes({"tone": gap_of()}, traits()))["source"]
+    r = by_probe(run({"tone": gap_of()}, traits()))["source"]
     groups = {s: [g for g, t in zip(GAP, SOURCES, strict=True) if t == s] for s in "ABC"}
     f, p = anova(list(groups.values()))
     assert (r.probe, r.method, r.n, r.reason) == ("source", "one-way ANOVA (f_oneway)", 12, "")
@@ -167,7 +190,7 @@ def test_the_source_probe_follows_the_analysis_of_variance_formulas():
 def test_sources_are_listed_largest_mean_gap_first_ties_by_name():
     sources = ("Zed", "Amy", "Kit") * 4
     gap = (1, 1, -1, 0, 1, -1, 1, 0, -1, 0, 0, 0)  # Zed +0.50, Amy +0.50, Kit -0.75
-    r = by_probe(probes.bias_probes({"tone": gap_of(gap)}, traits(sources=sources)))["source"]
+    r = by_probe(run({"tone": gap_of(gap)}, traits(sources=sources)))["source"]
     assert [(s, n, m) for s, n, m in r.groups] == [("Amy", 4, 0.5), ("Zed", 4, 0.5), ("Kit", 4, -0.75)]
     assert r.detail == "judge minus people averages +0.50 levels on Amy and -0.75 on Kit (3 sources)"
 
@@ -178,7 +201,7 @@ def test_sources_of_one_item_are_left_out_and_named_and_two_items_are_enough():
     gap = (1, 1, 2, 1, 0, 0, 0, -1, 0, 1, 2, 2, 5, -5)
     words = tuple(range(10, 24))
     turns = tuple(range(2, 16))
-    r = by_probe(probes.bias_probes({"tone": gap_of(gap)}, traits(words, sources, turns)))["source"]
+    r = by_probe(run({"tone": gap_of(gap)}, traits(words, sources, turns)))["source"]
     f, p = anova([gap[:5], gap[5:10], gap[10:12]])
     assert (r.n, r.reason) == (12, "")
     assert r.statistic == pytest.approx(f, rel=1e-12) and r.p == pytest.approx(p, rel=1e-9)
@@ -192,7 +215,7 @@ def test_sources_of_one_item_are_left_out_and_named_and_two_items_are_enough():
 def test_two_sources_are_enough_to_compare():
     sources = ("A", "B") * 5
     gap = (1, 0, 1, 0, 2, 0, 1, -1, 1, 0)
-    r = by_probe(probes.bias_probes({"tone": gap_of(gap)}, traits(WORDS[:10], sources, TURNS[:10])))["source"]
+    r = by_probe(run({"tone": gap_of(gap)}, traits(WORDS[:10], sources, TURNS[:10])))["source"]
     f, p = anova([gap[0::2], gap[1::2]])
     assert (r.n, r.reason) == (10, "") and r.statistic == pytest.approx(f, rel=1e-12)
     assert r.p == pytest.approx(p, rel=1e-9)
@@ -202,10 +225,10 @@ def test_two_sources_are_enough_to_compare():
 def test_sources_each_constant_within_but_not_between_give_an_infinite_f_and_a_finding():
     sources = ("A", "B") * 6
     gap = (1, 0) * 6
-    r = by_probe(probes.bias_probes({"tone": gap_of(gap)}, traits(sources=sources)))["source"]
+    r = by_probe(run({"tone": gap_of(gap)}, traits(sources=sources)))["source"]
     assert r.statistic == math.inf and r.p == 0.0 and r.p_adjusted == 0.0 and r.finding and not r.reason
     # JSON has no infinity: the table as a dict gives F as null, and the rest as it is
-    table = probes.bias_probes({"tone": gap_of(gap)}, traits(sources=sources))
+    table = run({"tone": gap_of(gap)}, traits(sources=sources))
     row = json.loads(json.dumps(table.as_dict(), allow_nan=False))["probes"][1]
     assert (row["probe"], row["statistic"], row["p"], row["finding"]) == ("source", None, 0.0, True)
 
@@ -214,9 +237,9 @@ def test_sources_each_constant_within_but_not_between_give_an_infinite_f_and_a_f
 
 
 def test_ten_items_run_and_nine_do_not_with_the_count_in_words():
-    ten = probes.bias_probes({"tone": gap_of(GAP[:10])}, traits())
+    ten = run({"tone": gap_of(GAP[:10])}, traits())
     assert all(not r.reason and r.p is not None for r in ten.probes) and ten.tested == 3
-    nine = probes.bias_probes({"tone": gap_of(GAP[:9])}, traits())
+    nine = run({"tone": gap_of(GAP[:9])}, traits())
     for r in nine.probes:
         assert r.reason == "9 items with both the judge's value and people's: the probe needs 10", r.probe
         assert (r.n, r.statistic, r.p, r.p_adjusted, r.finding, r.detail, r.groups) == (
@@ -234,68 +257,68 @@ def test_ten_items_run_and_nine_do_not_with_the_count_in_words():
         "OLS slope (linregress)",
     ]
     assert nine.tested == 0 and nine.findings == ()
-    one = by_probe(probes.bias_probes({"tone": {0: 1}}, traits()))
+    one = by_probe(run({"tone": {0: 1}}, traits()))
     assert {r.reason for r in one.values()} == {"1 item with both the judge's value and people's: the probe needs 10"}
-    none = by_probe(probes.bias_probes({"tone": {}}, traits()))
+    none = by_probe(run({"tone": {}}, traits()))
     assert {r.reason for r in none.values()} == {"0 items with both the judge's value and people's: the probe needs 10"}
     assert {r.n for r in none.values()} == {0}
 
 
 def test_a_probe_with_nothing_to_vary_says_why():
     constant = traits(words=(30,) * 12, sources=("Alpha",) * 12, turns=(4,) * 12)
-    r = by_probe(probes.bias_probes({"tone": gap_of()}, constant))
+    r = by_probe(run({"tone": gap_of()}, constant))
     assert (r["length"].reason, r["length"].n) == ("every item is 30 words long: nothing to regress on", 12)
     assert (r["source"].reason, r["source"].n) == ("one source (Alpha) with 2+ items: nothing to compare", 12)
     assert (r["position"].reason, r["position"].n) == ("every item is turn 4: nothing to regress on", 12)
     assert all(p.p is None and not p.finding for p in r.values())
 
     for value, words in ((1, "+1"), (-2, "-2"), (0, "+0")):
-        flat = by_probe(probes.bias_probes({"tone": gap_of((value,) * 12)}, traits()))
+        flat = by_probe(run({"tone": gap_of((value,) * 12)}, traits()))
         assert {p.reason for p in flat.values()} == {f"the gap is {words} on every item: it cannot vary with anything"}
         assert {p.n for p in flat.values()} == {12}
 
 
 def test_a_source_probe_short_of_sources_or_items_says_why_and_names_those_left_out():
     singles = traits(sources=tuple(f"s{i:02d}" for i in range(12)))
-    r = by_probe(probes.bias_probes({"tone": gap_of()}, singles))["source"]
+    r = by_probe(run({"tone": gap_of()}, singles))["source"]
     names = ", ".join(f"s{i:02d}" for i in range(12))
     assert r.reason == f"no source with 2+ items: nothing to compare; left out, under 2 items: {names}"
     assert (r.n, r.p) == (0, None)
 
     one_pair = traits(sources=("A", "A") + tuple(f"s{i:02d}" for i in range(10)))
-    r = by_probe(probes.bias_probes({"tone": gap_of()}, one_pair))["source"]
+    r = by_probe(run({"tone": gap_of()}, one_pair))["source"]
     assert r.reason.startswith("one source (A) with 2+ items: nothing to compare; left out, under 2 items: s00, s01")
     assert r.n == 2
 
     # 11 items, but only 9 in sources of two or more: too few, and the one-item sources named
     short = traits(sources=("A",) * 5 + ("B",) * 4 + ("X", "Y", "Z"))
-    r = by_probe(probes.bias_probes({"tone": gap_of(GAP[:11])}, short))["source"]
+    r = by_probe(run({"tone": gap_of(GAP[:11])}, short))["source"]
     assert r.reason == (
         "9 items with both the judge's value and people's: the probe needs 10; left out, under 2 items: X, Y"
     )
     assert (r.n, r.p, r.finding) == (9, None, False)
 
     # the same gap on every item of the sources that take part
-    r = by_probe(probes.bias_probes({"tone": gap_of((1,) * 11 + (3,))}, traits(sources=("A", "B") * 5 + ("X", "Y"))))
+    r = by_probe(run({"tone": gap_of((1,) * 11 + (3,))}, traits(sources=("A", "B") * 5 + ("X", "Y"))))
     assert r["source"].reason == "the gap is +1 on every item: it cannot vary with anything"
     assert r["source"].n == 10 and r["length"].p is not None
 
 
 def test_whole_conversations_have_no_position_and_the_other_probes_still_run():
-    table = probes.bias_probes({"tone": gap_of()}, traits(turns=(None,) * 12))
+    table = run({"tone": gap_of()}, traits(turns=(None,) * 12))
     r = by_probe(table)
     assert r["position"].reason == "the rubric judges whole conversations: no item has a position in one"
     assert (r["position"].n, r["position"].p_adjusted, r["position"].method) == (0, None, "OLS slope (linregress)")
     assert r["length"].p is not None and r["source"].p is not None and table.tested == 2
     # with no items at all, too few items is the reason, not the rubric's unit
-    empty = by_probe(probes.bias_probes({"tone": {}}, {}))
+    empty = by_probe(run({"tone": {}}, {}))
     assert empty["position"].reason.startswith("0 items")
 
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
 def test_lengths_too_large_for_floating_point_give_no_p_value_and_no_finding():
     huge = traits(words=tuple(10**307 * (i + 1) for i in range(12)))
-    table = probes.bias_probes({"tone": gap_of()}, huge)
+    table = run({"tone": gap_of()}, huge)
     r = by_probe(table)["length"]
     assert (r.reason, r.n, r.p, r.statistic, r.finding) == ("the regression gave no p-value", 12, None, None, False)
     assert table.tested == 2
@@ -309,7 +332,7 @@ def test_every_p_value_is_adjusted_together_by_benjamini_yekutieli():
     weak = (1, 0, 0, 1, 1, 0, 1, 0, 1, 0, 0, 1)
     noisy = (0, 1, 0, 0, 1, 1, 0, 1, 1, 0, 1, 0)
     dims = {"strong": gap_of(strong), "weak": gap_of(weak), "few": gap_of(GAP[:5]), "noisy": gap_of(noisy)}
-    table = probes.bias_probes(dims, traits())
+    table = run(dims, traits())
     assert [(r.dimension, r.probe) for r in table.probes] == [
         (d, p) for d in ("strong", "weak", "few", "noisy") for p in ("length", "source", "position")
     ]
@@ -336,16 +359,16 @@ def test_every_p_value_is_adjusted_together_by_benjamini_yekutieli():
 
 
 def test_a_finding_is_an_adjusted_p_value_at_most_q():
-    first = probes.bias_probes({"tone": gap_of()}, traits())
+    first = run({"tone": gap_of()}, traits())
     length = by_probe(first)["length"]
-    at = probes.bias_probes({"tone": gap_of()}, traits(), q=length.p_adjusted)
+    at = run({"tone": gap_of()}, traits(), q=length.p_adjusted)
     assert by_probe(at)["length"].finding and at.q == length.p_adjusted
-    below = probes.bias_probes({"tone": gap_of()}, traits(), q=length.p_adjusted * 0.999)
+    below = run({"tone": gap_of()}, traits(), q=length.p_adjusted * 0.999)
     assert not by_probe(below)["length"].finding and below.findings == ()
 
 
 def test_the_table_as_a_dict():
-    table = probes.bias_probes({"tone": gap_of()}, traits(), q=0.1)
+    table = run({"tone": gap_of()}, traits(), q=0.1)
     d = table.as_dict()
     assert set(d) == {"q", "tested", "probes"} and (d["q"], d["tested"]) == (0.1, 3)
     source = by_probe(table)["source"]
