@@ -338,10 +338,9 @@ def label_next(
     pools = {v: [i for i in rng.permutation(items).tolist() if i not in people] for v, items in by_level.items()}
     have = dict(labelled_now)
     picked: list[int] = []
-    while len(picked) < count:
+    # until the count is reached or every level's unlabelled items are taken
+    while len(picked) < count and any(pools.values()):
         open_levels = [v for v in by_level if pools[v]]
-        if not open_levels:
-            break
         v = max(open_levels, key=lambda level: (targets[level] - have[level], -level))
         picked.append(int(pools[v].pop(0)))
         have[v] += 1
