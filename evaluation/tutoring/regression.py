@@ -65,6 +65,8 @@ def verdict(
     threshold: float = DEFAULT_THRESHOLD,
     rule: str = "noise-aware",
 ) -> Verdict:
+    if rule not in RULES:
+        raise ValueError(f"rule: {rule!r} is not one of {', '.join(RULES)}")
     mean = round(statistics.fmean(values), 2)
     low, high = mean_ci(values)
     drop = round(baseline - mean, 2)

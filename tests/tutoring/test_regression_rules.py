@@ -245,3 +245,13 @@ def test_a_gate_applies_the_baselines_rule_and_threshold_and_words_its_reason():
     other = gate(sessions + runs_of("dee", [5.0]), baseline_of(means), min_coverage=0.8)
     assert other.reason == "no persona in common with the baseline (the batch has dee, session)"
     assert gate(sessions, baseline_of({"session": {"pacing": 5.0}}), min_coverage=0.8).outcome == PASS
+
+
+def test_an_unknown_rule_is_refused_not_read_as_another():
+    with pytest.raises(ValueError, match="rule: 'vibes' is not one of noise-aware, fixed"):
+        verdict("ace", "pacing", 7.0, [6.0], rule="vibes")
+    with pytest.raises(ValueError, match="rule: 'vibes'"):
+        compare(runs_of("ace", [6.0]), {"ace": {"average": 7.0}}, rule="vibes")
+    # called without a rule, both apply the noise-aware one (which one run leaves to the fixed rule)
+    assert compare(runs_of("ace", [5.0]), {"ace": {"average": 7.0}})[0].regression
+    assert verdict("ace", "pacing", 7.5, [3.0, 8.0, 7.0]).why.endswith("holds 7.5: noise")
