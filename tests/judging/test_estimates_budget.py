@@ -379,14 +379,18 @@ def test_each_dimension_gets_its_widest_estimands_curve_and_next_items_widest_fi
     j1, p1 = noisy(31, 120, 60, 3, miss=0.15)  # a good judge on a categorical scale
     j2, p2 = noisy(32, 120, 60, 5, miss=0.6)  # a poor one on a 1-5 scale: wider
     j3, p3 = noisy(33, 40, 1, 3, miss=0.0)  # one label: no curve
+    j4, p4 = noisy(36, 50, 6, 3, miss=0.5)  # six labels (three kept): a curve of one point, the widest
     data = [
         estimates.DimensionData("good", ("No", "To some extent", "Yes"), False, j1, p1),
         estimates.DimensionData("poor", ("1", "2", "3", "4", "5"), True, j2, p2),
         estimates.DimensionData("one label", ("No", "To some extent", "Yes"), False, j3, p3),
+        estimates.DimensionData("few", ("1", "2", "3"), True, j4, p4),
     ]
     kept = None if keep is None else frozenset(range(0, 60, 2))
     budgets = estimates.budget(_table(data, kept), draws=6, seed=3, count=7)
-    assert [b.dimension for b in budgets] == ["one label", "poor", "good"]
+    # no curve first, then by the width with every label, widest first
+    assert [b.dimension for b in budgets] == ["one label", "few", "poor", "good"]
+    assert [len(b.points) for b in budgets] == ([0, 1, 4, 4] if kept is None else [0, 1, 3, 3])
     for b in budgets:
         d = next(x for x in data if x.name == b.dimension)
         people = d.people if kept is None else {i: v for i, v in d.people.items() if i in kept}
@@ -398,8 +402,9 @@ def test_each_dimension_gets_its_widest_estimands_curve_and_next_items_widest_fi
         picked, strata = label_next_by_hand(_values(d)[b.estimand], d.levels, d.judged, people, count=7, seed=3)
         assert list(b.next_items) == picked and len(picked) == 7
         assert_strata(b.strata, strata)
-    assert budgets[1].points[-1].corrected > budgets[2].points[-1].corrected
-    assert budgets[1].points[-1].labelled == (60 if kept is None else 30)
+    last = [b.points[-1].corrected for b in budgets[1:]]
+    assert last == sorted(last, reverse=True) and len(set(last)) == 3
+    assert budgets[2].points[-1].labelled == (60 if kept is None else 30)
 
 
 def test_the_budget_defaults_and_a_dimension_without_rows():
