@@ -307,14 +307,14 @@ def label_next(
     levels: tuple[str, ...],
     judged: dict[int, int],
     people: dict[int, int],
-    lam: float,
     *,
     count: int = 10,
     seed: int = 0,
 ) -> tuple[list[int], list[Stratum]]:
     """Which unlabelled items to label next, to narrow this estimand's corrected interval most: stratified by the
     judge's level, with Neyman allocation. The corrected interval's width is driven by the spread of people minus
-    lambda times the judge; within the judge's level h that spread is sd_h, and a sample allocated in proportion
+    lambda times the judge; within the judge's level h the judge's value is one number, so that spread is the
+    spread sd_h of people's values alone (whatever lambda is), and a sample allocated in proportion
     to N_h x sd_h (N_h judged items at level h) minimises the variance of a stratified mean. A level with fewer
     than two labelled items has no sd yet: it gets the largest sd seen (at least 0.5), so unexplored levels are
     sampled first, leaning to caution. Each next label goes to the level furthest below its target; within a
@@ -325,7 +325,7 @@ def label_next(
         by_level.setdefault(v, []).append(item)
     sds: dict[int, float | None] = {}
     for v, items in by_level.items():
-        residual = [values[people[i]] - lam * values[v] for i in items if i in people]
+        residual = [values[people[i]] for i in items if i in people]
         sds[v] = float(np.std(residual, ddof=1)) if len(residual) >= 2 else None
     known = [s for s in sds.values() if s is not None]
     fallback = max([0.5, *known])
@@ -494,7 +494,6 @@ def budget(table: EstimateTable, *, draws: int = 40, seed: int = 0, count: int =
         values = dict(estimands(d.levels, d.integer))[widest.estimand]
         people = d.people if table.keep is None else {i: v for i, v in d.people.items() if i in table.keep}
         points = budget_curve(values, d.judged, people, draws=draws, seed=seed)
-        lam = widest.corrected.lam if widest.corrected.lam is not None else 1.0
-        picked, strata = label_next(values, d.levels, d.judged, people, lam, count=count, seed=seed)
+        picked, strata = label_next(values, d.levels, d.judged, people, count=count, seed=seed)
         out.append(Budget(d.name, widest.estimand, tuple(points), tuple(picked), tuple(strata)))
     return sorted(out, key=lambda b: -(b.points[-1].corrected if b.points else math.inf))

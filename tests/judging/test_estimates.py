@@ -250,7 +250,7 @@ def test_label_next_fills_the_judges_levels_in_proportion_to_their_size_and_spre
     # level 0: 60 judged, 10 labelled, people disagree often; level 1: 40 judged, 10 labelled, always agree
     judged = {i: 0 for i in range(60)} | {i: 1 for i in range(60, 100)}
     people = {i: (1 if i % 2 else 0) for i in range(10)} | {i: 1 for i in range(60, 70)}
-    picked, strata = estimates.label_next(values, ("No", "Yes"), judged, people, 0.5, count=10, seed=1)
+    picked, strata = estimates.label_next(values, ("No", "Yes"), judged, people, count=10, seed=1)
     assert len(picked) == 10 and len(set(picked)) == 10 and not set(picked) & set(people)
     # level 1's residual spread is 0, so every new label goes to level 0 (Neyman: N_h x sd_h)
     assert all(judged[i] == 0 for i in picked)
@@ -259,7 +259,7 @@ def test_label_next_fills_the_judges_levels_in_proportion_to_their_size_and_spre
     assert strata[1].residual_sd == 0.0 and strata[0].target == 30.0
     # a level without two labels is sampled first (its spread is unknown)
     fresh = {i: 0 for i in range(10)} | {i: 1 for i in range(10, 20)}
-    first, _ = estimates.label_next(values, ("No", "Yes"), fresh, {i: 0 for i in range(5)}, 0.0, count=3, seed=0)
+    first, _ = estimates.label_next(values, ("No", "Yes"), fresh, {i: 0 for i in range(5)}, count=3, seed=0)
     assert all(fresh[i] == 1 for i in first)
 
 

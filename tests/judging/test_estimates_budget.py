@@ -236,29 +236,26 @@ def test_label_next_on_worked_numbers():
     # level 2: 5 judged, 3 labelled, people all 3: sd 0
     judged = {i: 0 for i in range(20)} | {i: 1 for i in range(20, 30)} | {i: 2 for i in range(30, 35)}
     people = {0: 0, 1: 0, 2: 1, 3: 1, 20: 1, 30: 2, 31: 2, 32: 2}
-    picked, strata = estimates.label_next(values, levels, judged, people, 0.4, count=6, seed=2)
+    picked, strata = estimates.label_next(values, levels, judged, people, count=6, seed=2)
     sd = statistics.stdev([1, 1, 2, 2])
     # weights 20 sd, 10 sd, 0; total 8 labels + 6: targets 14 x 2/3 = 9.33, 14 x 1/3 = 4.67, 0
     assert_strata(strata, [("1", 20, 4, sd, 9.3), ("2", 10, 1, None, 4.7), ("3", 5, 3, 0.0, 0.0)])
     # below target by 5.33 and 3.67: level 0, 0 (3.33 < 3.67), 1, 0 (3.33 > 2.67), 1 (2.33 < 2.67), 0
     assert [judged[i] for i in picked] == [0, 0, 1, 0, 1, 0]
     assert len(set(picked)) == 6 and not set(picked) & set(people)
-    assert (picked, strata) == (
-        label_next_by_hand(values, levels, judged, people, count=6, seed=2)[0],
-        estimates.label_next(values, levels, judged, people, 0.9, count=6, seed=2)[1],
-    )
+    assert picked == label_next_by_hand(values, levels, judged, people, count=6, seed=2)[0]
 
 
 def test_a_tie_goes_to_the_lower_level_and_unexplored_levels_share_alike():
     values = np.array([0.0, 1.0])
     judged = {i: 0 for i in range(10)} | {i: 1 for i in range(10, 20)}
-    one, strata = estimates.label_next(values, ("No", "Yes"), judged, {}, 0.5, count=1, seed=0)
+    one, strata = estimates.label_next(values, ("No", "Yes"), judged, {}, count=1, seed=0)
     assert [judged[i] for i in one] == [0]
     assert [(s.level, s.judged, s.labelled, s.residual_sd, s.target) for s in strata] == [
         ("No", 10, 0, None, 0.5),
         ("Yes", 10, 0, None, 0.5),
     ]
-    four, _ = estimates.label_next(values, ("No", "Yes"), judged, {}, 0.5, count=4, seed=0)
+    four, _ = estimates.label_next(values, ("No", "Yes"), judged, {}, count=4, seed=0)
     assert [judged[i] for i in four] == [0, 1, 0, 1]
     assert four[:1] == one
 
@@ -269,7 +266,7 @@ def test_an_unexplored_level_takes_the_largest_spread_seen_but_at_least_one_half
     judged = {i: 0 for i in range(12)} | {i: 3 for i in range(12, 24)}
     # level "a" spreads less than one half (people 0 x 7 and 1: sd 0.354); level "d" has no label: 0.5
     people = {i: 0 for i in range(7)} | {7: 1}
-    picked, strata = estimates.label_next(values, levels, judged, people, 0.2, count=4, seed=5)
+    picked, strata = estimates.label_next(values, levels, judged, people, count=4, seed=5)
     sd = statistics.stdev([0] * 7 + [1])
     # weights 12 sd and 12 x 0.5; 8 labels + 4: targets 12 sd / (sd + 0.5) = 4.97 and 7.03
     assert_strata(strata, [("a", 12, 8, sd, 5.0), ("d", 12, 0, None, 7.0)])
@@ -278,7 +275,7 @@ def test_an_unexplored_level_takes_the_largest_spread_seen_but_at_least_one_half
     # level "a" spreads more than one half (people 0, 0, 0, 1, 1, 1, 1, 1: sd 0.518): "d" takes that spread, and
     # the two levels share the 12 labels alike
     people = {i: 0 for i in range(3)} | {i: 1 for i in range(3, 8)}
-    picked, strata = estimates.label_next(values, levels, judged, people, 0.2, count=4, seed=5)
+    picked, strata = estimates.label_next(values, levels, judged, people, count=4, seed=5)
     sd = statistics.stdev([0] * 3 + [1] * 5)
     assert sd > 0.5
     assert_strata(strata, [("a", 12, 8, sd, 6.0), ("d", 12, 0, None, 6.0)])
@@ -290,12 +287,12 @@ def test_label_next_stops_when_every_item_is_labelled_and_with_no_spread_fills_t
     judged = {i: 0 for i in range(6)} | {i: 1 for i in range(6, 10)}
     people = {0: 0, 1: 0, 2: 0, 6: 1, 7: 1}
     # every sd 0: no weight anywhere, every target 0, so the level with the fewest labels goes first
-    picked, strata = estimates.label_next(values, ("No", "Yes"), judged, people, 0.7, count=10, seed=4)
+    picked, strata = estimates.label_next(values, ("No", "Yes"), judged, people, count=10, seed=4)
     assert_strata(strata, [("No", 6, 3, 0.0, 0.0), ("Yes", 4, 2, 0.0, 0.0)])
     assert [judged[i] for i in picked] == [1, 0, 1, 0, 0]  # 2 v 3: Yes; 3 v 3: No; 3 v 4: Yes; then only No
     assert sorted(picked) == [3, 4, 5, 8, 9]
     assert picked == label_next_by_hand(values, ("No", "Yes"), judged, people, count=10, seed=4)[0]
-    assert estimates.label_next(values, ("No", "Yes"), judged, people | dict.fromkeys(range(10), 0), 0.7) == (
+    assert estimates.label_next(values, ("No", "Yes"), judged, people | dict.fromkeys(range(10), 0)) == (
         [],
         [
             estimates.Stratum("No", 6, 6, 0.0, 0.0),
@@ -313,7 +310,7 @@ def test_label_next_is_the_rule_written_out(seed, count):
     judged = {(149 - i if i % 3 else i): v for i, v in judged.items()} | {200: 3, 201: 3, 202: 3}
     people = people | {500: 1}
     levels = ("w", "x", "y", "z")
-    picked, strata = estimates.label_next(values, levels, judged, people, 0.6, count=count, seed=seed)
+    picked, strata = estimates.label_next(values, levels, judged, people, count=count, seed=seed)
     expected, expected_strata = label_next_by_hand(values, levels, judged, people, count=count, seed=seed)
     assert picked == expected
     assert_strata(strata, expected_strata)
@@ -323,7 +320,7 @@ def test_label_next_is_the_rule_written_out(seed, count):
 def test_label_next_on_defaults_picks_ten_with_seed_zero():
     values = np.array([0.0, 1.0, 2.0])
     judged, people = noisy(7, 90, 20, 3, miss=0.3)
-    picked, strata = estimates.label_next(values, ("a", "b", "c"), judged, people, 0.5)
+    picked, strata = estimates.label_next(values, ("a", "b", "c"), judged, people)
     expected, expected_strata = label_next_by_hand(values, ("a", "b", "c"), judged, people, count=10, seed=0)
     assert picked == expected and len(picked) == 10
     assert_strata(strata, expected_strata)
