@@ -4,7 +4,6 @@ without that bias is not. Every p-value is checked against the OLS and ANOVA for
 Benjamini-Yekutieli step-up written out here."""
 
 import json
-import math
 import random
 
 import numpy as np
@@ -12,11 +11,11 @@ import pytest
 from django.contrib.auth.models import Group
 from django.core.management import call_command
 from rest_framework.authtoken.models import Token
-from scipy import stats
 
 from evaluation.judging import probes, selectors, services
 from evaluation.judging.values import rubric_spec
 from evaluation.models import Annotation, Item, JudgeConfiguration, JudgeScore
+from tests.judging.test_probes_rules import anova, by_adjusted, ols
 
 pytestmark = pytest.mark.django_db
 
@@ -106,52 +105,15 @@ def stored(configuration):
     return gaps, traits
 
 
-def ols_p(x, y):
-    """The slope of y on x and its two-sided p-value: t = b / se(b), se(b)^2 = (SSE / (n - 2)) / Sxx."""
-    x, y = np.asarray(x, float), np.asarray(y, float)
-    n = len(x)
-    sxx = ((x - x.mean()) ** 2).sum()
-    b = ((x - x.mean()) * (y - y.mean())).sum() / sxx
-    a = y.mean() - b * x.mean()
-    sse = ((y - a - b * x) ** 2).sum()
-    t = b / math.sqrt(sse / (n - 2) / sxx)
-    return b, 2 * stats.t.sf(abs(t), n - 2)
-
-
-def anova_p(groups):
-    """F = (between-group sum of squares / (k - 1)) / (within-group sum of squares / (n - k))."""
-    values = np.concatenate([np.asarray(g, float) for g in groups])
-    n, k, grand = len(values), len(groups), values.mean()
-    between = sum(len(g) * (np.mean(g) - grand) ** 2 for g in groups)
-    within = sum(((np.asarray(g, float) - np.mean(g)) ** 2).sum() for g in groups)
-    f = (between / (k - 1)) / (within / (n - k))
-    return f, stats.f.sf(f, k - 1, n - k)
-
-
-def by_adjusted(p):
-    """Benjamini-Yekutieli: p_(i) * m * c(m) / i over the sorted p, then the running minimum from the
-    largest down, at most 1; c(m) = 1 + 1/2 + ... + 1/m."""
-    m = len(p)
-    c = sum(1 / i for i in range(1, m + 1))
-    order = sorted(range(m), key=lambda i: p[i])
-    out = [0.0] * m
-    running = 1.0
-    for rank in range(m, 0, -1):
-        i = order[rank - 1]
-        running = min(running, p[i] * m * c / rank)
-        out[i] = running
-    return out
-
-
 def check_against_formulas(table, configuration):
     gaps, traits = stored(configuration)
     expected = {}
     for dim, gap in gaps.items():
         items = sorted(gap)
         y = [gap[i] for i in items]
-        expected[(dim, "length")] = ols_p([traits[i][0] for i in items], y)
-        expected[(dim, "position")] = ols_p([traits[i][2] for i in items], y)
-        expected[(dim, "source")] = anova_p([[gap[i] for i in items if traits[i][1] == t] for t in TUTORS])
+        expected[(dim, "length")] = ols([traits[i][0] for i in items], y)
+        expected[(dim, "position")] = ols([traits[i][2] for i in items], y)
+        expected[(dim, "source")] = anova([[gap[i] for i in items if traits[i][1] == t] for t in TUTORS])
     assert {(r.dimension, r.probe) for r in table.probes} == set(expected)
     assert all(not r.reason and r.n == 160 for r in table.probes), [r.reason for r in table.probes if r.reason]
     keys = list(expected)
