@@ -25,7 +25,7 @@ ones, judged by the same judge configuration; nothing here can check that, and d
 """
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from numpy.typing import NDArray
@@ -213,17 +213,35 @@ def dimension_estimates(
     y_all = np.array([people[i] for i in items if i in people], dtype=np.int64)
     rows = []
     for name, value in estimands(levels, integer):
+        lo, hi = float(value.min()), float(value.max())
         rows.append(
             EstimandRow(
                 dimension=dimension,
                 estimand=name,
-                judge_only=judge_only(value[f_all]),
-                people_only=classical_mean(value[y_lab]),
-                corrected=ppi_mean(value[y_lab], value[f_lab], value[f_unl]),
+                judge_only=on_scale(judge_only(value[f_all]), lo, hi),
+                people_only=on_scale(classical_mean(value[y_lab]), lo, hi),
+                corrected=on_scale(ppi_mean(value[y_lab], value[f_lab], value[f_unl]), lo, hi),
                 all_people=(float(value[y_all].mean()), int(y_all.size)) if everyone else None,
             )
         )
     return rows
+
+
+def on_scale(estimate: MeanEstimate, lo: float, hi: float) -> MeanEstimate:
+    """The estimate and its interval clipped to what the estimand can be (a share to [0, 1], a mean to the
+    scale's ends): a normal interval may reach past them, and a share of -0.008 claims a precision it lacks.
+    The truth lies inside, so clipping keeps the interval's coverage; the method says when it happened."""
+    if estimate.value is None or estimate.low is None or estimate.high is None:
+        return estimate
+    clipped = replace(
+        estimate,
+        value=min(max(estimate.value, lo), hi),
+        low=min(max(estimate.low, lo), hi),
+        high=min(max(estimate.high, lo), hi),
+    )
+    if (clipped.value, clipped.low, clipped.high) == (estimate.value, estimate.low, estimate.high):
+        return estimate
+    return replace(clipped, method=f"{estimate.method}; clipped to [{lo:g}, {hi:g}]")
 
 
 # --- how many labels? --------------------------------------------------------------------------------

@@ -580,3 +580,27 @@ def test_without_labels_on_the_baseline_the_page_says_there_is_no_corrected_diff
         and "corrected difference" not in html.split('id="comparison-estimates"')[1].split("</thead>")[0]
     )
     assert 'id="no-corrected-difference"' in html and "No corrected difference against the baseline cmp_old" in html
+
+
+def test_an_interval_past_what_the_estimand_can_be_is_clipped_and_says_so():
+    # the judge says "Yes" (the best of three levels, place 2) on 1 item of 120: a share of 1/120 whose normal
+    # interval reaches below 0
+    judged = {i: (2 if i == 0 else 0) for i in range(120)}
+    people = {i: (2 if i < 60 else 1) for i in range(40)}
+    rows = {r.estimand: r for r in estimates.dimension_estimates("d", ("No", "Maybe", "Yes"), False, judged, people)}
+    p, n = 1 / 120, 120
+    half = 1.959963984540054 * math.sqrt(p * (1 - p) / n)
+    assert p - half < 0  # what a normal interval would say
+    yes = rows["share:Yes"].judge_only
+    assert (yes.value, yes.low) == (p, 0.0) and abs(yes.high - (p + half)) < 1e-12
+    assert yes.method.endswith("; clipped to [0, 1]")
+    # people's "Yes" on every labelled item: a share of 1, its interval of no width inside [0, 1] unchanged
+    everyone = rows["share:Yes"].people_only
+    assert (everyone.value, everyone.low, everyone.high) == (1.0, 1.0, 1.0) and "clipped" not in everyone.method
+    # a mean stays within the scale's ends
+    scale = ("1", "2", "3")
+    top = {i: 2 for i in range(50)} | {50: 0}
+    mean = estimates.dimension_estimates("d", scale, True, top, {i: 2 for i in range(10)})[0].judge_only
+    assert mean.high == 3.0 and mean.low < 3.0 and mean.method.endswith("; clipped to [1, 3]")
+    inside = estimates.on_scale(estimates.classical_mean(np.array([0.2, 0.4, 0.6])), 0.0, 1.0)
+    assert inside == estimates.classical_mean(np.array([0.2, 0.4, 0.6]))
