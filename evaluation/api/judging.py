@@ -11,7 +11,7 @@ from rest_framework.views import APIView
 
 from evaluation.api.schema import operation
 from evaluation.api.serializers import Output, QueryInput
-from evaluation.errors import FieldProblem, InvalidInput, NotFound
+from evaluation.errors import NotFound
 from evaluation.judging import selectors, services
 
 FORMATS = ["auto", "json", "jsonl", "text", "candidates"]
@@ -186,14 +186,12 @@ class EstimatesQuery(QueryInput):
             raise serializers.ValidationError(f"compares {names[0]!r} with itself: name two different groups")
         return names
 
-    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        if "compare" in attrs:
-            chosen = [key for key in ("source", "candidate", "group") if key in attrs]
-            if chosen:
-                raise serializers.ValidationError(
-                    {chosen[0]: "cannot be combined with compare: compare names the two groups itself (see by)"}
-                )
-        return attrs
+    budget = serializers.BooleanField(
+        required=False,
+        default=False,
+        help_text="Also `budget`: per dimension, the corrected interval's width by labelled items and what to label "
+        "next (not with `compare`).",
+    )
 
 
 def _estimate(found: selectors.MeanEstimate) -> dict[str, Any]:
@@ -220,8 +218,16 @@ class EstimatesView(APIView):
         "difference A minus B per estimand: `a` and `b`, each group's corrected estimate, and `difference`, their "
         "difference with its 95% interval (two independent PPI++ estimates, variances added), beside "
         "`judge_only_difference`, the judge's own; `groups` gives each group's judged and labelled items. A group "
-        "with no judged items is refused (400, naming it); one with fewer than 2 labelled items gives null values "
-        "and a `reason`.",
+        "with no judged items is refused (400, naming it), and so is `compare` beside `source`, `candidate` or `group`; "
+        "one with fewer than 2 labelled items gives null values and a `reason`.\n\n"
+        "Each estimate's `method` names its procedure and its caveats after a `; `: few labels (n<30), a share "
+        "whose labelled values are all equal (given the Wilson score interval of k of n, never one of no width), "
+        "clipping to the scale. A mean whose labelled values are all equal has a `value`, null `low` and `high`, "
+        "and a `reason`.\n\n"
+        "With `budget=true` it adds `budget`: per dimension, its estimand with the widest corrected interval, "
+        "`points` (the corrected interval's median width with `labelled` items, its 10th-90th percentiles "
+        "`corrected_low`, `corrected_high`, and the people-only width, over seeded subsamples) and `label_next` "
+        "(the item ids to label next).",
         parameters=[EstimatesQuery],
         ok={200: OpenApiTypes.OBJECT},
         invalid="The rubric is missing, or a parameter is not valid.",
@@ -253,6 +259,8 @@ class EstimatesView(APIView):
                 found = getattr(row, key)
                 shown[key] |= {"method": found.method, "reason": found.reason or None}
             shown["judge_only"]["n"] = row.judge_only.n
+        if data["budget"]:
+            body["budget"] = [b.as_dict() for b in selectors.estimate_budget(table, seed=data["seed"])]
         return Response(
             {
                 **body,
@@ -275,15 +283,11 @@ class EstimatesView(APIView):
             configuration=data.get("configuration"),
             labelled=data.get("labelled"),
             seed=data["seed"],
+            selection=selectors.Selection(
+                source=data.get("source"), candidate=data.get("candidate"), group=data.get("group")
+            ),
+            budget=data["budget"],
         )
-        empty = [name for name, table in ((a, first), (b, second)) if not table.items]
-        if empty:
-            raise InvalidInput(
-                [
-                    FieldProblem("compare", f"{by} {name!r} has no items judged under {first.configuration!r}")
-                    for name in empty
-                ]
-            )
         return Response(
             {
                 "rubric": first.rubric,

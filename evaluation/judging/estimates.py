@@ -16,8 +16,13 @@ never wider than the people-only one.
 
 The people-only and judge-only intervals are the classical CLT (normal) intervals of a mean, the standard
 deviation dividing by n (ppi_py's `classical_mean_ci`), for numeric scales and for shares alike: the corrected
-interval with lambda = 0 is exactly the people-only one, so the two are compared like for like. (A share of 0 or
-1 among few labels gets a zero-width CLT interval: the people-only figure then says so in its method.)
+interval with lambda = 0 is exactly the people-only one, so the two are compared like for like.
+
+Where the doors' figures (dimension_estimates) would get an interval of no width, every value behind it being
+equal (a label none of the labelled items carries gives a share of 0, lambda 0 and a standard error of 0), no
+interval is shown as one: a share gets the Wilson score 95% interval of its k of n values (Wilson, "Probable
+inference, the law of succession, and statistical inference", JASA 22, 1927), which has width for k = 0 and k = n,
+and a mean gets no interval and a reason. A normal interval on fewer than FEW_LABELS labelled items says so.
 
 The estimand is the mean for an integer scale (in the scale's own units) and, for a categorical scale, the share
 of each label (the mean of a 0/1 indicator per label). The labelled items must be a random sample of the judged
@@ -25,6 +30,7 @@ ones, judged by the same judge configuration; nothing here can check that, and d
 """
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -34,6 +40,12 @@ Z_95 = 1.959963984540054
 """The standard normal's 97.5% quantile (scipy.stats.norm.ppf(0.975)): two-sided 95% intervals."""
 MIN_LABELLED = 2
 """Fewer labelled items than this give no interval (a variance needs two): "not enough data"."""
+FEW_LABELS = 30
+"""Below this many labelled items a normal interval's method carries FEW_LABELS_NOTE (docs/judging.md's floor)."""
+FEW_LABELS_NOTE = f"few labels (n<{FEW_LABELS}): the normal interval may be too narrow"
+NO_WIDTH_NOTE = "every value equal, so the interval has no width: treat it with care"
+SAME_VALUE = "every labelled value is the same: label more items"
+"""The reason a mean whose labelled values are all equal has no interval."""
 CLASSICAL, JUDGE_ONLY, PPI_PLUS_PLUS = "classical CLT", "judge only, CLT", "PPI++ (power-tuned)"
 FloatArray = NDArray[np.float64]
 
@@ -57,7 +69,7 @@ class MeanEstimate:
     unlabelled: int = 0
     """Judged items without people's labels the corrected estimate used (N)."""
     reason: str = ""
-    """Why there is no value, when there is none."""
+    """Why there is no value, or no interval, when there is none."""
 
     @property
     def width(self) -> float | None:
@@ -66,9 +78,16 @@ class MeanEstimate:
     def as_dict(self) -> dict[str, float | int | str | None]:
         return {"value": self.value, "low": self.low, "high": self.high}
 
+    @property
+    def notes(self) -> tuple[str, ...]:
+        """The caveats the method carries after the procedure's name (each after a "; ")."""
+        return tuple(self.method.split("; ")[1:])
+
     def __str__(self) -> str:
         if self.value is None:
             return f"not enough data ({self.reason})"
+        if self.low is None or self.high is None:
+            return f"{self.value:.3f} (no interval: {self.reason})"
         return f"{self.value:.3f} [{self.low:.3f}, {self.high:.3f}]"
 
 
@@ -88,8 +107,17 @@ def classical_mean(y: FloatArray, *, method: str = CLASSICAL) -> MeanEstimate:
         return not_enough(n, method, f"{n} item(s); an interval needs at least {MIN_LABELLED}")
     se = float(y.std() / math.sqrt(n))
     if se == 0.0:
-        method += "; every value equal, so the interval has no width: treat it with care"
+        method += f"; {NO_WIDTH_NOTE}"
     return _interval(float(y.mean()), se, n, method)
+
+
+def wilson(k: int, n: int) -> tuple[float, float]:
+    """The Wilson score 95% interval of a share of k in n (n >= 1): the p whose score test does not reject,
+    (p + z^2/2n -/+ z sqrt(p(1 - p)/n + z^2/4n^2)) / (1 + z^2/n), p = k/n."""
+    p, z2 = k / n, Z_95**2
+    centre = (p + z2 / (2 * n)) / (1 + z2 / n)
+    half = Z_95 * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / (1 + z2 / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 def judge_only(f: FloatArray) -> MeanEstimate:
@@ -142,14 +170,46 @@ def ppi_mean(
     rectifier = y - lam * f_labelled
     value = float(lam * f_unlabelled.mean() + rectifier.mean())
     se = math.sqrt(float(np.var(lam * f_unlabelled)) / big_n + float(np.var(rectifier)) / n)
-    return _interval(value, se, n, PPI_PLUS_PLUS, lam=lam, unlabelled=big_n)
+    method = PPI_PLUS_PLUS if se > 0.0 else f"{PPI_PLUS_PLUS}; {NO_WIDTH_NOTE}"
+    return _interval(value, se, n, method, lam=lam, unlabelled=big_n)
+
+
+def without_zero_width(estimate: MeanEstimate, values: FloatArray, *, share: bool) -> MeanEstimate:
+    """The estimate, unless its interval has no width: then, where every value behind it is equal, a share's
+    Wilson score interval of its k of n values (for the corrected estimate lambda is then 0: the people-only
+    estimate), and for a mean, or values that differ, no interval and a reason. values: the people's labelled
+    values (the judge's judged ones for the judge-only estimate)."""
+    if estimate.value is None or estimate.low is None or estimate.low != estimate.high:
+        return estimate
+    base = "; ".join(note for note in estimate.method.split("; ") if note != NO_WIDTH_NOTE)
+    equal = values.size > 0 and bool(np.all(values == values[0]))
+    if share and equal:
+        k, n = int(values.sum()), int(values.size)
+        low, high = wilson(k, n)
+        via = "; lambda 0, so the people-only estimate" if estimate.lam is not None else ""
+        method = f"{base}{via}; every value is {values[0]:g}: Wilson score interval of {k} of {n}"
+        return replace(estimate, low=low, high=high, se=None, method=method)
+    reason = SAME_VALUE if equal else "the interval has no width: label more items"
+    if estimate.method.startswith(JUDGE_ONLY):
+        reason = "every judged value is the same: the judge told no item apart" if equal else reason
+    return replace(estimate, low=None, high=None, se=None, method=base, reason=reason)
+
+
+def few_labels(estimate: MeanEstimate) -> MeanEstimate:
+    """A normal interval on fewer than FEW_LABELS labelled items says that it may be too narrow."""
+    if estimate.low is None or estimate.se is None or estimate.n >= FEW_LABELS:
+        return estimate
+    return replace(estimate, method=f"{estimate.method}; {FEW_LABELS_NOTE}")
 
 
 def difference(a: MeanEstimate, b: MeanEstimate) -> MeanEstimate:
     """a - b for two estimates from independent samples (two groups of items): the variances add."""
     if a.value is None or b.value is None or a.se is None or b.se is None:
-        missing = a if a.value is None else b
-        return not_enough(min(a.n, b.n), f"difference of {a.method}", missing.reason or "no interval")
+        missing = a if a.value is None or a.se is None else b
+        reason = missing.reason or "no interval"
+        if missing.value is not None and "Wilson" in missing.method:
+            reason = "every value of one side is equal (a Wilson interval): no standard error to add"
+        return not_enough(min(a.n, b.n), f"difference of {a.method}", reason)
     se = math.sqrt(a.se**2 + b.se**2)
     return _interval(a.value - b.value, se, min(a.n, b.n), f"difference of {a.method}; variances added")
 
@@ -180,6 +240,21 @@ class EstimandRow:
             "corrected": self.corrected.as_dict(),
             "all_people": None if self.all_people is None else {"value": self.all_people[0], "n": self.all_people[1]},
         }
+
+
+def notes_of(rows: "Iterable[EstimandRow] | Iterable[DifferenceRow]") -> list[str]:
+    """Each caveat the rows' estimates carry (their methods' notes), once, in the order met."""
+    seen: dict[str, None] = {}
+    for row in rows:
+        for found in (row.judge_only, *_shown(row)):
+            seen.update(dict.fromkeys(found.notes))
+    return list(seen)
+
+
+def _shown(row: "EstimandRow | DifferenceRow") -> tuple[MeanEstimate, ...]:
+    if isinstance(row, EstimandRow):
+        return (row.people_only, row.corrected)
+    return (row.a, row.b, row.corrected)
 
 
 def estimands(levels: tuple[str, ...], integer: bool) -> list[tuple[str, FloatArray]]:
@@ -214,13 +289,17 @@ def dimension_estimates(
     rows = []
     for name, value in estimands(levels, integer):
         lo, hi = float(value.min()), float(value.max())
+        share = not integer
+        y = value[y_lab]
         rows.append(
             EstimandRow(
                 dimension=dimension,
                 estimand=name,
-                judge_only=on_scale(judge_only(value[f_all]), lo, hi),
-                people_only=on_scale(classical_mean(value[y_lab]), lo, hi),
-                corrected=on_scale(ppi_mean(value[y_lab], value[f_lab], value[f_unl]), lo, hi),
+                judge_only=on_scale(without_zero_width(judge_only(value[f_all]), value[f_all], share=share), lo, hi),
+                people_only=few_labels(on_scale(without_zero_width(classical_mean(y), y, share=share), lo, hi)),
+                corrected=few_labels(
+                    on_scale(without_zero_width(ppi_mean(y, value[f_lab], value[f_unl]), y, share=share), lo, hi)
+                ),
                 all_people=(float(value[y_all].mean()), int(y_all.size)) if everyone else None,
             )
         )
@@ -498,6 +577,24 @@ class Budget:
     next_items: tuple[int, ...]
     strata: tuple[Stratum, ...]
     rule: str = "stratified by the judge's level, Neyman allocation (judged items x spread of people - lambda judge)"
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "dimension": self.dimension,
+            "estimand": self.estimand,
+            "points": [
+                {
+                    "labelled": p.labelled,
+                    "corrected": p.corrected,
+                    "corrected_low": p.corrected_low,
+                    "corrected_high": p.corrected_high,
+                    "people_only": p.people_only,
+                }
+                for p in self.points
+            ],
+            "label_next": list(self.next_items),
+            "rule": self.rule,
+        }
 
 
 def budget(table: EstimateTable, *, draws: int = 40, seed: int = 0, count: int = 10) -> list[Budget]:

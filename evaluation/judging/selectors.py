@@ -603,11 +603,22 @@ def estimate_compare(
     configuration: int | None = None,
     labelled: int | None = None,
     seed: int = 0,
+    selection: estimates.Selection = estimates.EVERYTHING,
+    budget: bool = False,
 ) -> tuple[estimates.EstimateTable, estimates.EstimateTable, list[estimates.DifferenceRow]]:
     """The corrected difference between two groups of items (two sources, candidates or run groups), a minus b,
-    within one judge configuration."""
+    within one judge configuration. InvalidInput (field "compare") names a group with no judged items; a
+    selection beside it (source, candidate or group) is refused, naming it: the two groups are the selection; and so
+    is a labelling budget, which is one table's, not a difference's."""
     if by not in estimates.GROUPINGS:
         raise InvalidInput([FieldProblem("by", f"{by!r} is not one of {', '.join(estimates.GROUPINGS)}")])
+    chosen = [key for key in estimates.GROUPINGS if getattr(selection, key) is not None] + (
+        ["budget"] if budget else []
+    )
+    if chosen:
+        raise InvalidInput(
+            [FieldProblem(chosen[0], "cannot be combined with compare: compare names the two groups itself (see by)")]
+        )
     first, second = (
         estimate_table(
             rubric,
@@ -618,12 +629,25 @@ def estimate_compare(
         )
         for name in (a, b)
     )
+    empty = [name for name, table in ((a, first), (b, second)) if not table.items]
+    if empty:
+        raise InvalidInput(
+            [
+                FieldProblem("compare", f"{by} {name!r} has no items judged under {first.configuration!r}")
+                for name in empty
+            ]
+        )
     return first, second, estimates.differences(first, second)
 
 
 def estimate_budget(table: estimates.EstimateTable, *, draws: int = 40, seed: int = 0) -> list[estimates.Budget]:
     """How many labels (estimates.budget): the width curve and what to label next, per dimension, widest first."""
     return estimates.budget(table, draws=draws, seed=seed)
+
+
+def estimate_notes(rows: Any) -> list[str]:
+    """Each caveat the estimates of these rows carry (few labels, a Wilson interval, clipping...), once, in order."""
+    return estimates.notes_of(rows)
 
 
 def comparison_estimates(

@@ -141,6 +141,7 @@ def estimates_card(configuration: Any) -> dict[str, Any]:
     return {
         "table": table,
         "rows": list(lead.values()),
+        "notes": selectors.estimate_notes(lead.values()),
         "budgets": budgets,
         "chart": mark_safe(width_chart(budgets)),  # noqa: S308 - every text escaped
         "widest": widest,

@@ -202,7 +202,7 @@ def test_the_differences_of_two_tables_pair_their_estimands():
         [estimates.DimensionData("d", ("No", "Yes"), False, {1: 1, 2: 0, 3: 1}, {1: 1, 2: 0})], None
     )
     second = estimates.table_rows(
-        [estimates.DimensionData("d", ("No", "Yes"), False, {4: 0, 5: 0, 6: 1}, {4: 0, 6: 0})], None
+        [estimates.DimensionData("d", ("No", "Yes"), False, {4: 0, 5: 0, 6: 1}, {4: 0, 6: 1})], None
     )
     a = estimates.EstimateTable("r", 1, "c", 1, "a", 3, 2, 2, first)
     b = estimates.EstimateTable("r", 1, "c", 1, "b", 3, 2, 2, second)
@@ -455,7 +455,12 @@ def test_the_api_gives_the_corrected_difference_between_two_groups(judged, api):
     half = 1.959963984540054 * math.sqrt(se_a**2 + se_b**2)
     gap = first["difference"]
     assert (gap["value"], gap["low"], gap["high"]) == pytest.approx((a - b, a - b - half, a - b + half))
-    assert first["judge_only_difference"]["value"] == pytest.approx(sides[0][3] - sides[1][3])
+    # the judge calls no answer of either candidate "Yes": each judge-only share is 0 with a Wilson interval, and
+    # two intervals without a standard error have no normal difference (never 0.000 [0.000, 0.000])
+    assert sides[0][3] == sides[1][3] == 0.0
+    assert "Wilson score interval of 0 of 15" in first["a"]["method"] or first["a"]["low"] < first["a"]["high"]
+    assert first["judge_only_difference"]["value"] is None
+    assert "no standard error to add" in first["judge_only_difference"]["reason"]
     assert 0 <= first["a"]["lam"] <= 1 and first["a"]["n"] == sides[0][2]
     # refused, each naming the field and the reason
     for query, field, reason in (
@@ -594,9 +599,12 @@ def test_an_interval_past_what_the_estimand_can_be_is_clipped_and_says_so():
     yes = rows["share:Yes"].judge_only
     assert (yes.value, yes.low) == (p, 0.0) and abs(yes.high - (p + half)) < 1e-12
     assert yes.method.endswith("; clipped to [0, 1]")
-    # people's "Yes" on every labelled item: a share of 1, its interval of no width inside [0, 1] unchanged
+    # people's "Yes" on every labelled item: a share of 1 with the Wilson interval of 40 of 40, n / (n + z^2) to 1
     everyone = rows["share:Yes"].people_only
-    assert (everyone.value, everyone.low, everyone.high) == (1.0, 1.0, 1.0) and "clipped" not in everyone.method
+    assert (everyone.value, everyone.high) == (1.0, 1.0) and everyone.low == pytest.approx(
+        40 / (40 + 1.959963984540054**2)
+    )
+    assert "clipped" not in everyone.method and everyone.method.endswith("Wilson score interval of 40 of 40")
     # a mean stays within the scale's ends
     scale = ("1", "2", "3")
     top = {i: 2 for i in range(50)} | {50: 0}

@@ -5,7 +5,7 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
-from evaluation.errors import NotFound
+from evaluation.errors import InvalidInput, NotFound
 from evaluation.judging import selectors
 
 
@@ -19,10 +19,21 @@ def _count(text: str) -> int:
     return value
 
 
-def _cell(e: selectors.MeanEstimate, *, n: bool = False) -> str:
+def _cell(e: selectors.MeanEstimate, notes: list[str] | None = None, *, n: bool = False) -> str:
+    """The figure with its interval (or why there is none), n where asked, and a mark ^k for each of its notes
+    (k: the note's place in the footnotes)."""
     if e.value is None:
         return f"not enough data: {e.reason}"
-    return f"{e.value:.3f} [{e.low:.3f}, {e.high:.3f}]" + (f" n={e.n}" if n else "")
+    shown = (
+        f"{e.value:.3f} (no interval: {e.reason})" if e.low is None else f"{e.value:.3f} [{e.low:.3f}, {e.high:.3f}]"
+    )
+    shown += f" n={e.n}" if n else ""
+    marks = [str(notes.index(note) + 1) for note in e.notes if note in notes] if notes is not None else []
+    return shown + (f" ^{','.join(marks)}" if marks else "")
+
+
+def _footnotes(notes: list[str]) -> list[str]:
+    return ["", *(f"^{k} {note}" for k, note in enumerate(notes, 1))] if notes else []
 
 
 def render(table: selectors.EstimateTable) -> str:
@@ -36,13 +47,14 @@ def render(table: selectors.EstimateTable) -> str:
         "",
         f"{'dimension':<26} {'estimand':<34} {'judge only':<26} {'people only':<32} {'corrected':<26} all people",
     ]
+    notes = selectors.estimate_notes(table.rows)
     for row in table.rows:
         everyone = "-" if row.all_people is None else f"{row.all_people[0]:.3f} n={row.all_people[1]}"
         lines.append(
-            f"{row.dimension:<26} {row.estimand:<34} {_cell(row.judge_only):<26} {_cell(row.people_only, n=True):<32} "
-            f"{_cell(row.corrected):<26} {everyone}"
+            f"{row.dimension:<26} {row.estimand:<34} {_cell(row.judge_only, notes):<26} "
+            f"{_cell(row.people_only, notes, n=True):<32} {_cell(row.corrected, notes):<26} {everyone}"
         )
-    return "\n".join(lines)
+    return "\n".join(lines + _footnotes(notes))
 
 
 def render_budget(budgets: list[selectors.Budget]) -> str:
@@ -70,12 +82,13 @@ def render_compare(by: str, a: str, b: str, rows: list[selectors.DifferenceRow])
         f"Corrected difference {by} {a!r} minus {b!r} (difference of two PPI++ estimates, variances added; 95%)",
         f"{'dimension':<26} {'estimand':<34} {a[:24]:<26} {b[:24]:<26} {'difference':<28} judge-only difference",
     ]
+    notes = selectors.estimate_notes(rows)
     for r in rows:
         lines.append(
-            f"{r.dimension:<26} {r.estimand:<34} {_cell(r.a):<26} {_cell(r.b):<26} {_cell(r.corrected):<28} "
-            f"{_cell(r.judge_only)}"
+            f"{r.dimension:<26} {r.estimand:<34} {_cell(r.a, notes):<26} {_cell(r.b, notes):<26} "
+            f"{_cell(r.corrected, notes):<28} {_cell(r.judge_only, notes)}"
         )
-    return "\n".join(lines)
+    return "\n".join(lines + _footnotes(notes))
 
 
 class Command(BaseCommand):
@@ -106,6 +119,7 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true")
 
     def handle(self, *args, **opts):
+        selection = selectors.Selection(source=opts["source"], candidate=opts["candidate"], group=opts["group"])
         try:
             if opts["compare"]:
                 a, b = opts["compare"]
@@ -117,6 +131,8 @@ class Command(BaseCommand):
                     configuration=opts["configuration"],
                     labelled=opts["labelled"],
                     seed=opts["seed"],
+                    selection=selection,
+                    budget=opts["budget"],
                 )
                 if opts["json"]:
                     body = {"rubric": opts["rubric"], "by": opts["by"], "a": a, "b": b}
@@ -124,7 +140,6 @@ class Command(BaseCommand):
                 else:
                     self.stdout.write(render_compare(opts["by"], a, b, rows))
                 return
-            selection = selectors.Selection(source=opts["source"], candidate=opts["candidate"], group=opts["group"])
             table = selectors.estimate_table(
                 opts["rubric"],
                 configuration=opts["configuration"],
@@ -132,12 +147,16 @@ class Command(BaseCommand):
                 labelled=opts["labelled"],
                 seed=opts["seed"],
             )
+        except InvalidInput as exc:
+            # the field names the option: --candidate, --compare
+            raise CommandError("; ".join(f"--{p.field}: {p.reason}" for p in exc.problems)) from None
         except NotFound as exc:
             raise CommandError(str(exc)) from None
         if not table.items:
             raise CommandError(f"no judged items in the selection ({table.selection}) of rubric {table.rubric!r}")
         budgets = selectors.estimate_budget(table, seed=opts["seed"]) if opts["budget"] else []
         if opts["json"]:
-            self.stdout.write(json.dumps(table.as_dict(), indent=2))
+            body = table.as_dict() | ({"budget": [b.as_dict() for b in budgets]} if opts["budget"] else {})
+            self.stdout.write(json.dumps(body, indent=2))
             return
         self.stdout.write(render(table) + (render_budget(budgets) if budgets else ""))
