@@ -224,7 +224,8 @@ class Gate:
 def gate(runs: list[dict[str, Any]], baseline: dict[str, Any], *, min_coverage: float) -> Gate:
     """Check a batch's runs (group_runs() entries) against the baseline a start recorded
     ({"id", "means", "rule", "threshold", "forced", "mismatches"}): compare what counts, leave out and
-    count what does not, and never pass when nothing could be compared."""
+    count what does not, and never pass when nothing could be compared or a persona of the batch was not
+    measured at all (every run of it failed or was cut short)."""
     left_out = []
     for r in runs:
         if not r.get("scores"):
@@ -241,10 +242,18 @@ def gate(runs: list[dict[str, Any]], baseline: dict[str, Any], *, min_coverage: 
     threshold, rule = baseline["threshold"], baseline["rule"]
     verdicts = tuple(compare(kept, means, threshold=threshold, rule=rule))
     regressions = [v for v in verdicts if v.regression]
+    # a persona whose every run failed or was cut short was not measured: the batch cannot pass for it
+    unmeasured = sorted({r["persona_id"] or "session" for r in runs} - set(personas))
     if regressions:
         outcome = REGRESSION
         reason = f"{len(regressions)} regression(s): " + "; ".join(
             f"{v.persona_id} {v.dimension}: {v.why}" for v in regressions
+        )
+    elif verdicts and unmeasured:
+        outcome = NOT_COMPARED
+        reason = (
+            f"not measured: {', '.join(unmeasured)} (no run counts: failed or cut short); no regression in "
+            f"{len(verdicts)} comparison(s) of the other {len(personas) - len(no_baseline)} persona(s)"
         )
     elif verdicts:
         outcome = PASS
@@ -257,7 +266,7 @@ def gate(runs: list[dict[str, Any]], baseline: dict[str, Any], *, min_coverage: 
             reason = f"no run of the batch counts: {len(left_out)} of {len(runs)} left out (failed or cut short)"
         else:
             reason = f"no persona in common with the baseline (the batch has {', '.join(personas)})"
-    if left_out and outcome != NOT_COMPARED:
+    if left_out and verdicts:
         reason += f"; {len(left_out)} run(s) left out"
     return Gate(
         baseline=baseline["id"],

@@ -16,9 +16,10 @@ class Dimension:
 
 
 ANCHORS = ("1-2", "3-4", "5-6", "7-8", "9-10")
-SLUG, VERSION = "tutor-session", 1
-"""The rubric's name and version, recorded with every judgement: raise VERSION when a dimension, question
-or anchor changes meaning (the judge prompt's hash changes with any edit of its text as well)."""
+SLUG, VERSION = "tutoring-judge", 1
+"""The built-in tutoring judge's rubric (this file; not the admin's `tutor-session` rubric of the judging
+pages), recorded with every judgement: raise VERSION when a dimension, question or anchor changes (a test
+pins the rubric's content to its version; the judge prompt's hash changes with any edit of its text too)."""
 
 RUBRIC: tuple[Dimension, ...] = (
     Dimension(

@@ -83,13 +83,21 @@ def test_the_gate_leaves_out_failed_and_cut_short_runs_and_counts_them():
         + [{"run_id": "dead", "persona_id": "ace", "scores": {}, "avg_score": None, "status": "failed"}]
     )
     checked = gate(runs, baseline_of({"ace": {"average": 9.0}, "quiet": {"average": 7.0}}), min_coverage=0.8)
-    # the cut-short ace run would be a regression, but it measured 18 of 100 turns: left out, and said so
-    assert checked.outcome == PASS and [v.persona_id for v in checked.verdicts] == ["quiet"]
+    # the cut-short ace run would be a regression, but it measured 18 of 100 turns: left out, and said so; with
+    # no run of ace left, ace was not measured, so the batch does not pass however well quiet did
+    assert checked.outcome == NOT_COMPARED and [v.persona_id for v in checked.verdicts] == ["quiet"]
     assert checked.left_out == (
         "ace_0: judged on 18/100 turns, below the coverage threshold 80%",
         "dead: failed, no scores",
     )
-    assert "2 run(s) left out" in checked.reason
+    assert checked.reason == (
+        "not measured: ace (no run counts: failed or cut short); no regression in 1 comparison(s) of the other "
+        "1 persona(s); 2 run(s) left out"
+    )
+    # one whole run of ace beside them: ace is measured, the others are left out and counted
+    whole = runs_of("ace", [8.5], coverage=1.0)
+    passed = gate(runs + whole, baseline_of({"ace": {"average": 9.0}, "quiet": {"average": 7.0}}), min_coverage=0.8)
+    assert passed.outcome == PASS and passed.reason.endswith("of 2 persona(s); 2 run(s) left out")
     # with a threshold below its coverage the same run counts, and is a regression
     lower = gate(runs, baseline_of({"ace": {"average": 9.0}, "quiet": {"average": 7.0}}), min_coverage=0.1)
     assert lower.outcome == REGRESSION and [v.persona_id for v in lower.regressions] == ["ace"]
@@ -106,7 +114,7 @@ def test_a_gate_that_compares_nothing_is_not_a_pass():
     assert gate([], base, min_coverage=0.8).outcome == NOT_COMPARED
 
 
-OURS = {"judge": "openai/gpt-5", "prompt_hash": "abc", "rubric": "tutor-session v1"}
+OURS = {"judge": "openai/gpt-5", "prompt_hash": "abc", "rubric": "tutoring-judge v1"}
 
 
 def recorded(**changes):
@@ -121,7 +129,7 @@ def recorded(**changes):
     [
         ({"judge": "openai/gpt-5-mini"}, "judge: the baseline has openai/gpt-5-mini, this batch openai/gpt-5"),
         ({"prompt_hash": "old"}, "judge prompt: the baseline has old, this batch abc"),
-        ({"rubric": "tutor-session v0"}, "rubric: the baseline has tutor-session v0, this batch tutor-session v1"),
+        ({"rubric": "tutoring-judge v0"}, "rubric: the baseline has tutoring-judge v0, this batch tutoring-judge v1"),
         ({"topic": "fractions"}, f"topic: the baseline has fractions, this batch {TOPIC}"),
         ({"max_turns": 20}, "max turns: the baseline has 20, this batch 4"),
         ({"persona_id": "quiet_one"}, "personas: the baseline has no runs of ace"),
@@ -255,3 +263,19 @@ def test_an_unknown_rule_is_refused_not_read_as_another():
     # called without a rule, both apply the noise-aware one (which one run leaves to the fixed rule)
     assert compare(runs_of("ace", [5.0]), {"ace": {"average": 7.0}})[0].regression
     assert verdict("ace", "pacing", 7.5, [3.0, 8.0, 7.0]).why.endswith("holds 7.5: noise")
+
+
+def test_the_judges_rubric_is_pinned_to_its_version():
+    """Edit a dimension, question, anchor or level text of tutoring/rubric.py and this fails: raise VERSION there
+    (baselines judged under the old rubric then stop comparing) and pin the new content here."""
+    import dataclasses
+    import hashlib
+    import json
+
+    from evaluation.tutoring.judge import judge_config
+    from evaluation.tutoring.rubric import ANCHORS, RUBRIC, SLUG, VERSION
+
+    content = json.dumps([dataclasses.asdict(d) for d in RUBRIC] + [list(ANCHORS)], sort_keys=True)
+    pinned = {1: "531d3828f52009aa"}
+    assert (SLUG, hashlib.sha256(content.encode()).hexdigest()[:16]) == ("tutoring-judge", pinned[VERSION])
+    assert judge_config("offline/offline-rules-v1")["rubric"] == "tutoring-judge v1"
