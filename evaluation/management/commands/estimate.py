@@ -28,8 +28,8 @@ def _cell(e: selectors.MeanEstimate, notes: list[str] | None = None, *, n: bool 
         f"{e.value:.3f} (no interval: {e.reason})" if e.low is None else f"{e.value:.3f} [{e.low:.3f}, {e.high:.3f}]"
     )
     shown += f" n={e.n}" if n else ""
-    marks = [str(notes.index(note) + 1) for note in e.notes if note in notes] if notes is not None else []
-    return shown + (f" ^{','.join(marks)}" if marks else "")
+    marks = sorted(notes.index(note) + 1 for note in e.notes if note in notes) if notes is not None else []
+    return shown + (f" ^{','.join(map(str, marks))}" if marks else "")
 
 
 def _footnotes(notes: list[str]) -> list[str]:
