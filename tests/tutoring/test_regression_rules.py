@@ -279,3 +279,16 @@ def test_the_judges_rubric_is_pinned_to_its_version():
     pinned = {1: "531d3828f52009aa"}
     assert (SLUG, hashlib.sha256(content.encode()).hexdigest()[:16]) == ("tutoring-judge", pinned[VERSION])
     assert judge_config("offline/offline-rules-v1")["rubric"] == "tutoring-judge v1"
+
+
+def test_every_persona_not_measured_is_named_and_the_others_counted_without_the_unbaselined():
+    dead = [
+        {"run_id": f"r{p}", "persona_id": p, "scores": {}, "avg_score": None, "status": "failed"} for p in ("bo", "cy")
+    ]
+    runs = runs_of("ace", [9.0]) + runs_of("dee", [5.0]) + dead
+    checked = gate(runs, baseline_of({"ace": {"average": 9.0}}, forced=True), min_coverage=0.8)
+    assert checked.outcome == NOT_COMPARED and checked.no_baseline == ("dee",)
+    assert checked.reason == (
+        "not measured: bo, cy (no run counts: failed or cut short); no regression in 1 comparison(s) of the other "
+        "1 persona(s); 2 run(s) left out"
+    )
