@@ -391,7 +391,7 @@ def comparison_context(group: str) -> dict[str, Any] | None:
         "series": {pid: p["mean_scores"] for pid, p in data["personas"].items()},
         "baseline": {k: v for k, v in baseline.items() if k != "means"} if baseline else None,
         "gate": checked.as_dict() if checked else None,
-        "one_run": bool(checked) and any(v.n == 1 for v in checked.verdicts),
+        "one_run": checked is not None and any(v.n == 1 for v in checked.verdicts),
         "gate_final": not EvaluationRun.objects.filter(group=group, status__in=ACTIVE_STATUSES).exists(),
         "left_out": data["left_out"],
         "min_coverage": setting("MIN_COVERAGE"),
