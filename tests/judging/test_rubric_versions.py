@@ -11,6 +11,7 @@ from rest_framework.authtoken.models import Token
 from evaluation.judging import selectors, services
 from evaluation.judging.rubrics import SHIPPED_DIR
 from evaluation.models import Annotation, Item, JudgeConfiguration, Rubric, RubricDimension, RubricVersion
+from tests.judging.test_canary import form_data
 
 pytestmark = pytest.mark.django_db
 
@@ -46,23 +47,6 @@ def labelled():
     report = services.transcripts_judge(rubric="tutor-session", provider="offline")
     assert report.judged == ITEMS and not report.failed
     return JudgeConfiguration.objects.get()
-
-
-def form_data(page) -> dict[str, str]:
-    """What the browser would post back: the main form's and every inline form's current values."""
-    data: dict[str, str] = {}
-    forms = [page.context["adminform"].form]
-    for inline in page.context["inline_admin_formsets"]:
-        formset = inline.formset
-        data.update({f"{formset.prefix}-{k}": str(v) for k, v in formset.management_form.initial.items()})
-        forms += formset.forms
-    for form in forms:
-        for name in form.fields:
-            value = form[name].value()
-            if value is None:
-                continue
-            data[form.add_prefix(name)] = str(value)
-    return data
 
 
 def narrow_pacing(admin_client, maximum: int = 5):
