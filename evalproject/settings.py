@@ -147,6 +147,8 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # A file, not memory, so that the test suite's tutor server and worker processes share it.
     DATABASES["default"]["TEST"] = {"NAME": str(DATA_DIR / "test_db.sqlite3")}
 elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    from psycopg_pool import ConnectionPool
+
     # Django's psycopg pool, one per process: at most EVAL_DB_POOL_MAX connections whatever the load
     # (docs/scaling.md adds them up against max_connections). A request that finds every connection
     # busy waits up to EVAL_DB_POOL_TIMEOUT seconds, then gets a 503 with Retry-After.
@@ -156,6 +158,9 @@ elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
         "timeout": float(os.environ.get("EVAL_DB_POOL_TIMEOUT", "10")),
         # Connections above min_size that stay unused this long are closed.
         "max_idle": float(os.environ.get("EVAL_DB_POOL_MAX_IDLE", "300")),
+        # Checked before it is handed out (a SELECT 1 on a connection idle since its last use): after
+        # PostgreSQL restarts, the pool replaces its dead connections instead of handing them out.
+        "check": ConnectionPool.check_connection,
     }
     # Prepared statements: a pooled connection that runs one statement EVAL_DB_PREPARE_THRESHOLD
     # times prepares it, and PostgreSQL stops parsing it anew (and, once a generic plan serves,
@@ -429,6 +434,8 @@ EVALUATION = {
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    # Credentials inside URLs (a custom base URL's user:password) are masked in every log line.
+    "filters": {"redact": {"()": "evaluation.redact.RedactingFilter"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["redact"]}},
     "root": {"handlers": ["console"], "level": os.environ.get("EVAL_LOG_LEVEL", "WARNING")},
 }

@@ -14,6 +14,7 @@ class EvaluationConfig(AppConfig):
         from django.db.backends.signals import connection_created
         from django_q.signals import post_spawn
 
+        from evaluation import checks  # noqa: F401  (registers the system checks)
         from evaluation.models import prepared
         from evaluation.tasks import sweep_on_worker_start
 

@@ -32,6 +32,7 @@ from evaluation.conf import setting
 from evaluation.errors import CapacityReached, PlainMessage, RunBusy
 from evaluation.models import EvaluationRun, RunEvent, statements
 from evaluation.models.runs import ACTIVE_STATUSES, DEFAULT_SOURCE, RETRYABLE_STATUSES, RunSource, RunStage, RunStatus
+from evaluation.redact import redact
 from evaluation.runs.broadcast import Listener, broadcast, discard
 from evaluation.runs.selectors import SENT, WAITING
 
@@ -491,8 +492,9 @@ def run_execute(
         log.info("run %s stopped: %s", run.run_id, exc)
         run.refresh_from_db()
     except BaseException as exc:
-        message = failure_message(exc)
-        text = "".join(traceback.format_exception(exc))
+        # What is stored and written (error, traceback, error.txt, run.log) never shows a URL's credentials.
+        message = redact(failure_message(exc))
+        text = redact("".join(traceback.format_exception(exc)))
         if on_failure is not None:
             try:
                 on_failure(handle, exc, message, text)

@@ -1,0 +1,1 @@
+"""Checks of a production deployment (`check --deploy`)."""
