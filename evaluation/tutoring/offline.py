@@ -9,6 +9,7 @@ Each is a rule the caller passes with its call, built from typed inputs:
 """
 
 import random
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -305,13 +306,16 @@ def offline_judge(messages: list[dict[str, Any]], persona: PersonaSpec | None) -
     return {"scores": scores, "dimension_analysis": analysis, "problems": problems[:5], "summary": summary}
 
 
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
 def _first_sentences(text: str, n: int) -> str:
-    out, count = "", 0
-    for ch in text:
-        out += ch
-        if ch in ".!?" and (count := count + 1) >= n:
-            break
-    return out.strip()
+    """The first n sentences; a sentence ends at . ! or ? before a space or the end, so "0.3" stays whole."""
+    text = text.strip()
+    for count, boundary in enumerate(_SENTENCE_END.finditer(text), start=1):
+        if count == n:
+            return text[: boundary.start()]
+    return text
 
 
 def _original_span(text: str, phrase: str) -> str:

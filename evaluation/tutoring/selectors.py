@@ -452,10 +452,19 @@ def topic_list(*, grade: int | None = None, subject: str = "", approved: bool | 
     return topics
 
 
-def topic_get(topic_id: str) -> Topic:
+def unknown(field: str, noun: str, value: str, known: QuerySet) -> NotFound:
+    """NotFound naming the value and the ids there are (the first 20), or saying none are loaded."""
+    ids = [str(i) for i in known[:21]]
+    if not ids:
+        return NotFound(f"{field}: no {noun} {value!r}; none are loaded (run manage.py load_catalog)")
+    listing = ", ".join(ids[:20]) + (", ..." if len(ids) > 20 else "")
+    return NotFound(f"{field}: no {noun} {value!r}; the {noun}s are: {listing}")
+
+
+def topic_get(topic_id: str, *, field: str = "topic") -> Topic:
     topic = Topic.objects.filter(topic_id=topic_id).first()
     if topic is None:
-        raise NotFound(f"topic: no topic {topic_id!r}")
+        raise unknown(field, "topic", topic_id, Topic.objects.order_by("topic_id").values_list("topic_id", flat=True))
     return topic
 
 
@@ -466,9 +475,11 @@ def persona_list(*, grade: int | None = None) -> QuerySet[Persona]:
 
 
 def persona_get(persona_id: str) -> Persona:
-    persona = Persona.objects.filter(persona_id=persona_id.removesuffix(".json")).first()
+    persona_id = persona_id.removesuffix(".json")
+    persona = Persona.objects.filter(persona_id=persona_id).first()
     if persona is None:
-        raise NotFound(f"persona: no persona {persona_id!r}")
+        ids = Persona.objects.order_by("persona_id").values_list("persona_id", flat=True)
+        raise unknown("persona", "persona", persona_id, ids)
     return persona
 
 

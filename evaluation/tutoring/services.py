@@ -60,11 +60,7 @@ def resolve_personas(persona: str) -> list[Persona]:
         raise InvalidInput(
             [FieldProblem("persona", f"{value!r} must be a persona id or a file name inside personas/, not a path")]
         )
-    persona_id = value.removesuffix(".json")
-    found = Persona.objects.filter(persona_id=persona_id).first()
-    if found is None:
-        raise NotFound(f"persona: no persona {persona_id!r}")
-    return [found]
+    return [selectors.persona_get(value)]
 
 
 def run_start(
@@ -113,9 +109,7 @@ def run_start(
     if problems:
         raise InvalidInput(problems)
     keys_check(["simulator", "judge"], provider, field="provider")
-    topic = Topic.objects.filter(topic_id=topic_id).first()
-    if topic is None:
-        raise NotFound(f"topic_id: no topic {topic_id!r}")
+    topic = selectors.topic_get(topic_id, field="topic_id")
     agent = None
     if agent_id:
         agent = Agent.objects.filter(pk=agent_id).first()

@@ -114,8 +114,8 @@ def test_api_start_runs_in_background_and_reports(server, api):
 @pytest.mark.parametrize(
     ("body", "code", "needle"),
     [
-        ({"topic_id": "nope", "persona_file": "ace.json"}, 404, "no topic 'nope'"),
-        ({"topic_id": TOPIC, "persona_file": "nobody.json"}, 404, "no persona 'nobody'"),
+        ({"topic_id": "nope", "persona_file": "ace.json"}, 404, "no topic 'nope'; the topics are: "),
+        ({"topic_id": TOPIC, "persona_file": "nobody.json"}, 404, "no persona 'nobody'; the personas are: ace, "),
         ({"topic_id": TOPIC, "persona_file": "../../etc/passwd"}, 400, "not a path"),
         ({"topic_id": TOPIC, "persona_file": "ace.json", "max_turns": 0}, 400, "max_turns"),
         ({"topic_id": TOPIC, "persona_file": "ace.json", "max_turns": 500}, 400, "max_turns"),

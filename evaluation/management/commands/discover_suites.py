@@ -16,6 +16,9 @@ class Command(BaseCommand):
 
     def handle(self, *args, **opts):
         roots = opts["paths"] or [Path(p) for p in setting("SUITE_DIRS")]
+        missing = [str(root) for root in opts["paths"] if not root.exists()]
+        if missing:
+            raise CommandError(f"no such file or folder: {', '.join(missing)}; nothing was discovered")
         suites, errors = suites_discover(roots)
         for suite in suites:
             self.stdout.write(f"  {suite.path}: {suite.cases.count()} case(s)")
