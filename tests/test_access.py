@@ -69,7 +69,8 @@ DOORS = [
     ("evaluation-judge-card", "get", {"configuration_id": 1}, None, "view_judgescore"),
     ("evaluation-transcript", "get", {"transcript_id": 1}, None, "view_transcript"),
 ]
-ROLES = ["anonymous", "signed_in", "staff_no_perms", "viewer", "operator", "superuser"]
+# "viewer_not_staff": in the viewer group without is_staff; the API and the dashboard are for staff only.
+ROLES = ["anonymous", "signed_in", "viewer_not_staff", "staff_no_perms", "viewer", "operator", "superuser"]
 VIEWER = {
     "view_evaluationrun",
     "view_suite",
@@ -95,8 +96,10 @@ def expected(role: str, perm: str, api: bool) -> str:
         return "allowed"
     if role == "anonymous":
         return "login"
-    if not api and role == "signed_in":
+    if not api and role in ("signed_in", "viewer_not_staff"):
         return "login"  # the dashboard lives in the admin: staff only
+    if role == "viewer_not_staff":
+        return "refused"  # the API: staff only, whatever the groups
     held = {"viewer": VIEWER, "operator": OPERATOR}.get(role, set())
     return "allowed" if perm in held else "refused"
 
@@ -118,12 +121,14 @@ def world(catalog, django_user_model):
     assert Agent.objects.filter(pk="rex").exists()
     users = {
         "signed_in": django_user_model.objects.create_user("plain", password="x" * 16),
+        "viewer_not_staff": django_user_model.objects.create_user("outsider", password="x" * 16),
         "staff_no_perms": django_user_model.objects.create_user("staffer", password="x" * 16, is_staff=True),
         "viewer": django_user_model.objects.create_user("viewer", password="x" * 16, is_staff=True),
         "operator": django_user_model.objects.create_user("operator", password="x" * 16, is_staff=True),
         "superuser": django_user_model.objects.create_superuser("root", password="x" * 16),
     }
     users["viewer"].groups.add(Group.objects.get(name="viewer"))
+    users["viewer_not_staff"].groups.add(Group.objects.get(name="viewer"))
     users["operator"].groups.add(Group.objects.get(name="operator"))
     return users
 
@@ -206,3 +211,11 @@ def test_credentials_in_urls_and_server_paths_stay_out_of_the_api(client, world,
     assert body["config"]["provider"] == "openai/m@http://***@llm.internal/v1"
     assert "s3cret" not in json.dumps(body) and str(tmp_path) not in json.dumps(body)
     assert body["files"] == ["review.md"]
+
+
+def test_a_user_who_is_not_staff_is_refused_the_api_with_the_reason(client, world):
+    token = Token.objects.create(user=world["viewer_not_staff"])
+    assert world["viewer_not_staff"].has_perm("evaluation.view_evaluationrun")
+    response = client.get("/api/evaluation/runs", HTTP_AUTHORIZATION=f"Token {token.key}")
+    assert response.status_code == 403
+    assert "is_staff" in json.dumps(response.json())

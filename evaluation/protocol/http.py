@@ -19,9 +19,10 @@ USER_MAX_CHARS = 100
 """The stored user name's column width."""
 
 
-def _refused(message: str) -> JsonResponse:
-    response = JsonResponse({"error": message}, status=401)
-    response["WWW-Authenticate"] = 'Bearer realm="session protocol"'
+def _refused(message: str, status: int = 401) -> JsonResponse:
+    response = JsonResponse({"error": message}, status=status)
+    if status == 401:
+        response["WWW-Authenticate"] = 'Bearer realm="session protocol"'
     return response
 
 
@@ -42,8 +43,10 @@ def health_db(request: HttpRequest) -> JsonResponse:
 @csrf_exempt  # a machine protocol, called without a browser session
 @require_POST
 def create_session(request: HttpRequest) -> JsonResponse:
-    if not auth.may_create(request.headers.get("Authorization", "")):
-        return _refused(auth.CREATE_REFUSED)
+    refusal = auth.create_refusal(request.headers.get("Authorization", ""))
+    if refusal is not None:
+        status, message = refusal
+        return _refused(message, status)
     try:
         raw = request.body
     except RequestDataTooBig:
@@ -52,7 +55,7 @@ def create_session(request: HttpRequest) -> JsonResponse:
             {"error": f"body: too large: the limit is {limit} bytes (DATA_UPLOAD_MAX_MEMORY_SIZE)"}, status=413
         )
     try:
-        body: Any = limits.json_loads(raw or b"{}")
+        body: Any = limits.json_loads(raw or b"{}", where="")
     except InvalidInput as exc:
         return _invalid(exc)
     if not isinstance(body, dict) or not isinstance(body.get("topic_id"), str):

@@ -370,7 +370,7 @@ def test_the_command_says_not_enough_data_and_refuses_bad_input(judged, capsys):
 
 @pytest.fixture
 def api(db, client, django_user_model):
-    user = django_user_model.objects.create_user("viewer", password="x")
+    user = django_user_model.objects.create_user("viewer", password="x", is_staff=True)
     user.groups.add(Group.objects.get(name="viewer"))
     token = Token.objects.create(user=user)
     return lambda path: client.get(path, HTTP_AUTHORIZATION=f"Token {token.key}")

@@ -170,7 +170,7 @@ def test_the_budget_is_in_the_json_and_the_api(judged, capsys, client, django_us
     call_command("estimate", "--rubric", "tutor-response", "--json")
     assert "budget" not in json.loads(capsys.readouterr().out)
 
-    user = django_user_model.objects.create_user("viewer", password="x")
+    user = django_user_model.objects.create_user("viewer", password="x", is_staff=True)
     user.groups.add(Group.objects.get(name="viewer"))
     token = Token.objects.create(user=user)
 

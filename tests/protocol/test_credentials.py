@@ -35,7 +35,7 @@ def test_creating_a_session_without_a_valid_credential_is_401(client, catalog, a
 def test_a_non_staff_api_token_cannot_create_sessions(client, catalog, django_user_model):
     user = django_user_model.objects.create_user("student", password="pw-student-123")
     response = create(client, HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}")
-    assert response.status_code == 401 and not TutoringSession.objects.exists()
+    assert response.status_code == 403 and not TutoringSession.objects.exists()
 
 
 def test_the_protocol_key_or_a_staff_token_creates_a_session_with_its_token(client, catalog, key, staff_user):
