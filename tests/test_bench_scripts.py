@@ -47,13 +47,22 @@ def test_the_scale_out_benchmark_runs_on_its_own_postgresql_and_redis(tmp_path):
     assert "failed runs per batch: [0]" in out and "runs per worker 1-1" in out, out[-3000:]
 
 
+@pytest.mark.skipif(not SERVICES, reason="needs redis-server and PostgreSQL's binaries (.ci/run installs both)")
+def test_the_fault_drill_runs_to_its_verdict_on_its_own_postgresql_and_redis(tmp_path):
+    """One fault on a tiny batch; whether it is survived is tests/runs/test_faults.py's business."""
+    args = ["--runs", "2", "--turns", "10", "--latency", "0.1", "--stale-after", "5", "--faults", "redis-restart"]
+    out = _run("faults.py", args, tmp_path, timeout=300, exit_codes=(0, 1))
+    assert "redis-restart: redis-server stopped" in out and "messages lost" in out, out[-3000:]
+    assert out.rstrip().splitlines()[-1] in ("faults survived 0/1", "faults survived 1/1"), out[-3000:]
+
+
 def test_every_script_in_bench_is_run_here():
     shared = {"_django.py", "_harness.py", "__init__.py", "fake_llm.py"}
     scripts = {p.name for p in (ROOT / "bench").glob("*.py")} - shared
-    assert scripts == {s for s, _, _ in SCRIPTS} | {"scale_out.py"}
+    assert scripts == {s for s, _, _ in SCRIPTS} | {"scale_out.py", "faults.py"}
 
 
-def _run(script: str, args: list[str], folder: Path, *, timeout: int) -> str:
+def _run(script: str, args: list[str], folder: Path, *, timeout: int, exit_codes: tuple[int, ...] = (0,)) -> str:
     """The script's output; it runs on its own databases and servers, as from a shell (bench/README.md)."""
     env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
     env["EVAL_DATA_DIR"] = str(folder)
@@ -65,5 +74,5 @@ def _run(script: str, args: list[str], folder: Path, *, timeout: int) -> str:
         text=True,
         timeout=timeout,
     )
-    assert done.returncode == 0, f"{script} exited {done.returncode}:\n{done.stderr[-3000:]}"
+    assert done.returncode in exit_codes, f"{script} exited {done.returncode}:\n{done.stderr[-3000:]}"
     return done.stdout
