@@ -4,7 +4,8 @@ from typing import Any
 
 from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
-from rest_framework import status
+from drf_spectacular.utils import extend_schema_field, extend_schema_serializer
+from rest_framework import serializers, status
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -16,6 +17,7 @@ from evaluation.api.schema import operation, run_id_parameter
 from evaluation.api.serializers import (
     CurrentStatusInput,
     CurrentStatusOutput,
+    Output,
     RunAcceptedOutput,
     RunDetailOutput,
     RunExportInput,
@@ -24,9 +26,48 @@ from evaluation.api.serializers import (
     RunStatusOutput,
     RunSummaryOutput,
 )
+from evaluation.models import EvaluationRun, RunEvent
+from evaluation.redact import redact
 from evaluation.runs import selectors, services
 
 UNKNOWN_RUN = "No run has this id."
+
+
+class RunEventOutput(Output):
+    """One change of a run's state: when, in which attempt, to which status, by whom, and why."""
+
+    at = serializers.DateTimeField()
+    attempt = serializers.IntegerField()
+    status = serializers.CharField(help_text="The status the run entered (queued, running, cancelled, ...).")
+    actor = serializers.SerializerMethodField(help_text="user:<name>, worker:<host:pid>, sweeper or cli.")
+    note = serializers.SerializerMethodField(help_text="Why, when one was given; URL credentials masked.")
+
+    def get_actor(self, event: RunEvent) -> str:
+        return str(redact(event.actor))
+
+    def get_note(self, event: RunEvent) -> str:
+        return str(redact(event.note))
+
+
+@extend_schema_serializer(component_name="RunDetailOutput")
+class RunDetailWithHistoryOutput(RunDetailOutput):
+    """One run: its summary, status, configuration, conversation, judgement and usage, who started it and
+    every change of its state."""
+
+    started_by = serializers.SerializerMethodField(
+        help_text="The user who started the run (the API token's or the dashboard's); null for the CLI."
+    )
+    events = serializers.SerializerMethodField(
+        help_text="Every change of the run's state, oldest first: started, running, cancelled, retried, ended."
+    )
+
+    def get_started_by(self, run: EvaluationRun) -> str | None:
+        user = run.started_by
+        return user.get_username() if user is not None else None
+
+    @extend_schema_field(RunEventOutput(many=True))
+    def get_events(self, run: EvaluationRun) -> Any:
+        return RunEventOutput(run.events.order_by("at", "id"), many=True).data
 
 
 class RunListView(APIView):
@@ -94,13 +135,14 @@ class RunDetailView(APIView):
         tag="runs",
         summary="One run",
         description="A run of any kind: its summary and status, configuration, conversation (the newest "
-        "attempt's messages), the judge's scores, analysis and problems, token usage and cost.",
+        "attempt's messages), the judge's scores, analysis and problems, token usage and cost, who started "
+        "it and its event log (who started, cancelled or retried it, when, with the note).",
         parameters=[run_id_parameter()],
-        ok={200: RunDetailOutput},
+        ok={200: RunDetailWithHistoryOutput},
         not_found=UNKNOWN_RUN,
     )
     def get(self, request: Request, run_id: str) -> Response:
-        return Response(RunDetailOutput(selectors.run_lookup(run_id)).data)
+        return Response(RunDetailWithHistoryOutput(selectors.run_lookup(run_id)).data)
 
 
 class RunStatusView(APIView):
