@@ -102,10 +102,31 @@ def resolve(role: str, override: str | ProviderSpec | None = None) -> ProviderSp
     return resolve_without_db(role)
 
 
+TUTOR_PROVIDER_ENV = ("TUTOR_LLM_PROVIDER", "APP_LLM_PROVIDER")
+"""Spec 001's variables for the tutor's provider (TUTOR_LLM_PROVIDER, falling back to APP_LLM_PROVIDER):
+the reference tutor uses it, and a tutor that does not report its model is labelled with it."""
+
+
+def tutor_provider_env() -> tuple[str, str]:
+    """(the value, the variable) of the first of TUTOR_PROVIDER_ENV that is set; ("", "") when none is."""
+    for name in TUTOR_PROVIDER_ENV:
+        value = os.environ.get(name, "").strip()
+        if value:
+            return value, name
+    return "", ""
+
+
 def resolve_without_db(role: str) -> ProviderSpec:
-    """Environment, then offline: for callers with no database (pytest items of EVAL.md suites)."""
+    """Environment, then offline: for callers with no database (pytest items of EVAL.md suites).
+
+    A role's own EVAL_<ROLE>_PROVIDER comes first; the tutor's then spec 001's TUTOR_LLM_PROVIDER and
+    APP_LLM_PROVIDER; then EVAL_LLM_PROVIDER for every role."""
     env_role = role.upper()
-    provider = os.environ.get(f"EVAL_{env_role}_PROVIDER") or os.environ.get("EVAL_LLM_PROVIDER")
+    provider = (
+        os.environ.get(f"EVAL_{env_role}_PROVIDER")
+        or (tutor_provider_env()[0] if role == "tutor" else "")
+        or os.environ.get("EVAL_LLM_PROVIDER")
+    )
     if provider:
         spec = ProviderSpec.parse(provider, source="environment")
         model = os.environ.get(f"EVAL_{env_role}_MODEL") or os.environ.get("EVAL_LLM_MODEL") or spec.model

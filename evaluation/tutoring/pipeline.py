@@ -23,6 +23,7 @@ from evaluation.models import BaselineGate, DimensionScore, EvaluationRun, Probl
 from evaluation.models.runs import RunSource, RunStage, RunStatus
 from evaluation.providers import Meter, ProviderSpec, allowed_env_value, estimate_cost, get_llm
 from evaluation.providers.base import InvalidJSONError
+from evaluation.providers.registry import tutor_provider_env
 from evaluation.runs.services import RunHandle, RunStopped
 from evaluation.tutoring import judge, reports
 from evaluation.tutoring.client import ChatTarget, ProtocolTarget, RunLog, SessionResult, TutorUnavailable
@@ -296,10 +297,19 @@ def tutor_record(agent: Any, target: Any, result: SessionResult, seed: int | Non
     reported = result.final_state.get("tutor")
     if isinstance(reported, dict) and reported.get("provider"):
         return reported
+    if agent is not None:
+        provider, model, source = "external", agent.model or "unknown", f"agent {agent.pk}"
+    else:
+        # A server reached as the reference tutor that does not say what it runs: not the reference
+        # tutor (which always reports itself); spec 001's tutor variables label it when set.
+        reached = getattr(target, "base_url", "") or "the tutor server"
+        label, variable = tutor_provider_env()
+        provider, model = label or "unknown", "unknown"
+        source = f"not reported by the tutor at {reached}" + (f"; provider from {variable}" if variable else "")
     return {
-        "provider": "external" if agent is not None else "reference",
-        "model": (agent.model if agent is not None else "") or "unknown",
-        "source": f"agent {agent.pk}" if agent is not None else "not reported by the tutor",
+        "provider": provider,
+        "model": model,
+        "source": source,
         "temperature": None,
         "seed": None,
         "seed_sent": False,

@@ -1,13 +1,16 @@
 """The README's main job: every persona against the reference tutor, offline, with reports."""
 
+import os
 from pathlib import Path
 
 from django.core.management import call_command
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
 from evaluation.conf import setting
 from evaluation.models import EvaluationRun, Persona, Topic
+from evaluation.tutoring.client import TutorUnavailable
+from evaluation.tutoring.server import ServerProcess, own_server_env
 
 
 class Command(BaseCommand):
@@ -17,22 +20,43 @@ class Command(BaseCommand):
         parser.add_argument("--max-turns", type=int, default=20)
         parser.add_argument("--seed", type=int, default=42)
         parser.add_argument("--workers", type=int, default=2)
+        parser.add_argument(
+            "--prepare",
+            action="store_true",
+            help="Migrate the database and load the catalogue first (bin/demo), while the tutor server starts",
+        )
 
     def handle(self, *args, **opts):
-        topic = Topic.objects.filter(approved=True).order_by("grade", "topic_id").last()
-        self.stdout.write(f"Catalogue: {Persona.objects.count()} personas, {Topic.objects.count()} topics.")
-        started = timezone.now()
-        call_command(
-            "run_evaluation",
-            topic_id=topic.topic_id if topic else None,
-            persona="all",
-            provider="offline",
-            max_turns=opts["max_turns"],
-            seed=opts["seed"],
-            workers=opts["workers"],
-            stdout=self.stdout,
-        )
+        # The tutor server boots (seconds) while the database is prepared; EVAL_SERVER_URL names one to use.
+        own = None if os.environ.get("EVAL_SERVER_URL") else ServerProcess(own_server_env()).start()
+        try:
+            if opts["prepare"]:
+                call_command("migrate", interactive=False, verbosity=0)
+                call_command("load_catalog", verbosity=0, stdout=self.stdout, stderr=self.stderr)
+            topic = Topic.objects.filter(approved=True).order_by("grade", "topic_id").last()
+            self.stdout.write(f"Catalogue: {Persona.objects.count()} personas, {Topic.objects.count()} topics.")
+            started = timezone.now()
+            call_command(
+                "run_evaluation",
+                topic_id=topic.topic_id if topic else None,
+                persona="all",
+                provider="offline",
+                max_turns=opts["max_turns"],
+                seed=opts["seed"],
+                workers=opts["workers"],
+                stdout=self.stdout,
+                **({"server_url": self.wait(own)} if own is not None else {}),
+            )
+        finally:
+            if own is not None:
+                own.stop()
         self.next_steps(EvaluationRun.objects.filter(created_at__gte=started).exclude(overall_score=None))
+
+    def wait(self, own: ServerProcess) -> str:
+        try:
+            return own.wait()
+        except TutorUnavailable as exc:
+            raise CommandError(f"the demo's tutor server did not start: {exc}") from exc
 
     def next_steps(self, runs) -> None:
         """Say what to read and what to run next: the lowest-scoring report, a login, the server, the dashboard."""

@@ -1,5 +1,12 @@
-"""CLI: simulate students against a tutor, judge the conversations and write the reports."""
+"""CLI: simulate students against a tutor, judge the conversations and write the reports.
 
+The reference tutor runs on a server of the command's own (uvicorn on a free port, for the batch),
+unless the command is told which server to use: --server-url, --skip-server (the SERVER_URL setting),
+or EVAL_SERVER_URL set in the environment. A server it is told to use must be this install's: one
+that refuses this install's protocol key stops the command before any run starts.
+"""
+
+import os
 from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
@@ -7,11 +14,15 @@ from django.core.management.base import BaseCommand, CommandError
 from evaluation.conf import setting
 from evaluation.errors import Conflict, InvalidInput, NotFound
 from evaluation.management.progress import RunProgress
-from evaluation.models import Topic
-from evaluation.providers import require_keys
+from evaluation.models import Agent, Topic
+from evaluation.providers import VENDORS, require_keys, resolve
 from evaluation.runs.selectors import run_scores
 from evaluation.tutoring import selectors, services
+from evaluation.tutoring.client import TutorUnavailable
 from evaluation.tutoring.selectors import DIMENSIONS
+from evaluation.tutoring.server import ForeignServer, ServerProcess, check_install, own_server_env
+
+SOURCES = {"override": "--provider", "database": "admin LLM config", "environment": "environment", "default": "default"}
 
 
 class Command(BaseCommand):
@@ -22,9 +33,15 @@ class Command(BaseCommand):
         parser.add_argument("--persona", default="average_student.json", help="Persona file or id, or 'all'")
         parser.add_argument("--runs-per-persona", type=int, default=1, help="Repeats per persona, for noise reduction")
         parser.add_argument(
-            "--skip-server", action="store_true", help="Use an already-running server (EVAL_SERVER_URL)"
+            "--skip-server",
+            action="store_true",
+            help="Use the running server at EVAL_SERVER_URL instead of starting one (it must be this install's)",
         )
-        parser.add_argument("--server-url", default=None, help="Tutor server base URL (default: settings SERVER_URL)")
+        parser.add_argument(
+            "--server-url",
+            default=None,
+            help="Use the reference tutor's server at this URL instead of starting one (it must be this install's)",
+        )
         parser.add_argument("--max-turns", type=int, default=20)
         parser.add_argument(
             "--grade", type=int, default=None, help="The simulated student's grade (default: the persona's own)"
@@ -68,12 +85,58 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, **opts):
+        told = self.told_server(opts)
+        reference = self.needs_reference_server(opts["target"])
+        # booting takes seconds: it goes on while the command checks its input
+        own = ServerProcess(own_server_env()).start() if told is None and reference else None
+        try:
+            self.check_input(opts)
+            url = told
+            if own is not None:
+                try:
+                    url = own.wait()
+                except TutorUnavailable as exc:
+                    raise CommandError(f"the command's own tutor server did not start: {exc}") from exc
+            elif told is not None and reference:
+                try:
+                    check_install(told)
+                except ForeignServer as exc:
+                    raise CommandError(str(exc)) from exc
+            self.run_batch(opts, url, own_tutor=own is not None)
+        finally:
+            if own is not None:
+                own.stop()
+
+    def told_server(self, opts) -> str | None:
+        """The server the command was told to use, or None: start one of its own."""
+        if opts["server_url"]:
+            return opts["server_url"].rstrip("/")
+        if opts["skip_server"] or os.environ.get("EVAL_SERVER_URL"):
+            return str(setting("SERVER_URL")).rstrip("/")
+        return None
+
+    def needs_reference_server(self, target: str | None) -> bool:
+        if not target:
+            return True
+        agent = Agent.objects.filter(pk=target).first()
+        return agent is None or agent.kind == Agent.Kind.REFERENCE
+
+    def check_input(self, opts) -> None:
+        """Refuse what would fail every run, before any is created (opts["topic_id"] gets its default)."""
         topic_id = opts["topic_id"] or Topic.objects.filter(approved=True).values_list("topic_id", flat=True).first()
         if not topic_id:
             raise CommandError("--topic-id: no approved topic is loaded; run manage.py load_catalog first")
-        missing = require_keys(["simulator", "judge"], opts["provider"])
+        opts["topic_id"] = topic_id
+        try:
+            missing = require_keys(["simulator", "judge"], opts["provider"])
+        except ValueError as exc:
+            raise CommandError(f"--provider: {exc}") from exc
         if missing:
             raise CommandError("missing API keys:\n  " + "\n  ".join(missing))
+
+    def run_batch(self, opts, url: str | None, *, own_tutor: bool) -> None:
+        self.stdout.write(self.providers_line(opts["provider"], url, own_tutor=own_tutor))
+        topic_id = opts["topic_id"]
         try:
             runs = services.run_start(
                 topic_id=topic_id,
@@ -97,15 +160,16 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from exc
         self.stdout.write(f"Starting {len(runs)} run(s) on topic {topic_id!r} ({opts['workers']} at a time)...")
         labels = {
-            r.run_id: r.persona.persona_id + (f" r{r.repeat_index}" if r.group and r.repeat_index > 1 else "")
+            r.run_id: (r.persona.persona_id if r.persona else r.run_id)
+            + (f" r{r.repeat_index}" if r.group and r.repeat_index > 1 else "")
             for r in runs
         }
         with RunProgress(self.stdout, labels) as progress:
             done = services.runs_execute_here(
                 runs,
                 workers=opts["workers"],
-                server_url=opts["server_url"],
-                manage_server=not opts["skip_server"],
+                server_url=url,
+                manage_server=False,
                 listener=progress,
             )
         self.print_table(done)
@@ -117,6 +181,39 @@ class Command(BaseCommand):
             problems += self.print_gates({r.group for r in done if r.group}, opts["baseline"])
         if problems:
             raise CommandError("\n".join(problems))
+
+    def providers_line(self, override: str | None, url: str | None, *, own_tutor: bool) -> str:
+        """One line: the provider each role uses, where that choice comes from, and how to choose another;
+        a vendor key that is set but unused (the default is offline, whatever keys are set) is named.
+        The tutor's is known for the command's own server only: another server resolves its own."""
+        roles = {role: resolve(role, override) for role in ("simulator", "judge")}
+        tutor = resolve("tutor") if own_tutor else None
+        specs = [*roles.values(), *([tutor] if tutor else [])]
+        if len({(s.label, s.source) for s in specs}) == 1:
+            names = "simulator, judge" + (" and tutor" if tutor else "")
+            line = f"Provider: {specs[0].label} for {names} ({SOURCES.get(specs[0].source, specs[0].source)})"
+        else:
+            parts = [f"{role} {s.label} ({SOURCES.get(s.source, s.source)})" for role, s in roles.items()]
+            if tutor:
+                parts.append(f"tutor {tutor.label} ({SOURCES.get(tutor.source, tutor.source)})")
+            line = "Providers: " + ", ".join(parts)
+        if url is not None and not own_tutor:
+            line += f"; the tutor is the server at {url}"
+        unused = [
+            name
+            for name, vendor in VENDORS.items()
+            if vendor.key_env and os.environ.get(vendor.key_env) and not any(s.provider == name for s in specs)
+        ]
+        if any(s.provider == "offline" and s.source == "default" for s in specs) and unused:
+            key = VENDORS[unused[0]].key_env
+            return (
+                f"{line}. {key} is set, but no LLM is called unless a provider is chosen: "
+                f"--provider {unused[0]}, or EVAL_LLM_PROVIDER={unused[0]} (simulator, judge and tutor)."
+            )
+        return (
+            f"{line}. Choose another with --provider (simulator and judge), EVAL_LLM_PROVIDER (all three) "
+            "or TUTOR_LLM_PROVIDER (the tutor); offline calls no LLM."
+        )
 
     def print_gates(self, groups, baseline):
         """Print each group's gate against its baseline; returns why the command must fail (a regression, or
