@@ -133,6 +133,22 @@ TEMPLATES = [
 # idle processes held dozens. Each request and each of our helper threads gives its connection back.
 DATABASES = {"default": dj_database_url.parse(os.environ.get("DATABASE_URL", f"sqlite:///{DATA_DIR / 'db.sqlite3'}"))}
 DATABASES["default"]["CONN_MAX_AGE"] = 0
+# What the deployment runs, for the connection budget that `manage.py check` adds up (docs/scaling.md):
+# EVAL_WEB_PROCESSES web processes x EVAL_DB_POOL_MAX + EVAL_QCLUSTERS x (EVAL_Q_WORKERS + the
+# cluster's own database-using processes) x EVAL_DB_WORKER_POOL_MAX + EVAL_DB_RESERVE for psql and
+# management commands must fit in PostgreSQL's max_connections - superuser_reserved_connections.
+_QCLUSTER_PROCESS = sys.argv[1:2] == ["qcluster"]
+DATABASE_CONNECTION_BUDGET = {
+    "web_processes": int(os.environ.get("EVAL_WEB_PROCESSES", "1")),
+    "web_pool": int(os.environ.get("EVAL_DB_POOL_MAX", "8")),
+    "qclusters": int(os.environ.get("EVAL_QCLUSTERS", "1")),
+    "workers": int(os.environ.get("EVAL_Q_WORKERS", "2")),
+    # Besides its workers, a qcluster's sentinel (the scheduler) and monitor (task results) use the
+    # database; its pusher and the command's own process do not (measured: bench/connections.py).
+    "cluster_processes": 2,
+    "worker_pool": int(os.environ.get("EVAL_DB_WORKER_POOL_MAX", "3")),
+    "reserve": int(os.environ.get("EVAL_DB_RESERVE", "5")),
+}
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Workers and the web process share one file: wait for locks instead of failing at once,
     # take the write lock when a transaction begins (no lock-upgrade deadlocks between processes),
@@ -147,21 +163,35 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # A file, not memory, so that the test suite's tutor server and worker processes share it.
     DATABASES["default"]["TEST"] = {"NAME": str(DATA_DIR / "test_db.sqlite3")}
 elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
-    from psycopg_pool import ConnectionPool
-
-    # Django's psycopg pool, one per process: at most EVAL_DB_POOL_MAX connections whatever the load
-    # (docs/scaling.md adds them up against max_connections). A request that finds every connection
-    # busy waits up to EVAL_DB_POOL_TIMEOUT seconds, then gets a 503 with Retry-After.
+    # Django's psycopg pool, one per process, sized for the process's role (docs/scaling.md, "Database
+    # connections"). A web process serves many requests at once: up to EVAL_DB_POOL_MAX connections. A
+    # `manage.py qcluster` and every process it forks (sentinel, pusher, monitor, workers) runs one task
+    # at a time, which uses at most three at once (the run, its heartbeat, its message store): up to
+    # EVAL_DB_WORKER_POOL_MAX, none kept while idle, so that forty idle workers do not hold eighty. A
+    # request that finds every connection busy waits up to EVAL_DB_POOL_TIMEOUT seconds, then gets a
+    # 503 with Retry-After. `manage.py check` adds the pools up against max_connections
+    # (evaluation/checks/database.py).
+    if _QCLUSTER_PROCESS:
+        _pool_size = {
+            "min_size": int(os.environ.get("EVAL_DB_WORKER_POOL_MIN", "0")),
+            "max_size": DATABASE_CONNECTION_BUDGET["worker_pool"],
+            # Connections above min_size unused this long are closed, one per period.
+            "max_idle": float(os.environ.get("EVAL_DB_WORKER_POOL_MAX_IDLE", "60")),
+        }
+    else:
+        _pool_size = {
+            "min_size": int(os.environ.get("EVAL_DB_POOL_MIN", "1")),
+            "max_size": DATABASE_CONNECTION_BUDGET["web_pool"],
+            "max_idle": float(os.environ.get("EVAL_DB_POOL_MAX_IDLE", "300")),
+        }
     DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
-        "min_size": int(os.environ.get("EVAL_DB_POOL_MIN", "1")),
-        "max_size": int(os.environ.get("EVAL_DB_POOL_MAX", "8")),
+        **_pool_size,
         "timeout": float(os.environ.get("EVAL_DB_POOL_TIMEOUT", "10")),
-        # Connections above min_size that stay unused this long are closed.
-        "max_idle": float(os.environ.get("EVAL_DB_POOL_MAX_IDLE", "300")),
-        # Checked before it is handed out (a SELECT 1 on a connection idle since its last use): after
-        # PostgreSQL restarts, the pool replaces its dead connections instead of handing them out.
-        "check": ConnectionPool.check_connection,
     }
+    # Checked before it is handed out (Django gives the pool ConnectionPool.check_connection, a SELECT 1
+    # on a connection idle since its last use): after PostgreSQL restarts, the pool replaces its dead
+    # connections instead of handing them out. Django passes the check itself, so it is not a pool option.
+    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
     # Prepared statements: a pooled connection that runs one statement EVAL_DB_PREPARE_THRESHOLD
     # times prepares it, and PostgreSQL stops parsing it anew (and, once a generic plan serves,
     # planning it): a conversation repeats a few statements every turn, and preparing them took a
