@@ -7,6 +7,7 @@ is data that staff can point the app at; importing is running code, so both are 
 """
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,24 @@ class SuiteScope:
             packages=tuple(packages),
             root=root.resolve(),
         )
+
+    def shown_paths(self, text: str) -> str:
+        """The text with every absolute path inside a suite folder or the project shown relative to it.
+
+        A path in a suite folder inside the project reads as it does in the admin (`skills/greeter/EVAL.md`);
+        in a suite folder elsewhere, from that folder's own name (`evals/greeter/EVAL.md`); anywhere else in
+        the project, from the project root (`evaluation/suites/tools.py`). Nothing of the server's own
+        layout above them shows.
+        """
+        prefixes: dict[str, str] = {}
+        for folder in self.folders:
+            prefixes[str(folder)] = _shown(folder, self.root) if folder.is_relative_to(self.root) else folder.name
+        prefixes.setdefault(str(self.root), ".")
+        for prefix in sorted(prefixes, key=len, reverse=True):
+            shown = prefixes[prefix]
+            pattern = re.compile(re.escape(prefix) + r"(?P<rest>/[^\s:'\")]*)?(?![\w.-])")
+            text = pattern.sub(lambda m, shown=shown: _joined(shown, m.group("rest") or ""), text)
+        return text
 
     def describe_folders(self) -> str:
         return ", ".join(_shown(f, self.root) for f in self.folders) or "none"
@@ -86,3 +105,10 @@ def _shown(path: Path, root: Path) -> str:
         return str(path.relative_to(root)) or "."
     except ValueError:
         return str(path)
+
+
+def _joined(shown: str, rest: str) -> str:
+    rest = rest.lstrip("/")
+    if not rest:
+        return shown
+    return rest if shown == "." else f"{shown}/{rest}"

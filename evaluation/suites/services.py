@@ -148,8 +148,24 @@ def suite_path_check(path: str) -> None:
 
 
 def _run_cases(handle: runs.RunHandle) -> dict[str, Any]:
+    """Run every case of the run's suite; a failure's message shows paths relative to the suite folders
+    (SuiteScope.shown_paths), never the server's absolute paths."""
+    try:
+        return _run_suite_cases(handle)
+    except runs.RunStopped:
+        raise
+    except Exception as exc:
+        message = runs.failure_message(exc)
+        shown = SuiteScope.from_settings().shown_paths(message)
+        if shown != message or isinstance(exc, SuiteError):
+            raise SuiteRunError(shown) from exc
+        raise
+
+
+def _run_suite_cases(handle: runs.RunHandle) -> dict[str, Any]:
     """Run every case of the run's suite (from disk, as it is now) and store each result as it lands."""
     run = handle.run
+    scope = SuiteScope.from_settings()
     detail = SuiteRun.objects.select_related("suite").get(run=run)
     if detail.suite is None:
         raise SuiteError(detail.suite_path, None, "the suite was deleted after the run was started")
@@ -186,8 +202,8 @@ def _run_cases(handle: runs.RunHandle) -> dict[str, Any]:
             case=row,
             passed=result.passed,
             cached=result.cached,
-            checks=[{"name": c.name, "passed": c.passed, "detail": c.detail} for c in result.checks],
-            warnings=result.warnings,
+            checks=[{"name": c.name, "passed": c.passed, "detail": scope.shown_paths(c.detail)} for c in result.checks],
+            warnings=[scope.shown_paths(w) for w in result.warnings],
             transcript=result.transcript,
             usage=result.usage,
             duration_ms=result.duration_ms,
