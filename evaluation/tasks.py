@@ -106,12 +106,9 @@ def canary_task(rubric: str) -> str:
 
 
 def runs_sweep_task() -> list[str]:
-    """django-q2 schedule (every minute): runs whose worker stopped beating are marked interrupted,
-    tasks a broker lost are sent again, and waiting runs take the slots that are free."""
-    ended = run_services.runs_interrupt_stale()
-    run_services.runs_resend_lost()
-    run_services.runs_dispatch()
-    return ended
+    """django-q2 schedule (every minute): one sweep (run_services.runs_sweep). The sweeper thread of
+    each worker process sweeps more often; this one also serves a cluster started before it."""
+    return run_services.runs_sweep()
 
 
 def preload() -> None:
@@ -134,10 +131,13 @@ def preload() -> None:
 
 
 def sweep_on_worker_start(sender: object = None, proc_name: str = "", **kwargs: object) -> None:
-    """A worker process that starts (after a crash, say) first ends the runs whose worker died,
-    and imports what runs use (preload), so its first run does not wait for it."""
+    """A worker process that starts (after a crash, say) imports what runs use (preload), so its
+    first run does not wait for it, sweeps once (ending the runs whose worker died), and starts its
+    sweeper thread, which sweeps every quarter of EVAL_RUN_STALE_AFTER (at most 30 s): a killed
+    worker's run is marked within the limit plus that interval while any worker process lives. A
+    database that is away now fails the first sweep only (one log line); the thread tries again."""
     preload()
-    ended = run_services.runs_interrupt_stale()
+    ended = run_services.runs_sweep()
     if ended:
         log.warning("%s: marked interrupted on start: %s", proc_name, ", ".join(ended))
-    run_services.runs_dispatch_safely()
+    run_services.sweeper_start()

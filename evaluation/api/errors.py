@@ -6,16 +6,15 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
-from django.db import OperationalError
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.views import defaults
-from psycopg_pool import PoolTimeout
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from evaluation.errors import Conflict, InvalidInput, NotFound
 from evaluation.limits import TooLarge
+from evaluation.runs.outage import close_broken_connection, database_unavailable
 
 log = logging.getLogger(__name__)
 
@@ -32,25 +31,33 @@ class PayloadTooLarge(exceptions.APIException):
 
 
 class DatabaseBusy(exceptions.APIException):
-    """Every database connection is taken (the pool's wait ran out, or the server refused another client):
-    a moment's overload, not a fault, so the client is told to come back instead of getting a 500."""
+    """The database cannot serve the request now: every connection is taken (the pool's wait ran out,
+    or the server refused another client), or it cannot be reached (stopped, restarting, the
+    connection lost under the request). A passing state, not a fault of the request, so the client
+    is told to come back instead of getting a 500."""
 
     status_code = status.HTTP_503_SERVICE_UNAVAILABLE
-    default_code = "database_busy"
+    default_code = "database_unavailable"
     wait = 2  # seconds; DRF's handler sends it as Retry-After
 
-    def __init__(self) -> None:
-        super().__init__(f"the database is busy: every connection is in use; retry in {self.wait} s")
+    def __init__(self, reason: str = "the database is busy: every connection is in use") -> None:
+        super().__init__(f"{reason}; retry in {self.wait} s")
 
 
 def database_busy(exc: BaseException) -> bool:
-    """A pool timeout (psycopg_pool.PoolTimeout, which Django re-raises as OperationalError) or
-    PostgreSQL refusing a connection for lack of slots."""
-    if not isinstance(exc, OperationalError):
-        return False
-    if isinstance(exc.__cause__, PoolTimeout):
-        return True
-    return "too many clients" in str(exc) or "remaining connection slots are reserved" in str(exc)
+    """Does the error mean the database could not serve the request now (busy or unreachable)?"""
+    return database_unavailable(exc) is not None
+
+
+def database_refusal(exc: BaseException) -> DatabaseBusy | None:
+    """The 503 for a database that could not serve the request, after closing the request's broken
+    connection (so nothing later in the request, nor the next request on this thread, reuses it);
+    None for any other error."""
+    reason = database_unavailable(exc)
+    if reason is None:
+        return None
+    close_broken_connection()
+    return DatabaseBusy(reason)
 
 
 def flat_fields(detail: Any, prefix: str = "") -> Iterator[tuple[str, str]]:
@@ -90,9 +97,10 @@ def exception_handler(exc, context):
         exc = PayloadTooLarge()
     if isinstance(exc, RecursionError):  # DRF's JSON parser on a deeply nested body
         exc = exceptions.ParseError("body: JSON is nested too deeply")
-    if database_busy(exc):
-        log.warning("API request refused with 503: %s", exc)
-        exc = DatabaseBusy()
+    refusal = database_refusal(exc)
+    if refusal is not None:
+        log.warning("API request refused with 503: %s", str(exc).strip())
+        exc = refusal
     response = drf_exception_handler(exc, context)
     if response is None:
         log.exception("unhandled API error", exc_info=exc)

@@ -87,6 +87,7 @@ class RunListView(APIView):
     def get(self, request: Request) -> Response:
         filters = RunFilterInput(data=request.query_params)
         filters.is_valid(raise_exception=True)
+        services.runs_interrupt_stale_on_read()
         rows = selectors.run_summary_rows(**filters.validated_data)
         return paginated_rows(
             self, request, rows, lambda page: RunSummaryOutput.summaries_data(selectors.run_summaries(page))
@@ -142,6 +143,7 @@ class RunDetailView(APIView):
         not_found=UNKNOWN_RUN,
     )
     def get(self, request: Request, run_id: str) -> Response:
+        services.runs_interrupt_stale_on_read()
         return Response(RunDetailWithHistoryOutput(selectors.run_lookup(run_id)).data)
 
 
@@ -160,6 +162,7 @@ class RunStatusView(APIView):
         not_found=UNKNOWN_RUN,
     )
     def get(self, request: Request, run_id: str) -> Response:
+        services.runs_interrupt_stale_on_read()
         return Response(RunStatusOutput(selectors.run_lookup(run_id)).data)
 
 
@@ -182,6 +185,7 @@ class CurrentStatusView(APIView):
         query = CurrentStatusInput(data=request.query_params)
         query.is_valid(raise_exception=True)
         data = query.validated_data
+        services.runs_interrupt_stale_on_read()
         current = selectors.run_current(run_id=data.get("run_id"), kind=data.get("kind") or "")
         return Response(CurrentStatusOutput(current).data)
 

@@ -16,6 +16,7 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.db import DatabaseError, close_old_connections, connection
 
 from evaluation import limits
+from evaluation.api.errors import DatabaseBusy, database_unavailable
 from evaluation.conf import setting
 from evaluation.errors import InvalidInput
 from evaluation.models import TutoringSession
@@ -24,8 +25,15 @@ from evaluation.providers import ProviderError
 from evaluation.tutoring import selectors, services
 
 DATABASE_BUSY = "database: busy, the turn was not completed; send the message again"
-"""The error frame when the database refused a turn (locked, or its pool exhausted): the socket stays
-open and what was stored stays stored; the server's log has the database's own message."""
+"""The error frame when the database refused a turn (locked, say): the socket stays open and what was
+stored stays stored; the server's log has the database's own message."""
+
+DATABASE_UNAVAILABLE = "database: {reason}; the turn was not completed; reconnect in {wait} s and send it again"
+"""The error frame when the database cannot be reached (stopped, restarting, the connection lost, the
+pool out of connections); the socket then closes with TRY_AGAIN_LATER."""
+
+TRY_AGAIN_LATER = 1013
+"""The WebSocket close code for a passing server condition (RFC 6455's registry: "Try Again Later")."""
 
 log = logging.getLogger(__name__)
 
@@ -118,7 +126,11 @@ class TutorSessionConsumer(AsyncJsonWebsocketConsumer):
             await self.close(code=4401)  # before any tutor turn: an anonymous socket costs no LLM call
             return
         self.authorized = True
-        session = await _lookup(self.session_id)
+        try:
+            session = await _lookup(self.session_id)
+        except DatabaseError as exc:
+            await self._database_failed(exc, "lookup")
+            return
         if session is None:
             await self.send_json({"type": "error", "message": f"session_id: no session {self.session_id}"})
             await self.close(code=4404)
@@ -132,8 +144,7 @@ class TutorSessionConsumer(AsyncJsonWebsocketConsumer):
                 await self.send_json({"type": "error", "message": f"tutor: {exc}"})
                 return
             except DatabaseError as exc:
-                log.warning("session %s: opening not stored: %s", self.session_id, exc)
-                await self.send_json({"type": "error", "message": DATABASE_BUSY})
+                await self._database_failed(exc, "opening not stored")
                 return
             if opened:
                 self.held = opened.session  # the first turn starts from it, reading nothing
@@ -164,8 +175,7 @@ class TutorSessionConsumer(AsyncJsonWebsocketConsumer):
             await self.send_json({"type": "error", "message": f"tutor: {exc}"})
             return
         except DatabaseError as exc:
-            log.warning("session %s: turn not completed: %s", self.session_id, exc)
-            await self.send_json({"type": "error", "message": DATABASE_BUSY})
+            await self._database_failed(exc, "turn not completed")
             return
         self.held = done.session
         await self.send_json(
@@ -177,6 +187,18 @@ class TutorSessionConsumer(AsyncJsonWebsocketConsumer):
             }
         )
         await self.send_json({"type": "state_update", "state": done.state})
+
+    async def _database_failed(self, exc: DatabaseError, what: str) -> None:
+        """One log line and an error frame; a database that cannot be reached also closes the socket
+        (TRY_AGAIN_LATER), since every later frame would fail the same way."""
+        reason = database_unavailable(exc)
+        log.warning("session %s: %s: %s", self.session_id, what, str(exc).strip())
+        if reason is None:
+            await self.send_json({"type": "error", "message": DATABASE_BUSY})
+            return
+        message = DATABASE_UNAVAILABLE.format(reason=reason.removeprefix("the database is "), wait=DatabaseBusy.wait)
+        await self.send_json({"type": "error", "message": message})
+        await self.close(code=TRY_AGAIN_LATER)
 
     @classmethod
     async def encode_json(cls, content: Any) -> str:

@@ -34,6 +34,7 @@ from evaluation.models import EvaluationRun, RunEvent, statements
 from evaluation.models.runs import ACTIVE_STATUSES, DEFAULT_SOURCE, RETRYABLE_STATUSES, RunSource, RunStage, RunStatus
 from evaluation.redact import redact
 from evaluation.runs.broadcast import Listener, broadcast, discard
+from evaluation.runs.outage import close_broken_connection, retrying
 from evaluation.runs.selectors import SENT, WAITING
 
 log = logging.getLogger(__name__)
@@ -367,6 +368,96 @@ def runs_interrupt_stale(*, stale_after: float | None = None) -> list[str]:
     return ended
 
 
+STALE_ON_READ_EVERY = 5.0
+"""Seconds between two marks of stale runs made by status reads in one process."""
+
+_stale_read_at = -STALE_ON_READ_EVERY
+_stale_read_lock = threading.Lock()
+
+
+def runs_interrupt_stale_on_read() -> None:
+    """A status read (the API's run list, detail and status, the dashboard, a run's page) marks the runs
+    whose worker is gone, at most once every STALE_ON_READ_EVERY seconds per process and never two at
+    once: a deployment whose workers all died still shows the truth. A failed mark is logged and the
+    read goes on."""
+    global _stale_read_at
+    now = time.monotonic()
+    if now - _stale_read_at < STALE_ON_READ_EVERY or not _stale_read_lock.acquire(blocking=False):
+        return
+    try:
+        _stale_read_at = now
+        ended = runs_interrupt_stale()
+        if ended:
+            log.warning("marked interrupted on a status read: %s", ", ".join(ended))
+    except Exception as exc:
+        log.warning("marking stale runs on a status read failed: %s", str(exc).strip())
+        if not connection.in_atomic_block:
+            close_broken_connection()
+    finally:
+        _stale_read_lock.release()
+
+
+def runs_sweep() -> list[str]:
+    """One sweep: runs whose worker stopped beating are marked interrupted, tasks a broker lost are
+    sent again, and waiting runs take the slots that are free (and those whose task the broker
+    refused are sent now). Each step is tried whatever the one before it met; a failed step is one
+    log line, and the next sweep tries again. Returns the runs it marked interrupted."""
+    ended: list[str] = []
+    for name, step in (("interrupt", runs_interrupt_stale), ("resend", runs_resend_lost), ("dispatch", runs_dispatch)):
+        try:
+            result = step()
+        except Exception as exc:
+            log.warning("sweep: %s failed: %s: %s", name, type(exc).__name__, str(exc).strip())
+            close_broken_connection()
+            continue
+        if name == "interrupt":
+            ended = result
+    return ended
+
+
+def sweep_interval() -> float:
+    """Seconds between two sweeps of a sweeper thread: a quarter of EVAL_RUN_STALE_AFTER, at most 30,
+    so a dead worker's run is marked within the limit plus one interval."""
+    return max(0.5, min(30.0, float(setting("RUN_STALE_AFTER")) / 4))
+
+
+_sweeper: threading.Thread | None = None
+
+
+def sweeper_start() -> threading.Thread:
+    """A daemon thread of this process that sweeps (runs_sweep) every sweep_interval(); one per
+    process (a forked child starts its own). Each qcluster worker process runs one, so stale runs
+    are marked within the limit plus an interval while any worker lives."""
+    global _sweeper
+    if _sweeper is not None and _sweeper.is_alive():
+        return _sweeper
+
+    def loop() -> None:
+        interval = sweep_interval()
+        while True:
+            time.sleep(interval)
+            try:
+                ended = runs_sweep()
+                if ended:
+                    log.warning("sweeper: marked interrupted: %s", ", ".join(ended))
+            except Exception:  # runs_sweep catches its steps' errors; this keeps the thread whatever else
+                log.warning("sweeper: sweep failed", exc_info=True)
+            finally:
+                close_broken_connection()  # back to the pool between sweeps
+
+    _sweeper = threading.Thread(target=loop, name="runs-sweeper", daemon=True)
+    _sweeper.start()
+    return _sweeper
+
+
+def _forget_sweeper() -> None:
+    global _sweeper, _stale_read_lock
+    _sweeper, _stale_read_lock = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_sweeper)
+
+
 @dataclass
 class RunHandle:
     """What a kind's work gets: the run, and the one way to record progress (which is also the heartbeat)."""
@@ -376,11 +467,16 @@ class RunHandle:
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def progress(self, **fields: Any) -> None:
-        """Save these fields and the heartbeat, then broadcast; raises RunStopped if the run left `running`."""
+        """Save these fields and the heartbeat, then broadcast; raises RunStopped if the run left `running`.
+        A database that is away (restarting, say) is waited for, up to EVAL_RUN_STALE_AFTER."""
         with self._lock:
-            fields["heartbeat_at"] = timezone.now()
             where = {"pk": self.run.pk, "status": RunStatus.RUNNING, "attempt": self.run.attempt}
-            updated = statements.update(EvaluationRun, where, **fields)
+
+            def write() -> int:
+                fields["heartbeat_at"] = timezone.now()
+                return statements.update(EvaluationRun, where, **fields)
+
+            updated = retrying(write, what=f"progress of {self.run.run_id}", for_seconds=_stale_after())
             for key, value in fields.items():
                 setattr(self.run, key, value)
         if not updated:
@@ -436,10 +532,23 @@ def _heartbeat(handle: RunHandle) -> Iterator[None]:
     stop = threading.Event()
 
     def loop() -> None:
+        failing = False
         try:
             while not stop.wait(interval):
-                if not handle.beat():
-                    return
+                try:
+                    if not handle.beat():
+                        return
+                except Exception as exc:
+                    # The database is away: keep trying while the work runs, so that the run beats
+                    # again once it is back; one log line for the outage, not one per beat.
+                    if not failing:
+                        log.warning("heartbeat of %s failed: %s", handle.run.run_id, str(exc).strip())
+                    failing = True
+                    close_broken_connection()
+                    continue
+                if failing:
+                    log.warning("heartbeat of %s beats again", handle.run.run_id)
+                    failing = False
         finally:
             connection.close()
 
@@ -517,13 +626,28 @@ def run_execute(
     return run
 
 
+def _stale_after() -> float:
+    return float(setting("RUN_STALE_AFTER"))
+
+
 def _end(handle: RunHandle, status: str, fields: dict[str, Any]) -> None:
+    """Mark the run ended, with its event, in one transaction. A database that is away (restarting,
+    say) is waited for up to EVAL_RUN_STALE_AFTER; past that the error is raised and the sweep marks
+    the run interrupted once the database is back."""
     run = handle.run
     fields = {**fields, "status": status, "completed_at": timezone.now()}
-    if statements.update(EvaluationRun, {"pk": run.pk, "status": RunStatus.RUNNING, "attempt": run.attempt}, **fields):
+
+    def write() -> bool:
+        with transaction.atomic():
+            where = {"pk": run.pk, "status": RunStatus.RUNNING, "attempt": run.attempt}
+            if not statements.update(EvaluationRun, where, **fields):
+                return False
+            _event(run, status, f"worker:{run.worker}", str(fields.get("error", "")))
+            return True
+
+    if retrying(write, what=f"marking {run.run_id} {status}", for_seconds=_stale_after()):
         for key, value in fields.items():
             setattr(run, key, value)
-        _event(run, status, f"worker:{run.worker}", str(fields.get("error", "")))
         broadcast(run, handle.listener)
     else:
-        run.refresh_from_db()
+        retrying(run.refresh_from_db, what=f"reading {run.run_id}", for_seconds=_stale_after())

@@ -3,9 +3,10 @@
 - A URL holding a NUL character is refused with 400 before any view looks it up: no id or filter
   may hold one, and PostgreSQL cannot store or compare text that does (it raised, as a 500, on
   every lookup by a path id).
-- Pages answer 503 with Retry-After, not 500, when every database connection is taken. The API maps
-  the same condition in its exception handler (evaluation/api/errors.py); this does it for the
-  dashboard, the reports and the admin, whose views raise the pool's timeout as OperationalError.
+- Pages answer 503 with Retry-After, not 500, when the database cannot serve them: every connection
+  taken, or the database stopped, restarting or lost under the request. The API maps the same
+  condition (one predicate, evaluation/api/errors.py) in its exception handler; this does it for the
+  dashboard, the reports, the admin and the session protocol's plain views.
 """
 
 import logging
@@ -14,12 +15,16 @@ from collections.abc import Callable
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.utils.html import escape
 
-from evaluation.api.errors import DatabaseBusy, database_busy, error_body
+from evaluation.api.errors import database_refusal, error_body
 
 log = logging.getLogger(__name__)
 
-PAGE = """<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Busy: try again shortly</title></head>
-<body><h1>The server is busy</h1><p>{reason}</p><p>This page will answer again in a moment; reload it in {wait} s.</p></body></html>"""
+PAGE = """<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Unavailable: try again shortly</title></head>
+<body><h1>The database cannot answer now</h1><p>{reason}</p><p>This page will answer again in a moment; reload it in {wait} s.</p></body></html>"""
+
+
+JSON_PATHS = ("/api/", "/sessions", "/health/")
+"""Doors whose clients read JSON: the API and the session protocol's HTTP half."""
 
 
 class NulInUrlMiddleware:
@@ -41,7 +46,8 @@ class NulInUrlMiddleware:
 
 
 class DatabaseBusyMiddleware:
-    """A view that found no free database connection gets a 503 page instead of a server error."""
+    """A view whose database was busy or unreachable gets a 503 with Retry-After instead of a server
+    error: JSON under /api/ and for the protocol's JSON views, a page elsewhere."""
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]):
         self.get_response = get_response
@@ -50,10 +56,14 @@ class DatabaseBusyMiddleware:
         return self.get_response(request)
 
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
-        if not database_busy(exception):
+        refusal = database_refusal(exception)
+        if refusal is None:
             return None
-        busy = DatabaseBusy()
-        log.warning("page %s refused with 503: %s", request.path, exception)
-        response = HttpResponse(PAGE.format(reason=escape(str(busy.detail)), wait=busy.wait), status=503)
-        response["Retry-After"] = str(busy.wait)
+        log.warning("%s refused with 503: %s", request.path, str(exception).strip())
+        response: HttpResponse
+        if request.path.startswith(JSON_PATHS):
+            response = JsonResponse({"error": str(refusal.detail)}, status=503)
+        else:
+            response = HttpResponse(PAGE.format(reason=escape(str(refusal.detail)), wait=refusal.wait), status=503)
+        response["Retry-After"] = str(refusal.wait)
         return response

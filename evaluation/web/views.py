@@ -62,6 +62,7 @@ def _live_socket() -> bool:
 @permission_needed("evaluation.view_evaluationrun")
 @require_GET
 def dashboard(request: HttpRequest) -> HttpResponse:
+    run_services.runs_interrupt_stale_on_read()
     filters = {key: request.GET.get(key, "") for key in selectors.RUN_FILTERS}
     page, cards = selectors.run_list_page(filters, request.GET.get("page"))
     choices = selectors.start_form_choices()
@@ -145,6 +146,7 @@ def runs_status(request: HttpRequest) -> JsonResponse:
 
 
 def _run_or_404(run_id: str):
+    run_services.runs_interrupt_stale_on_read()
     try:
         return run_selectors.run_lookup(run_id)
     except NotFound as exc:

@@ -1,0 +1,86 @@
+"""A throwaway PostgreSQL cluster a test can stop and start again (pg_ctl), for database-fault tests."""
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.servers import ROOT
+
+
+@dataclass
+class PgCluster:
+    """One cluster on 127.0.0.1:port with an `evaluation` database, migrated."""
+
+    folder: Path
+    port: int
+    pgbin: Path
+
+    @property
+    def url(self) -> str:
+        return f"postgres://postgres@127.0.0.1:{self.port}/evaluation"
+
+    def _ctl(self, *args: str) -> None:
+        as_postgres = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+        subprocess.run(
+            [*as_postgres, str(self.pgbin / "pg_ctl"), "-D", str(self.folder / "data"), "-l", str(self.folder / "log")]
+            + list(args),
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
+
+    def start(self) -> None:
+        options = f"-h 127.0.0.1 -p {self.port} -k {self.folder} -c fsync=off -c synchronous_commit=off"
+        self._ctl("-w", "-o", options, "start")
+
+    def stop(self, mode: str = "fast") -> None:
+        """As an operator's `pg_ctl stop -m fast`: every session is terminated, then the server stops."""
+        self._ctl("-w", "-m", mode, "stop")
+
+
+@contextmanager
+def pg_cluster() -> Iterator[PgCluster]:
+    """A new cluster (initdb), started and migrated; skips the test where PostgreSQL is not installed."""
+    from evaluation.tutoring.server import free_port
+
+    pgbins = sorted(Path("/usr/lib/postgresql").glob("*/bin"))
+    if not pgbins:
+        pytest.skip("PostgreSQL is not installed (/usr/lib/postgresql/*/bin)")
+    folder = Path(tempfile.mkdtemp(prefix="eval-test-pg."))
+    as_postgres = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+    if os.geteuid() == 0:
+        shutil.chown(folder, "postgres")
+    cluster = PgCluster(folder, free_port(), pgbins[-1])
+    try:
+        subprocess.run(
+            [*as_postgres, str(cluster.pgbin / "initdb"), "-D", str(folder / "data"), "-A", "trust", "-U", "postgres"],
+            check=True,
+            capture_output=True,
+        )
+        cluster.start()
+        import psycopg
+
+        with psycopg.connect(f"postgresql://postgres@127.0.0.1:{cluster.port}/postgres", autocommit=True) as conn:
+            conn.execute("CREATE DATABASE evaluation")
+        subprocess.run(
+            [sys.executable, "manage.py", "migrate", "--no-input", "-v", "0"],
+            cwd=ROOT,
+            env={**os.environ, "DATABASE_URL": cluster.url},
+            check=True,
+            capture_output=True,
+        )
+        yield cluster
+    finally:
+        try:
+            cluster.stop("immediate")
+        except Exception:  # already stopped
+            pass
+        shutil.rmtree(folder, ignore_errors=True)
