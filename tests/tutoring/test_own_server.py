@@ -55,6 +55,8 @@ def test_untold_the_command_starts_its_own_server_and_completes_beside_another_i
     run = EvaluationRun.objects.get()
     assert run.status == "completed", run.error
     assert "completed" in out and untold not in out
+    first = out.splitlines()[0]
+    assert first.startswith("Provider") and "tutor" in first and "the server at" not in first
     # the session was created by this install's own server, in this install's database
     session = TutoringSession.objects.get(pk=run.config["session_id"])
     assert session.full_conversation_log

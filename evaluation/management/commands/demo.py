@@ -4,12 +4,11 @@ import os
 from pathlib import Path
 
 from django.core.management import call_command
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand
 from django.utils import timezone
 
 from evaluation.conf import setting
 from evaluation.models import EvaluationRun, Persona, Topic
-from evaluation.tutoring.client import TutorUnavailable
 from evaluation.tutoring.server import ServerProcess, own_server_env
 
 
@@ -45,18 +44,12 @@ class Command(BaseCommand):
                 seed=opts["seed"],
                 workers=opts["workers"],
                 stdout=self.stdout,
-                **({"server_url": self.wait(own)} if own is not None else {}),
+                **({"own_server": own} if own is not None else {}),
             )
         finally:
             if own is not None:
                 own.stop()
         self.next_steps(EvaluationRun.objects.filter(created_at__gte=started).exclude(overall_score=None))
-
-    def wait(self, own: ServerProcess) -> str:
-        try:
-            return own.wait()
-        except TutorUnavailable as exc:
-            raise CommandError(f"the demo's tutor server did not start: {exc}") from exc
 
     def next_steps(self, runs) -> None:
         """Say what to read and what to run next: the lowest-scoring report, a login, the server, the dashboard."""

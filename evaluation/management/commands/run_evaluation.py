@@ -84,11 +84,16 @@ class Command(BaseCommand):
             "anyway; the comparison is labelled forced",
         )
 
+    stealth_options = ("own_server",)
+    """own_server: a started ServerProcess of this install's, for a caller that started it earlier
+    (the demo, while it prepares the database); the caller stops it."""
+
     def handle(self, *args, **opts):
         told = self.told_server(opts)
         reference = self.needs_reference_server(opts["target"])
+        given: ServerProcess | None = opts.get("own_server")
         # booting takes seconds: it goes on while the command checks its input
-        own = ServerProcess(own_server_env()).start() if told is None and reference else None
+        own = given or (ServerProcess(own_server_env()).start() if told is None and reference else None)
         try:
             self.check_input(opts)
             url = told
@@ -104,11 +109,13 @@ class Command(BaseCommand):
                     raise CommandError(str(exc)) from exc
             self.run_batch(opts, url, own_tutor=own is not None)
         finally:
-            if own is not None:
+            if own is not None and own is not given:
                 own.stop()
 
     def told_server(self, opts) -> str | None:
         """The server the command was told to use, or None: start one of its own."""
+        if opts.get("own_server"):
+            return None
         if opts["server_url"]:
             return opts["server_url"].rstrip("/")
         if opts["skip_server"] or os.environ.get("EVAL_SERVER_URL"):
