@@ -159,6 +159,15 @@ class Drill:
             self.api, run_ids, lambda s: s["run_status"] in FINAL_STATUSES or s["turn"] >= 2, timeout=120
         )
         active = {r: s for r, s in before.items() if s["run_status"] in ("queued", "running")}
+        if not active:  # nothing to hit: the drill says so rather than count it survived
+            errors = sorted({(s["error"] or "")[:200] for s in before.values() if s["error"]})
+            print(
+                f"{fault}: not done, no run was active to hit; they ended {dict(Counter(s['run_status'] for s in before.values()))}"
+            )
+            for error in errors[:3]:
+                print(f"    {error}")
+            print("  NOT survived (not exercised)", flush=True)
+            return False
         since = time.monotonic()
         with Poller(self.api, list(active), since) as poller:
             done = self.inflict(fault, active)
