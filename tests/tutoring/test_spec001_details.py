@@ -66,6 +66,6 @@ def test_the_command_names_the_provider_in_use_and_a_key_it_leaves_unused(server
     out = StringIO()
     call_command("run_evaluation", stdout=out, topic_id=TOPIC, persona="ace", max_turns=2, seed=3, skip_server=True)
     first = out.getvalue().splitlines()[0]
-    assert first.startswith("Provider: offline for simulator, judge (default)")
+    assert first.startswith("Provider: offline for simulator and judge (default)")
     assert "OPENAI_API_KEY is set, but no LLM is called" in first and "--provider openai" in first
     assert f"the tutor is the server at {server}" in first

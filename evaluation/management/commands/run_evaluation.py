@@ -194,16 +194,20 @@ class Command(BaseCommand):
         a vendor key that is set but unused (the default is offline, whatever keys are set) is named.
         The tutor's is known for the command's own server only: another server resolves its own."""
         roles = {role: resolve(role, override) for role in ("simulator", "judge")}
-        tutor = resolve("tutor") if own_tutor else None
-        specs = [*roles.values(), *([tutor] if tutor else [])]
-        if len({(s.label, s.source) for s in specs}) == 1:
-            names = "simulator, judge" + (" and tutor" if tutor else "")
-            line = f"Provider: {specs[0].label} for {names} ({SOURCES.get(specs[0].source, specs[0].source)})"
-        else:
-            parts = [f"{role} {s.label} ({SOURCES.get(s.source, s.source)})" for role, s in roles.items()]
-            if tutor:
-                parts.append(f"tutor {tutor.label} ({SOURCES.get(tutor.source, tutor.source)})")
-            line = "Providers: " + ", ".join(parts)
+        if own_tutor:
+            roles["tutor"] = resolve("tutor")
+        specs = list(roles.values())
+        by_label: dict[str, list[tuple[str, str]]] = {}
+        for role, spec in roles.items():
+            by_label.setdefault(spec.label, []).append((role, SOURCES.get(spec.source, spec.source)))
+        groups = []
+        for label, chosen in by_label.items():
+            by_source: dict[str, list[str]] = {}
+            for role, source in chosen:
+                by_source.setdefault(source, []).append(role)
+            parts = [f"{_and(names)} ({source})" for source, names in by_source.items()]
+            groups.append(f"{label} for {', '.join(parts)}")
+        line = ("Provider: " if len(groups) == 1 else "Providers: ") + "; ".join(groups)
         if url is not None and not own_tutor:
             line += f"; the tutor is the server at {url}"
         unused = [
@@ -278,3 +282,7 @@ class Command(BaseCommand):
         groups = {r.group for r in runs if r.group}
         for group in groups:
             self.stdout.write(f"Comparison: {Path(setting('RUNS_DIR')) / group / 'comparison.md'}")
+
+
+def _and(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
