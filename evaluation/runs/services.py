@@ -292,9 +292,9 @@ def runs_resend_lost(*, stale_after: float | None = None) -> list[str]:
     lost = EvaluationRun.objects.filter(SENT, heartbeat_at__lt=cutoff)
     resent = []
     for pk, attempt, action, run_id, kind in lost.values_list("pk", "attempt", "queue_action", "run_id", "kind"):
-        if EvaluationRun.objects.filter(pk=pk, attempt=attempt, status=RunStatus.QUEUED).update(
-            heartbeat_at=timezone.now()
-        ):
+        # Conditional on the old heartbeat too: of several sweepers that found it, one sends it.
+        again = EvaluationRun.objects.filter(pk=pk, attempt=attempt, status=RunStatus.QUEUED, heartbeat_at__lt=cutoff)
+        if again.update(heartbeat_at=timezone.now()):
             resent.append((str(pk), attempt, action, run_id, kind))
     _send(resent)
     return [run_id for _, _, _, run_id, _ in resent]

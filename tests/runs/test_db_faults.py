@@ -127,6 +127,31 @@ def test_a_connection_lost_under_a_request_gets_503_and_is_not_reused(pg, tmp_pa
     assert "Traceback" not in log, log[-3000:]
 
 
+def test_a_session_socket_whose_database_is_away_says_so_and_closes_with_try_again_later(pg, tmp_path):
+    from websockets.exceptions import ConnectionClosed
+    from websockets.sync.client import connect
+
+    token = prepare(pg)
+    with killable_server(web_env(pg), tmp_path / "web.log") as (url, _), httpx.Client(timeout=30) as client:
+        created = client.post(f"{url}/sessions", json={"topic_id": TOPIC}, headers={"Authorization": f"Token {token}"})
+        assert created.status_code == 201, created.text
+        session = created.json()
+        pg.stop("fast")
+        socket_url = url.replace("http://", "ws://") + f"/sessions/ws/{session['session_id']}"
+        frames = []
+        with connect(f"{socket_url}?token={session['session_token']}", open_timeout=30) as ws:
+            try:
+                while True:
+                    frames.append(json.loads(ws.recv(timeout=30)))
+            except ConnectionClosed as closed:
+                code = closed.rcvd.code if closed.rcvd else None
+        pg.start()
+    assert code == 1013, (code, frames)
+    assert frames and frames[-1]["type"] == "error" and "database" in frames[-1]["message"], frames
+    log = (tmp_path / "web.log").read_text(errors="replace")
+    assert "Traceback" not in log, log[-3000:]
+
+
 def test_requests_under_a_restart_get_503_never_500(pg, tmp_path):
     """An operator's `pg_ctl restart -m fast` while requests keep coming: every answer is 200 or 503."""
     token = prepare(pg)
