@@ -6,13 +6,14 @@ they expand. TooLarge (an InvalidInput) is the one that doors answer with 413.
 """
 
 import json
+import math
 import re
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import yaml
 from django.conf import settings
+from rest_framework import serializers
 
 from evaluation.errors import FieldProblem, InvalidInput
 
@@ -82,44 +83,132 @@ def nul_check(text: str, value: Any, *, field: str = "body", file: str = "") -> 
     the escape `\\u0000`, since json.loads refuses a raw control character)."""
     if "\\u0000" not in text:
         return
-    found: list[str] = []
+    problems = [p for p in text_problems(value, file=file, where=field) if p.reason == NUL_REASON]
+    if problems:
+        raise InvalidInput([FieldProblem(p.field or "body", p.reason, file) for p in problems])
 
-    def walk(item: Any, where: str) -> None:
-        if isinstance(item, str) and "\x00" in item:
-            found.append(where)
+
+NUL_REASON = "contains a NUL character (\\u0000)"
+SURROGATE_REASON = "holds a lone surrogate (such as \\udfff), which is not text"
+
+
+class LongNumber(str):
+    """An integer literal of more digits than Python converts (sys.get_int_max_str_digits), kept as its
+    digits so that text_problems can name its field; never a value to store."""
+
+
+class NotFinite(str):
+    """NaN, Infinity, -Infinity or a literal such as 1e999, kept as written so that text_problems can
+    name its field; never a value to store."""
+
+
+def _int(digits: str) -> int | LongNumber:
+    try:
+        return int(digits)
+    except ValueError:  # more digits than int() converts
+        return LongNumber(digits)
+
+
+def _float(literal: str) -> float | NotFinite:
+    value = float(literal)
+    return value if math.isfinite(value) else NotFinite(literal)
+
+
+def encodes(text: str) -> bool:
+    """Whether the string is text that UTF-8 (and so PostgreSQL and SQLite) can store: not one holding a
+    lone surrogate, which a JSON escape such as `\\udfff` or a file name from the command line can make."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def text_problems(value: Any, *, file: str = "", where: str = "") -> list[FieldProblem]:
+    """What no column can hold in a parsed JSON (or YAML) value, each named by its dotted path: a NUL
+    character, a lone surrogate, an integer too long to read (LongNumber), a number that is not finite."""
+    problems: list[FieldProblem] = []
+    stack = [(where, value)]
+    while stack:
+        path, item = stack.pop()
+        if isinstance(item, LongNumber):
+            digits = len(item.lstrip("-"))
+            problems.append(FieldProblem(path, f"is a number of {digits} digits: too long to read", file))
+        elif isinstance(item, NotFinite):
+            problems.append(FieldProblem(path, f"is {item[:20]}: numbers must be finite", file))
+        elif isinstance(item, str):
+            if "\x00" in item:
+                problems.append(FieldProblem(path, NUL_REASON, file))
+            elif not encodes(item):
+                problems.append(FieldProblem(path, SURROGATE_REASON, file))
+        elif isinstance(item, float) and not math.isfinite(item):
+            problems.append(FieldProblem(path, f"is {item!r}: numbers must be finite", file))
         elif isinstance(item, dict):
-            for key, inner in item.items():
-                walk(key, where)
-                walk(inner, f"{where}.{key}" if where else str(key))
+            for key, child in item.items():
+                at = f"{path}.{key}" if path else str(key)
+                if isinstance(key, str) and ("\x00" in key or not encodes(key)):
+                    where_key = path or "(document)"
+                    reason = "a key " + ("contains a NUL character" if "\x00" in key else "holds a lone surrogate")
+                    problems.append(FieldProblem(where_key, reason, file))
+                    continue
+                stack.append((at, child))
         elif isinstance(item, list):
-            for index, inner in enumerate(item):
-                walk(inner, f"{where}.{index}" if where else str(index))
-
-    walk(value, field)
-    if found:
-        raise InvalidInput(
-            [FieldProblem(where or "body", "contains a NUL character (\\u0000)", file) for where in found]
-        )
+            stack.extend((f"{path}.{i}" if path else str(i), child) for i, child in enumerate(item))
+    return sorted(problems, key=lambda p: p.field)
 
 
-def json_loads(
-    data: str | bytes, *, field: str = "body", file: str = "", parse_int: Callable[[str], Any] | None = None
-) -> Any:
-    """json.loads for untrusted input: strict UTF-8, bounded depth, no NUL in a string, no integer longer than
-    Python converts (sys.get_int_max_str_digits); every refusal an InvalidInput. `parse_int` as json.loads's
-    (a caller that names the field of an over-long number itself)."""
+def json_value(data: str | bytes, *, field: str = "body", file: str = "") -> Any:
+    """The parsed JSON, strict UTF-8 and bounded depth, with over-long integers and non-finite numbers
+    left as LongNumber and NotFinite markers and strings as they came: for a caller that runs
+    text_problems itself, per record (the transcript import). Anyone else: json_loads."""
     text = decode_utf8(data, field=field, file=file) if isinstance(data, bytes) else data
     json_depth_check(text, field=field, file=file)
     try:
-        value = json.loads(text, parse_int=parse_int)
+        return json.loads(text, parse_int=_int, parse_float=_float, parse_constant=NotFinite)
     except json.JSONDecodeError as exc:
         reason = f"invalid JSON: {exc.msg} (column {exc.colno})"
         raise InvalidInput([FieldProblem(field, reason, file, line=exc.lineno)]) from None
     except RecursionError:  # the depth check's regexes and the parser disagree on some odd input
         raise InvalidInput([FieldProblem(field, "JSON is nested too deeply", file)]) from None
-    except ValueError as exc:  # an integer of more digits than int() converts
-        raise InvalidInput([FieldProblem(field, f"invalid JSON: {exc}", file)]) from None
-    nul_check(text, value, field=field, file=file)
+
+
+def json_loads(data: str | bytes, *, field: str = "body", file: str = "", where: str | None = None) -> Any:
+    """json.loads for untrusted input: strict UTF-8, bounded depth, and nothing a column cannot hold (a NUL,
+    a lone surrogate, an integer longer than Python converts, NaN or Infinity); every refusal an InvalidInput
+    naming the field by its dotted path from `where` (default: `field`)."""
+    text = decode_utf8(data, field=field, file=file) if isinstance(data, bytes) else data
+    marked: list[str] = []
+
+    def number(digits: str) -> int | LongNumber:
+        found = _int(digits)
+        if isinstance(found, LongNumber):
+            marked.append(found)
+        return found
+
+    def decimal(literal: str) -> float | NotFinite:
+        found = _float(literal)
+        if isinstance(found, NotFinite):
+            marked.append(found)
+        return found
+
+    def constant(name: str) -> NotFinite:
+        marked.append(name)
+        return NotFinite(name)
+
+    json_depth_check(text, field=field, file=file)
+    try:
+        value = json.loads(text, parse_int=number, parse_float=decimal, parse_constant=constant)
+    except json.JSONDecodeError as exc:
+        reason = f"invalid JSON: {exc.msg} (column {exc.colno})"
+        raise InvalidInput([FieldProblem(field, reason, file, line=exc.lineno)]) from None
+    except RecursionError:  # the depth check's regexes and the parser disagree on some odd input
+        raise InvalidInput([FieldProblem(field, "JSON is nested too deeply", file)]) from None
+    # A NUL or a lone surrogate comes only from a `\u` escape (or a str that already held one).
+    if marked or "\\u" in text or (not isinstance(data, bytes) and not encodes(text)):
+        root = field if where is None else where
+        problems = text_problems(value, file=file, where=root)
+        if problems:
+            raise InvalidInput([FieldProblem(p.field or field, p.reason, file) for p in problems])
     return value
 
 
@@ -136,11 +225,16 @@ class _NoAliasLoader(yaml.SafeLoader):
 
 
 def yaml_load(text: str) -> Any:
-    """yaml.safe_load without aliases and with bounded nesting; raises yaml.YAMLError."""
+    """yaml.safe_load without aliases, with bounded nesting, and without a string no column holds (a NUL, a
+    lone surrogate) or a number that is not finite; raises yaml.YAMLError."""
     try:
-        return yaml.load(text, Loader=_NoAliasLoader)  # noqa: S506 - a SafeLoader subclass
+        value = yaml.load(text, Loader=_NoAliasLoader)  # noqa: S506 - a SafeLoader subclass
     except RecursionError:
         raise yaml.YAMLError("nested too deeply") from None
+    problems = text_problems(value)  # a double-quoted "\udfff" or "\0" is a lone surrogate or a NUL
+    if problems:
+        raise yaml.YAMLError("; ".join(str(p) for p in problems[:5]))
+    return value
 
 
 def read_bounded(path: Path, name: str, *, file: str = "") -> bytes:
@@ -175,3 +269,25 @@ def value_problems(value: Any, *, file: str = "", where: str = "") -> list[Field
             pairs = item.items() if isinstance(item, dict) else enumerate(item)
             stack.extend((f"{path}.{key}" if path else str(key), child) for key, child in pairs)
     return sorted(problems, key=lambda p: p.field)
+
+
+class StringField(serializers.CharField):
+    """DRF's CharField taking only a string: DRF's own turns a number into its digits (`0` -> "0"), which
+    accepts what the OpenAPI schema (type: string) says is invalid."""
+
+    default_error_messages = {"not_a_string": "must be a string, not {kind}"}
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("not_a_string", kind=_json_kind(data))
+        return super().to_internal_value(data)
+
+
+def _json_kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    return "an array" if isinstance(value, list) else "an object" if isinstance(value, dict) else type(value).__name__

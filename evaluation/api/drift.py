@@ -6,6 +6,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from evaluation import limits
+from evaluation.api.parsers import JSONParser
 from evaluation.api.schema import operation, path_parameter
 from evaluation.api.serializers import Output, RunAcceptedOutput
 from evaluation.drift import services
@@ -47,19 +49,20 @@ class IngestView(APIView):
 
 class DriftEvaluateInput(serializers.Serializer):
     dimensions = serializers.ListField(
-        child=serializers.CharField(),
+        child=limits.StringField(),
         required=False,
         help_text="adherence, consistency, fluency, convergence, or any dimension with propositions loaded "
         "(default: all of them).",
     )
     sample_size = serializers.IntegerField(default=20, min_value=1, max_value=500)
-    judge = serializers.CharField(
+    judge = limits.StringField(
         required=False, allow_blank=True, default="", help_text="The proposition judge's provider."
     )
 
 
 class DriftEvaluateView(APIView):
     required_permission = "evaluation.start_run"
+    parser_classes = [JSONParser]
 
     @operation(
         operation_id="drift_agents_evaluate",
@@ -88,10 +91,10 @@ class DriftEvaluateView(APIView):
 
 
 class GateInput(serializers.Serializer):
-    text = serializers.CharField(help_text="The message the runtime is about to commit.")
-    channel = serializers.CharField()
+    text = limits.StringField(help_text="The message the runtime is about to commit.")
+    channel = limits.StringField()
     attempt = serializers.IntegerField(default=1, min_value=1, max_value=20, help_text="1 for the first draft.")
-    original_text = serializers.CharField(
+    original_text = limits.StringField(
         required=False, allow_blank=True, default="", help_text="The first draft, on later attempts."
     )
 
@@ -109,6 +112,7 @@ class GateOutput(Output):
 
 class GateView(APIView):
     required_permission = "evaluation.use_corrections"
+    parser_classes = [JSONParser]
     waits_on_an_llm = True  # outside the web process's limit on requests at once (evaluation/web/concurrency.py)
 
     @operation(
@@ -132,7 +136,7 @@ class GateView(APIView):
 
 
 class PreInvocationInput(serializers.Serializer):
-    channel = serializers.CharField()
+    channel = limits.StringField()
 
 
 class PreInvocationOutput(Output):
@@ -146,6 +150,7 @@ class PreInvocationOutput(Output):
 
 class PreInvocationView(APIView):
     required_permission = "evaluation.use_corrections"
+    parser_classes = [JSONParser]
 
     @operation(
         operation_id="drift_agents_pre_invocation",

@@ -8,7 +8,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from evaluation import limits
 from evaluation.api.pagination import Pagination, paginated
+from evaluation.api.parsers import JSONParser
 from evaluation.api.schema import operation, path_parameter, run_id_parameter
 from evaluation.api.serializers import Output, QueryInput, RunAcceptedOutput, RunStatusOutput
 from evaluation.models import EvaluationRun
@@ -79,10 +81,10 @@ class SuiteDetailView(APIView):
 
 
 class SuiteRunInput(serializers.Serializer):
-    model = serializers.CharField(
+    model = limits.StringField(
         required=False, allow_blank=True, default="", help_text="The agent's provider (default: as configured)."
     )
-    judge_model = serializers.CharField(
+    judge_model = limits.StringField(
         required=False, allow_blank=True, default="", help_text="The judge's provider (default: as configured)."
     )
     judge = serializers.BooleanField(required=False, default=True, help_text="False: run the checks only.")
@@ -97,6 +99,7 @@ class SuiteRunInput(serializers.Serializer):
 
 class SuiteRunStartView(APIView):
     required_permission = "evaluation.start_run"
+    parser_classes = [JSONParser]
 
     @operation(
         operation_id="suites_run",

@@ -6,6 +6,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from evaluation import limits
+from evaluation.api.parsers import JSONParser
 from evaluation.api.schema import group_parameter, operation, run_id_parameter
 from evaluation.api.serializers import Output, RunAcceptedOutput
 from evaluation.models import EvaluationRun
@@ -17,18 +19,22 @@ CAPACITY = "As many runs already wait as EVAL_MAX_QUEUED_RUNS allows; try again 
 
 
 class StartInput(serializers.Serializer):
-    topic_id = serializers.CharField(help_text="A topic id (see the catalogue's topics).")
-    persona_file = serializers.CharField(
+    topic_id = limits.StringField(max_length=100, help_text="A topic id (see the catalogue's topics).")
+    persona_file = limits.StringField(
         required=False, help_text="'ace.json', 'ace' or 'all' (default: average_student.json)."
     )
-    persona = serializers.CharField(required=False, help_text="Alias of persona_file.")
+    persona = limits.StringField(required=False, help_text="Alias of persona_file.")
     max_turns = serializers.IntegerField(default=20, min_value=1, max_value=100)
     runs_per_persona = serializers.IntegerField(default=1, min_value=1, max_value=20)
     seed = serializers.IntegerField(required=False, allow_null=True, default=None)
-    target = serializers.CharField(
-        required=False, allow_blank=True, default="", help_text="Agent id (default: the reference tutor)."
+    target = limits.StringField(
+        required=False,
+        max_length=64,
+        allow_blank=True,
+        default="",
+        help_text="Agent id (default: the reference tutor).",
     )
-    provider = serializers.CharField(
+    provider = limits.StringField(
         required=False,
         allow_blank=True,
         default="",
@@ -44,8 +50,9 @@ class StartInput(serializers.Serializer):
         max_value=12,
         help_text="The simulated student's grade (default: each persona's own).",
     )
-    baseline = serializers.CharField(
+    baseline = limits.StringField(
         required=False,
+        max_length=200,
         allow_blank=True,
         default="",
         help_text="A comparison group (or run) id: the batch's comparison flags regressions against it.",
@@ -90,6 +97,7 @@ class StartOutput(Output):
 
 class StartView(APIView):
     required_permission = "evaluation.start_run"
+    parser_classes = [JSONParser]
 
     @operation(
         operation_id="evaluation_start",
@@ -132,13 +140,14 @@ class StartView(APIView):
 
 class EvaluateSessionInput(serializers.Serializer):
     session_id = serializers.UUIDField(help_text="A stored tutoring session of the reference tutor.")
-    provider = serializers.CharField(
+    provider = limits.StringField(
         required=False, allow_blank=True, default="", help_text="The judge's provider (default: as configured)."
     )
 
 
 class EvaluateSessionView(APIView):
     required_permission = "evaluation.start_run"
+    parser_classes = [JSONParser]
 
     @operation(
         operation_id="evaluation_evaluate_session",

@@ -5,7 +5,6 @@ Each record: {"agent": id, "channel": name, "text": ..., "recipient": optional, 
 any problem (named by line or index and field) stores nothing.
 """
 
-import json
 from datetime import UTC
 from typing import Any
 
@@ -18,6 +17,9 @@ from evaluation import limits
 from evaluation.errors import FieldProblem, InvalidInput
 from evaluation.models import Agent, AgentMessage
 
+CHANNEL_MAX_CHARS = 100
+"""AgentMessage.channel's and .recipient's column width."""
+
 
 def parse_records(body: str | bytes) -> list[tuple[str, Any]]:
     """[(where, record)] from a JSON object, a JSON list, or JSON lines; raises InvalidInput, or
@@ -28,10 +30,10 @@ def parse_records(body: str | bytes) -> list[tuple[str, Any]]:
         raise InvalidInput([FieldProblem("body", "is empty")])
     most = limits.limit("INGEST_MAX_RECORDS")
     if stripped[0] in "[{":
+        limits.json_depth_check(stripped)
         try:
-            limits.json_depth_check(stripped)
-            data = json.loads(stripped)
-        except json.JSONDecodeError:
+            data = limits.json_value(stripped)
+        except InvalidInput:
             pass  # JSON lines, read below
         else:
             if isinstance(data, list):
@@ -40,8 +42,9 @@ def parse_records(body: str | bytes) -> list[tuple[str, Any]]:
                 whole = [(f"[{i}]", r) for i, r in enumerate(data)]
             else:
                 whole = [("body", data)]
-            for where, record in whole:
-                limits.nul_check(stripped, record, field=where)
+            unstorable = [p for where, record in whole for p in limits.text_problems(record, where=where)]
+            if unstorable:
+                raise InvalidInput(unstorable)
             return whole
     records: list[tuple[str, Any]] = []
     problems: list[FieldProblem] = []
@@ -53,7 +56,7 @@ def parse_records(body: str | bytes) -> list[tuple[str, Any]]:
         try:
             records.append((f"line {number}", limits.json_loads(line, field="")))
         except InvalidInput as exc:
-            problems.extend(FieldProblem("", p.reason, line=number) for p in exc.problems)
+            problems.extend(FieldProblem(p.field, p.reason, line=number) for p in exc.problems)
     if problems:
         raise InvalidInput(problems)
     return records
@@ -62,11 +65,19 @@ def parse_records(body: str | bytes) -> list[tuple[str, Any]]:
 class DriftMessageInput(serializers.Serializer):
     """One message a character agent wrote (the records an ingest body holds)."""
 
-    agent = serializers.CharField(help_text="The agent's id.")
-    channel = serializers.CharField(help_text="The channel, with or without '#'.")
-    text = serializers.CharField()
-    recipient = serializers.CharField(required=False, allow_blank=True, default="")
+    agent = limits.StringField(max_length=64, help_text="The agent's id.")
+    channel = limits.StringField(help_text="The channel, with or without '#'.")
+    text = limits.StringField()
+    recipient = limits.StringField(required=False, allow_blank=True, default="", max_length=CHANNEL_MAX_CHARS)
     time = serializers.DateTimeField(required=False, default_timezone=UTC, help_text="ISO 8601 (default: now).")
+
+    def validate_channel(self, value: str) -> str:
+        name = value.lstrip("#")
+        if not name:
+            raise serializers.ValidationError("names no channel: only '#'")
+        if len(name) > CHANNEL_MAX_CHARS:
+            raise serializers.ValidationError(f"is {len(name)} characters: at most {CHANNEL_MAX_CHARS} (without '#')")
+        return name
 
     def validate_agent(self, value: str) -> str:
         if value not in self.context["agents"]:
@@ -100,7 +111,7 @@ def messages_ingest(records: list[tuple[str, Any]], *, source: str = "ingested")
     rows = [
         AgentMessage(
             agent=agents[record["agent"]],
-            channel=record["channel"].lstrip("#"),
+            channel=record["channel"],
             recipient=record["recipient"],
             text=record["text"],
             created_at=record.get("time") or timezone.now(),

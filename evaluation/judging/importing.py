@@ -6,14 +6,23 @@ so a caller may refuse the whole file or set the bad records aside. Storing is s
 
 import hashlib
 import json
-import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from evaluation.errors import FieldProblem, InvalidInput
 from evaluation.judging.values import DimensionSpec, RubricSpec
-from evaluation.limits import decode_utf8, json_loads, limit, too_large, value_problems, yaml_load
+from evaluation.limits import (
+    decode_utf8,
+    encodes,
+    json_loads,  # noqa: F401 - services reads rubric files with it
+    json_value,
+    limit,
+    text_problems,
+    too_large,
+    value_problems,
+    yaml_load,
+)
 
 FORMATS = ("auto", "json", "jsonl", "text", "candidates")
 SPEAKERS = {"tutor": "tutor", "teacher": "tutor", "assistant": "tutor", "student": "student", "user": "student"}
@@ -348,56 +357,11 @@ class Parsed:
     rejected: tuple[Rejected, ...] = ()
 
 
-class _LongNumber(str):
-    """An integer literal of more digits than int() converts; refused with its field by text_problems."""
-
-
-def _number(digits: str) -> Any:
-    try:
-        return int(digits)
-    except ValueError:
-        return _LongNumber(digits)
-
-
-def text_problems(value: Any, *, file: str = "", where: str = "") -> list[FieldProblem]:
-    """What no column can hold, each named by its dotted path: a lone surrogate (a `\udfff` escape), a number
-    too long to read, a number that is not finite (NaN, Infinity, 1e999)."""
-    problems: list[FieldProblem] = []
-    stack = [(where, value)]
-    while stack:
-        path, item = stack.pop()
-        if isinstance(item, _LongNumber):
-            problems.append(FieldProblem(path, f"is a number of {len(item)} digits: too long to read", file))
-        elif isinstance(item, str):
-            if not _encodes(item):
-                problems.append(FieldProblem(path, "holds a lone surrogate (such as \\udfff), which is not text", file))
-        elif isinstance(item, float) and not math.isfinite(item):
-            problems.append(FieldProblem(path, f"is {item!r}: numbers must be finite", file))
-        elif isinstance(item, dict):
-            for key, child in item.items():
-                at = f"{path}.{key}" if path else str(key)
-                if isinstance(key, str) and not _encodes(key):
-                    problems.append(FieldProblem(path or "(document)", "a key holds a lone surrogate", file))
-                    continue
-                stack.append((at, child))
-        elif isinstance(item, list):
-            stack.extend((f"{path}[{i}]", child) for i, child in enumerate(item))
-    return sorted(problems, key=lambda p: p.field)
-
-
-def _encodes(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
 def option_problems(**options: str) -> list[FieldProblem]:
     """The import's options (source, annotator, separators), as the command line or a form gave them."""
     problems = []
     for name, value in options.items():
-        if not _encodes(value):
+        if not encodes(value):
             problems.append(FieldProblem(name, "holds a lone surrogate (such as \\udfff), which is not text"))
         elif name in MAX_LENGTHS and len(value.strip()) > MAX_LENGTHS[name]:
             problems.append(FieldProblem(name, f"is {len(value.strip())} characters: at most {MAX_LENGTHS[name]}"))
@@ -452,7 +416,7 @@ def parse(
         parsed.append((name, record, reader.problems[before:]))
 
     if format in ("json", "candidates"):
-        document = json_loads(text, field="", file=file, parse_int=_number)
+        document = json_value(text, field="", file=file)
         records = document if isinstance(document, list) else [document]
         _check_count(len(records), file)
         for i, record in enumerate(records):
@@ -464,7 +428,7 @@ def parse(
         readable = 0  # records are numbered among the lines that are JSON
         for n, line in lines:
             try:
-                record = json_loads(line, field=f"line {n}", file=file, parse_int=_number)
+                record = json_value(line, field=f"line {n}", file=file)
             except InvalidInput as exc:
                 parsed.append(
                     (f"line {n}", None, [FieldProblem(p.field, p.reason, p.file, line=n) for p in exc.problems])
@@ -726,7 +690,7 @@ def label_map_read(data: bytes | str, *, file: str = "map-labels") -> LabelMap:
     if not data.strip():
         return LabelMap(file=file)
     try:
-        doc = json_loads(data, field=file, parse_int=_number) if data.lstrip()[:1] == "{" else yaml_load(data)
+        doc = json_value(data, field=file) if data.lstrip()[:1] == "{" else yaml_load(data)
     except InvalidInput:
         raise
     except Exception as exc:  # yaml.YAMLError and its kin
