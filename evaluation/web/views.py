@@ -25,6 +25,7 @@ from evaluation.runs import services as run_services
 from evaluation.suites import selectors as suite_selectors
 from evaluation.tutoring import selectors, services
 from evaluation.tutoring.selectors import DOWNLOADABLE
+from evaluation.web import queries
 from evaluation.web.charts import grouped_bars, lines
 from evaluation.web.markdown import render_markdown
 
@@ -44,12 +45,16 @@ def permission_needed(perm: str) -> Callable[[Callable[..., Any]], Callable[...,
     return wrap
 
 
-def _page(request: HttpRequest, template: str, context: dict[str, Any]) -> HttpResponse:
+def _page(request: HttpRequest, template: str, context: dict[str, Any], status: int = 200) -> HttpResponse:
     """Render a dashboard page inside the admin's frame (its header, navigation and site name)."""
     frame = admin.site.each_context(request)
     if frame.get("is_nav_sidebar_enabled") and hasattr(admin.site, "nav_sidebar"):
         frame["nav_sidebar"] = admin.site.nav_sidebar(request)
-    return render(request, template, {**frame, **context})
+    return render(request, template, {**frame, **context}, status=status)
+
+
+NO_RUNS = {key: "" for key in selectors.RUN_FILTERS} | {"status": "refused"}
+"""Filters no run matches: what a list whose query parameters were refused shows."""
 
 
 def _live_socket() -> bool:
@@ -63,8 +68,12 @@ def _live_socket() -> bool:
 @require_GET
 def dashboard(request: HttpRequest) -> HttpResponse:
     run_services.runs_interrupt_stale_on_read()
-    filters = {key: request.GET.get(key, "") for key in selectors.RUN_FILTERS}
-    page, cards = selectors.run_list_page(filters, request.GET.get("page"))
+    filters, refused = queries.run_filters(request.GET)
+    for problem in refused:
+        messages.error(request, problem)
+    page, cards = selectors.run_list_page(
+        filters if not refused else NO_RUNS, request.GET.get("page") if not refused else 1
+    )
     choices = selectors.start_form_choices()
     sessions = [(s, len(s.full_conversation_log or s.conversation_history or [])) for s in choices.pop("sessions")]
     return _page(
@@ -84,6 +93,7 @@ def dashboard(request: HttpRequest) -> HttpResponse:
             "active_ids": [c.run.run_id for c in cards if c.run.is_active],
             **_problem_trends(),
         },
+        status=400 if refused else 200,
     )
 
 
@@ -141,7 +151,9 @@ def start(request: HttpRequest) -> HttpResponse:
 @permission_needed("evaluation.view_evaluationrun")
 @require_GET
 def runs_status(request: HttpRequest) -> JsonResponse:
-    ids = [i for i in request.GET.get("ids", "").split(",") if i]
+    ids, refused = queries.run_ids(request.GET)
+    if refused:
+        return JsonResponse({"error": "; ".join(refused)}, status=400)
     return JsonResponse({"runs": run_selectors.runs_by_ids(ids)})
 
 
@@ -342,8 +354,10 @@ def _filter_query(filters: dict[str, str]) -> str:
 @require_GET
 def charts(request: HttpRequest) -> HttpResponse:
     """Scores of the runs the list's filters select: per dimension over time, per tutor version, per persona."""
-    filters = {key: request.GET.get(key, "") for key in selectors.RUN_FILTERS}
-    trends = selectors.score_trends(filters)
+    filters, refused = queries.run_filters(request.GET, paged=False)
+    for problem in refused:
+        messages.error(request, problem)
+    trends = selectors.score_trends(filters if not refused else NO_RUNS)
     has_data = bool(trends.runs)
     return _page(
         request,
@@ -363,4 +377,5 @@ def charts(request: HttpRequest) -> HttpResponse:
             if has_data
             else "",
         },
+        status=400 if refused else 200,
     )
