@@ -15,10 +15,12 @@ from evaluation.runs import services as runs
 from evaluation.runs.broadcast import Listener
 from evaluation.tutoring import pipeline, selectors
 from evaluation.tutoring.batch import execute_batch
+from evaluation.tutoring.client import TutorUnavailable
 from evaluation.tutoring.judge import judge_config
 from evaluation.tutoring.personas import KNOWN_KEYS as PERSONA_KEYS
 from evaluation.tutoring.personas import split_known, validate_persona
 from evaluation.tutoring.regression import DEFAULT_THRESHOLD, RULES, baseline_means, counted, mismatches
+from evaluation.tutoring.server import ForeignServer, ServerProcess, check_install, own_server_env
 from evaluation.tutoring.sessions import SessionComplete, session_advance, session_create, session_open
 from evaluation.tutoring.topics import KNOWN_KEYS as TOPIC_KEYS
 from evaluation.tutoring.topics import topic_as_dict, validate_topic
@@ -28,8 +30,13 @@ REGRESSION_RULES = RULES
 __all__ = [
     "PERSONA_KEYS",
     "REGRESSION_RULES",
+    "ForeignServer",
+    "ServerProcess",
     "SessionComplete",
     "TOPIC_KEYS",
+    "TutorUnavailable",
+    "check_install",
+    "own_server_env",
     "resolve_personas",
     "run_execute",
     "run_retry_evaluation_start",

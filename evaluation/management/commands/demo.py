@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from evaluation.conf import setting
 from evaluation.models import EvaluationRun, Persona, Topic
-from evaluation.tutoring.server import ServerProcess, own_server_env
+from evaluation.tutoring import services
 
 
 class Command(BaseCommand):
@@ -27,7 +27,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, **opts):
         # The tutor server boots (seconds) while the database is prepared; EVAL_SERVER_URL names one to use.
-        own = None if os.environ.get("EVAL_SERVER_URL") else ServerProcess(own_server_env()).start()
+        own = None if os.environ.get("EVAL_SERVER_URL") else services.ServerProcess(services.own_server_env()).start()
         try:
             if opts["prepare"]:
                 call_command("migrate", interactive=False, verbosity=0)

@@ -18,9 +18,7 @@ from evaluation.models import Agent, Topic
 from evaluation.providers import VENDORS, require_keys, resolve
 from evaluation.runs.selectors import run_scores
 from evaluation.tutoring import selectors, services
-from evaluation.tutoring.client import TutorUnavailable
 from evaluation.tutoring.selectors import DIMENSIONS
-from evaluation.tutoring.server import ForeignServer, ServerProcess, check_install, own_server_env
 
 SOURCES = {"override": "--provider", "database": "admin LLM config", "environment": "environment", "default": "default"}
 
@@ -91,21 +89,23 @@ class Command(BaseCommand):
     def handle(self, *args, **opts):
         told = self.told_server(opts)
         reference = self.needs_reference_server(opts["target"])
-        given: ServerProcess | None = opts.get("own_server")
+        given: services.ServerProcess | None = opts.get("own_server")
         # booting takes seconds: it goes on while the command checks its input
-        own = given or (ServerProcess(own_server_env()).start() if told is None and reference else None)
+        own = given or (
+            services.ServerProcess(services.own_server_env()).start() if told is None and reference else None
+        )
         try:
             self.check_input(opts)
             url = told
             if own is not None:
                 try:
                     url = own.wait()
-                except TutorUnavailable as exc:
+                except services.TutorUnavailable as exc:
                     raise CommandError(f"the command's own tutor server did not start: {exc}") from exc
             elif told is not None and reference:
                 try:
-                    check_install(told)
-                except ForeignServer as exc:
+                    services.check_install(told)
+                except services.ForeignServer as exc:
                     raise CommandError(str(exc)) from exc
             self.run_batch(opts, url, own_tutor=own is not None)
         finally:
