@@ -1,4 +1,4 @@
-"""How fast bad input is refused: each case of issue #12's list, its status and the time to the answer.
+"""How fast bad input is refused: each case of issues #12 and #37, its status and the time to the answer.
 
 python bench/bad_input.py [--repeats 20]
 
@@ -33,6 +33,11 @@ ALIAS_BOMB = "\n".join(
 )
 
 
+LONG = "7" * 5000
+SURROGATES = ('{"topic_id": "comparing-decimals", "user": "' + "\\udfff" * 300_000 + '"}').encode()  # 1.8 MB
+LONG_ANNOTATOR = ("# annotator: " + "a" * 200 + "\nTutor: hi\nStudent: 5\n").encode()
+
+
 def timed(call: Callable[[], str], repeats: int) -> tuple[str, list[float]]:
     outcome = call()  # warm-up
     times = []
@@ -62,6 +67,44 @@ def http_cases(url: str, token: str, session_key: str, protocol_key: str) -> lis
         ("session protocol: 100,000 nested brackets", "400", post("/sessions", DEEP, protocol)),
         ("session protocol: invalid UTF-8", "400", post("/sessions", BAD_UTF8, protocol)),
         ("drift ingest: invalid UTF-8", "400", post("/api/drift/messages", BAD_UTF8, api)),
+        (
+            "session protocol: a 5,000-digit integer",
+            "400",
+            post("/sessions", f'{{"topic_id": "x", "seed": {LONG}}}'.encode(), protocol),
+        ),
+        (
+            "drift ingest: a 5,000-digit integer",
+            "400",
+            post("/api/drift/messages", f'[{{"agent": {LONG}}}]'.encode(), api),
+        ),
+        (
+            "transcript import: a 5,000-digit integer",
+            "400",
+            post("/api/judging/import", f'[{{"id": {LONG}}}]'.encode(), api),
+        ),
+        ("API: a 5,000-digit integer", "400", post("/api/evaluation/start", f'{{"seed": {LONG}}}'.encode(), api)),
+        ("session protocol: a lone surrogate", "400", post("/sessions", b'{"topic_id": "\\udfff"}', protocol)),
+        ("session protocol: 300,000 lone surrogates", "400", post("/sessions", SURROGATES, protocol)),
+        ("transcript import: a lone surrogate", "400", post("/api/judging/import", b'[{"id": "\\udfff"}]', api)),
+        (
+            "transcript import: a 200-char annotator",
+            "400",
+            post("/api/judging/import?input_format=text", LONG_ANNOTATOR, api),
+        ),
+        (
+            "API: original_text 0 (a number)",
+            "400",
+            post("/api/drift/agents/x/gate", b'{"text": "t", "channel": "c", "original_text": 0}', api),
+        ),
+        (
+            "dashboard: date_to=2026-13-45",
+            "400",
+            lambda: str(
+                client.get(
+                    "/admin/evaluation/?date_to=2026-13-45", headers={"Cookie": f"sessionid={session_key}"}
+                ).status_code
+            ),
+        ),
         (
             "live feed: after=abc",
             "400",
