@@ -11,7 +11,7 @@ from typing import Any
 from django.contrib import admin
 from django.contrib.admin.apps import AdminConfig
 from django.template.loader import render_to_string
-from django.urls import get_script_prefix
+from django.urls import get_script_prefix, reverse
 from django.utils.safestring import SafeString
 from django.utils.translation import get_language
 
@@ -19,7 +19,13 @@ GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Catalogue", ("evaluation.Persona", "evaluation.Topic", "evaluation.Agent", "evaluation.LLMConfig")),
     (
         "Runs and reports",
-        ("evaluation.EvaluationRun", "evaluation.CompletedRun", "evaluation.FailedRun", "evaluation.TutoringSession"),
+        (
+            "evaluation.EvaluationRun",
+            "evaluation.CompletedRun",
+            "evaluation.FailedRun",
+            "evaluation.TutoringSession",
+            "evaluation.BaselineGate",
+        ),
     ),
     (
         "Drift",
@@ -45,6 +51,20 @@ GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
         ),
     ),
     ("Background work", ("django_q.Schedule", "django_q.Failure", "django_q.Success")),
+    (
+        "Judging",
+        (
+            "evaluation.JudgeConfiguration",
+            "evaluation.Transcript",
+            "evaluation.Annotation",
+            "evaluation.Item",
+            "evaluation.JudgeScore",
+            "evaluation.Rubric",
+            "evaluation.RubricVersion",
+            "evaluation.RubricDimension",
+            "evaluation.CanarySet",
+        ),
+    ),
 )
 """Index sections in order, each with its models in order ("app_label.ObjectName")."""
 
@@ -64,6 +84,48 @@ HIDDEN = frozenset(
 )
 """Internal tables: registered (their pages open), but not listed on the index."""
 
+PAGES: tuple[tuple[str, str, str, str | None, str], ...] = (
+    (
+        "Dashboard",
+        "evaluation-dashboard",
+        "",
+        "evaluation.view_evaluationrun",
+        "Start runs, follow them live, read reports and comparisons.",
+    ),
+    (
+        "Charts",
+        "evaluation-charts",
+        "",
+        "evaluation.view_evaluationrun",
+        "Scores over time, per tutor and per persona.",
+    ),
+    (
+        "Judge cards",
+        "evaluation-judging",
+        "",
+        "evaluation.view_judgescore",
+        "How far each judge agrees with people; import labelled conversations.",
+    ),
+    (
+        "Persona drift",
+        "evaluation-drift-index",
+        "",
+        "evaluation.view_evaluationrun",
+        "Each character agent's drift scores, baseline and corrections.",
+    ),
+    (
+        "Suite runs",
+        "evaluation-dashboard",
+        "?source=suite",
+        "evaluation.view_evaluationrun",
+        "EVAL.md suites: pass rates per case and repeat.",
+    ),
+    ("API docs", "api-docs", "", None, "The REST API, to try in the browser (Swagger UI)."),
+    ("API reference", "api-redoc", "", None, "The same API as one readable page (ReDoc)."),
+)
+"""The site's own pages (name, URL name, query, permission or None, what is there), linked from the admin
+index and the navigation sidebar of every page, so each page is one click from every other."""
+
 
 class EvaluationAdminSite(admin.AdminSite):
     site_header = "Agent evaluation"
@@ -74,6 +136,7 @@ class EvaluationAdminSite(admin.AdminSite):
         super().__init__(name)
         self._app_lists: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
         self._sidebars: dict[tuple[Any, ...], SafeString] = {}
+        self._pages: dict[tuple[Any, ...], list[dict[str, str]]] = {}
         self._kept_lock = threading.Lock()
 
     KEPT = 256
@@ -94,13 +157,38 @@ class EvaluationAdminSite(admin.AdminSite):
             self._keep(self._app_lists, key, cached)
         return cached
 
+    def each_context(self, request: Any) -> dict[str, Any]:
+        """Every admin page's context, with the site's own pages for the index and the sidebar."""
+        context = super().each_context(request)
+        context["site_pages"] = self.site_pages(request)
+        return context
+
+    def site_pages(self, request: Any) -> list[dict[str, str]]:
+        """The site's pages this user may open (none for anyone who is not active staff), in PAGES' order."""
+        user = request.user
+        if not (user.is_active and user.is_staff):
+            return []
+        key = self._permission_key(request)
+        pages = self._pages.get(key)
+        if pages is None:
+            pages = [
+                {"name": name, "url": reverse(url_name) + query, "description": description}
+                for name, url_name, query, perm, description in PAGES
+                if perm is None or user.has_perm(perm)
+            ]
+            self._keep(self._pages, key, pages)
+        return pages
+
     def nav_sidebar(self, request: Any) -> SafeString:
         """The navigation sidebar of a page that is no model's page (the dashboard and reports), rendered
         once per set of permissions and language: no entry in it is marked as the current one."""
         key = (*self._permission_key(request), get_language())
         html = self._sidebars.get(key)
         if html is None:
-            html = render_to_string("admin/nav_sidebar.html", {"available_apps": self.get_app_list(request)})
+            html = render_to_string(
+                "admin/nav_sidebar.html",
+                {"available_apps": self.get_app_list(request), "site_pages": self.site_pages(request)},
+            )
             self._keep(self._sidebars, key, html)
         return html
 

@@ -63,6 +63,7 @@ DOORS = [
     ("evaluation-run-labels", "post", RUN, {}, "add_annotation"),
     ("evaluation-comparison", "get", {"group": "comparison_x"}, None, "view_evaluationrun"),
     ("evaluation-suite-run", "get", RUN, None, "view_evaluationrun"),
+    ("evaluation-drift-index", "get", {}, None, "view_evaluationrun"),
     ("evaluation-drift-agent", "get", {"agent_id": "rex"}, None, "view_evaluationrun"),
     ("evaluation-judging", "get", {}, None, "view_judgescore"),
     ("evaluation-judging-import", "post", {}, {}, "add_transcript"),

@@ -1,8 +1,9 @@
-"""Drift reads: an agent's drift page."""
+"""Drift reads: the drift index and an agent's drift page."""
 
 from typing import Any
 
-from django.db.models import Prefetch
+from django.db.models import Count, OuterRef, Prefetch, Q, QuerySet, Subquery
+from django.db.models.functions import Coalesce
 
 from evaluation.drift.execution import known_dimensions
 from evaluation.models import Agent, CorrectionLog, DimensionScore, EvaluationRun, PropositionScore
@@ -40,3 +41,47 @@ def drift_context(agent_id: str, runs_shown: int = 20) -> dict[str, Any] | None:
         "unscored": unscored,
         "corrections": list(CorrectionLog.objects.filter(agent=agent).order_by("-created_at")[:20]),
     }
+
+
+def _per_agent(runs: QuerySet[Any], value: Any) -> Subquery:
+    """One value per agent from its runs in `runs` (OuterRef: the agent)."""
+    return Subquery(runs.filter(agent=OuterRef("pk")).values(value)[:1])
+
+
+def drift_index() -> list[dict[str, Any]]:
+    """The drift index: every character agent and every agent with drift runs, each with its number of
+    drift runs and corrections, its latest completed run, its latest baseline run and the overall
+    score's change since that baseline."""
+    drift = EvaluationRun.objects.filter(kind="drift")
+    completed = drift.filter(status="completed").order_by("-created_at")
+    counted = drift.order_by().values("agent").annotate(n=Count("pk")).values("n")
+    corrections = CorrectionLog.objects.order_by().values("agent").annotate(n=Count("pk")).values("n")
+    agents = list(
+        Agent.objects.filter(Q(kind=Agent.Kind.CHARACTER) | Q(pk__in=drift.values("agent")))
+        .annotate(
+            n_runs=Coalesce(Subquery(counted.filter(agent=OuterRef("pk"))), 0),
+            n_corrections=Coalesce(Subquery(corrections.filter(agent=OuterRef("pk"))), 0),
+            latest_id=_per_agent(completed, "pk"),
+            baseline_id=_per_agent(completed.filter(drift__is_baseline=True), "pk"),
+        )
+        .order_by("display_name", "pk")
+    )
+    runs = EvaluationRun.objects.in_bulk([i for a in agents for i in (a.latest_id, a.baseline_id) if i is not None])
+    rows = []
+    for agent in agents:
+        latest, baseline = runs.get(agent.latest_id), runs.get(agent.baseline_id)
+        delta = None
+        if latest and baseline and latest.pk != baseline.pk:
+            if latest.overall_score is not None and baseline.overall_score is not None:
+                delta = latest.overall_score - baseline.overall_score
+        rows.append(
+            {
+                "agent": agent,
+                "runs": agent.n_runs,
+                "corrections": agent.n_corrections,
+                "latest": latest,
+                "baseline": baseline,
+                "delta": delta,
+            }
+        )
+    return rows

@@ -6,7 +6,7 @@ from typing import Any
 from django.contrib import messages
 from django.contrib.admin.views.decorators import staff_member_required
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import redirect, render
+from django.shortcuts import redirect
 from django.urls import reverse
 from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_GET, require_POST
@@ -14,7 +14,7 @@ from django.views.decorators.http import require_GET, require_POST
 from evaluation.errors import InvalidInput, NotFound
 from evaluation.judging import selectors, services
 from evaluation.web.charts import confusion_matrix
-from evaluation.web.views import permission_needed
+from evaluation.web.views import _page, permission_needed
 
 SHOWN_DISAGREEMENTS = 5
 
@@ -23,10 +23,10 @@ SHOWN_DISAGREEMENTS = 5
 @permission_needed("evaluation.view_judgescore")
 @require_GET
 def judge_cards(request: HttpRequest) -> HttpResponse:
-    return render(
+    return _page(
         request,
         "evaluation/judging_index.html",
-        {"rubrics": selectors.rubrics_with_configurations(), "formats": FORMATS},
+        {"title": "Judge cards", "rubrics": selectors.rubrics_with_configurations(), "formats": FORMATS},
     )
 
 
@@ -108,10 +108,11 @@ def judge_card(request: HttpRequest, configuration_id: int) -> HttpResponse:
                 ],
             }
         )
-    return render(
+    return _page(
         request,
         "evaluation/judge_card.html",
         {
+            "title": f"Judge card: {table.rubric} v{table.rubric_version}",
             "configuration": configuration,
             "table": table,
             "rows": rows,
@@ -218,8 +219,10 @@ def transcript(request: HttpRequest, transcript_id: int) -> HttpResponse:
     found = selectors.transcript_get(transcript_id)
     if found is None:
         raise Http404("no such transcript")
-    return render(
-        request, "evaluation/transcript.html", {"transcript": found, "items": selectors.transcript_items(found)}
+    return _page(
+        request,
+        "evaluation/transcript.html",
+        {"title": f"Transcript {found}", "transcript": found, "items": selectors.transcript_items(found)},
     )
 
 

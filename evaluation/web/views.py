@@ -335,6 +335,15 @@ def suite_run(request: HttpRequest, run_id: str) -> HttpResponse:
 @staff_member_required
 @permission_needed("evaluation.view_evaluationrun")
 @require_GET
+def drift_index(request: HttpRequest) -> HttpResponse:
+    return _page(
+        request, "evaluation/drift_index.html", {"title": "Persona drift", "rows": drift_selectors.drift_index()}
+    )
+
+
+@staff_member_required
+@permission_needed("evaluation.view_evaluationrun")
+@require_GET
 def drift_agent(request: HttpRequest, agent_id: str) -> HttpResponse:
     ctx = drift_selectors.drift_context(agent_id)
     if ctx is None:
