@@ -31,6 +31,7 @@ DOORS = {
     "urls",
     "templatetags",
     "apps",
+    "checks",  # system checks, run by Django's check framework
 }
 PUBLIC = {"services", "selectors"}
 """What a room shows the doors."""
