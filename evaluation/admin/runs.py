@@ -1,5 +1,7 @@
 """Admin for evaluation runs: results are read-only; completed and failed runs have their own views."""
 
+import json
+
 from django.contrib import admin, messages
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
@@ -17,6 +19,7 @@ from evaluation.models import (
     RunMessage,
     SuiteRun,
 )
+from evaluation.redact import redact
 from evaluation.runs import selectors as run_selectors
 from evaluation.runs import services as runs
 
@@ -41,7 +44,7 @@ RESULT_FIELDS = (
     "group",
     "repeat_index",
     "seed",
-    "config",
+    "config_masked",
     "token_usage",
     "cost_usd",
     "cost_limit_usd",
@@ -136,6 +139,7 @@ class EvaluationRunAdmin(admin.ModelAdmin):
     list_select_related = ("persona", "topic", "agent")
     date_hierarchy = "created_at"
     readonly_fields = ("report_link", *RESULT_FIELDS)
+    exclude = ("config",)  # shown as config_masked: URL credentials never reach the page
     inlines = [RunEventInline, DriftRunInline, SuiteRunInline, DimensionScoreInline, ProblemInline, RunMessageInline]
     actions = ["cancel_runs", "retry_runs"]
 
@@ -167,6 +171,11 @@ class EvaluationRunAdmin(admin.ModelAdmin):
             self.message_user(request, f"{done}: {', '.join(ok)}", messages.SUCCESS)
 
     @admin.display(description="Report")
+    @admin.display(description="config")
+    def config_masked(self, obj):
+        """What the run was started with, credentials in URLs masked as the API and the run page show it."""
+        return format_html("<pre>{}</pre>", json.dumps(redact(obj.config or {}), indent=2, ensure_ascii=False))
+
     def report_link(self, obj):
         if not obj.pk:
             return "-"
