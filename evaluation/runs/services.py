@@ -27,6 +27,7 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import Count
 from django.utils import timezone
 from django.utils.text import slugify
+from psycopg_pool import PoolTimeout
 
 from evaluation.conf import setting
 from evaluation.errors import CapacityReached, PlainMessage, RunBusy
@@ -390,6 +391,8 @@ def runs_interrupt_stale_on_read() -> None:
         if ended:
             log.warning("marked interrupted on a status read: %s", ", ".join(ended))
     except Exception as exc:
+        if isinstance(exc.__cause__, PoolTimeout):
+            raise  # no connection to be had: the read would wait as long again for one, then fail the same way
         log.warning("marking stale runs on a status read failed: %s", str(exc).strip())
         if not connection.in_atomic_block:
             close_broken_connection()

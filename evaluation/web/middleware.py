@@ -56,14 +56,21 @@ class DatabaseBusyMiddleware:
         return self.get_response(request)
 
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
-        refusal = database_refusal(exception)
-        if refusal is None:
-            return None
-        log.warning("%s refused with 503: %s", request.path, str(exception).strip())
-        response: HttpResponse
-        if request.path.startswith(JSON_PATHS):
-            response = JsonResponse({"error": str(refusal.detail)}, status=503)
-        else:
-            response = HttpResponse(PAGE.format(reason=escape(str(refusal.detail)), wait=refusal.wait), status=503)
-        response["Retry-After"] = str(refusal.wait)
-        return response
+        return database_unavailable_response(request, exception)
+
+
+def database_unavailable_response(request: HttpRequest, exception: BaseException) -> HttpResponse | None:
+    """The 503 with Retry-After for an error that means the database could not serve the request (its
+    broken connection closed); None for any other error. Also for a handler500 that meets such an
+    error outside a view."""
+    refusal = database_refusal(exception)
+    if refusal is None:
+        return None
+    log.warning("%s refused with 503: %s", request.path, str(exception).strip())
+    response: HttpResponse
+    if request.path.startswith(JSON_PATHS):
+        response = JsonResponse({"error": str(refusal.detail)}, status=503)
+    else:
+        response = HttpResponse(PAGE.format(reason=escape(str(refusal.detail)), wait=refusal.wait), status=503)
+    response["Retry-After"] = str(refusal.wait)
+    return response
