@@ -24,6 +24,7 @@ from evaluation.models.runs import RunSource, RunStage, RunStatus
 from evaluation.providers import Meter, ProviderSpec, allowed_env_value, estimate_cost, get_llm
 from evaluation.providers.base import InvalidJSONError
 from evaluation.providers.registry import tutor_provider_env
+from evaluation.runs.outage import retrying
 from evaluation.runs.services import RunHandle, RunStopped
 from evaluation.tutoring import judge, reports
 from evaluation.tutoring.client import ChatTarget, ProtocolTarget, RunLog, SessionResult, TutorUnavailable
@@ -150,10 +151,17 @@ def converse(handle: RunHandle, *, server_url: str | None) -> None:
     db = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"store-{run.run_id}"[:40])
     pending: list[Future[None]] = []
 
+    stale_after = float(setting("RUN_STALE_AFTER"))
+
     def usage() -> dict[str, Any]:
         return {"token_usage": meter.as_dict(), "cost_usd": meter.cost_usd}
 
     def store(messages: list[dict[str, Any]]) -> None:
+        """One turn's commit; a database that is away (restarting, say) is waited for and the whole commit
+        made again, up to EVAL_RUN_STALE_AFTER, so a turn is stored whole, in order, or the run fails."""
+        retrying(lambda: store_once(messages), what=f"storing a turn of {run.run_id}", for_seconds=stale_after)
+
+    def store_once(messages: list[dict[str, Any]]) -> None:
         stopped = None
         with transaction.atomic():  # the messages and the turn's progress in one commit
             statements.insert_rows(
