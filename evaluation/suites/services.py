@@ -11,6 +11,7 @@ from evaluation.errors import FieldProblem, InvalidInput, NotFound, PlainMessage
 from evaluation.models import CacheEntry, Case, CaseResult, EvaluationRun, Suite, SuiteRun
 from evaluation.models.runs import RunKind, RunStage
 from evaluation.providers import ProviderSpec, keys_check
+from evaluation.redact import redact
 from evaluation.runs import services as runs
 from evaluation.suites.cache import DEFAULT_PATH as FILE_CACHE_PATH
 from evaluation.suites.cache import FileCache
@@ -147,6 +148,11 @@ def suite_path_check(path: str) -> None:
     SuiteScope.from_settings().check_file(_suite_file(path), file=path, key="path")
 
 
+def _shown(scope: SuiteScope, text: str) -> str:
+    """A case's check detail or warning as pages show it: paths relative to the suite folders, URL credentials masked."""
+    return scope.shown_paths(redact(text))
+
+
 def _run_cases(handle: runs.RunHandle) -> dict[str, Any]:
     """Run every case of the run's suite; a failure's message shows paths relative to the suite folders
     (SuiteScope.shown_paths), never the server's absolute paths."""
@@ -202,8 +208,8 @@ def _run_suite_cases(handle: runs.RunHandle) -> dict[str, Any]:
             case=row,
             passed=result.passed,
             cached=result.cached,
-            checks=[{"name": c.name, "passed": c.passed, "detail": scope.shown_paths(c.detail)} for c in result.checks],
-            warnings=[scope.shown_paths(w) for w in result.warnings],
+            checks=[{"name": c.name, "passed": c.passed, "detail": _shown(scope, c.detail)} for c in result.checks],
+            warnings=[_shown(scope, w) for w in result.warnings],
             transcript=result.transcript,
             usage=result.usage,
             duration_ms=result.duration_ms,

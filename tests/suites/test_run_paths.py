@@ -69,3 +69,18 @@ def test_shown_paths_inside_the_project_read_as_the_admin_shows_them():
     assert scope.shown_paths("in /srv/app/evaluation/x.py") == "in evaluation/x.py"
     assert scope.shown_paths("/srv/app/skills2/a") == "skills2/a"  # a sibling is not inside the folder
     assert scope.shown_paths("no path here") == "no path here"
+
+
+@pytest.mark.django_db
+def test_a_case_detail_masks_url_credentials(suites, staff_client, q_sync, django_capture_on_commit_callbacks):
+    path = suites / "greeter" / "EVAL.md"
+    path.write_text("---\nmodel: nope/x@http://user:pw@127.0.0.1:9/v1\n---\n## c\n### Prompt\np\n### Expect\ne\n")
+    suite = Suite.objects.create(path=str(path), name="greeter")
+    with django_capture_on_commit_callbacks(execute=True):
+        response = staff_client.post(
+            f"/api/suites/{suite.pk}/run", json.dumps({"judge": False}), content_type="application/json"
+        )
+    assert response.status_code == 202, response.content
+    stored = json.dumps(list(CaseResult.objects.values("checks", "warnings")))
+    assert "nope/x@http://***@127.0.0.1:9/v1" in stored, stored
+    assert "user:pw" not in stored
