@@ -78,8 +78,9 @@ def tutor_server_url(django_db_setup, django_db_blocker, tmp_path_factory):
 
 
 @pytest.fixture
-def server(tutor_server_url, transactional_db, settings, catalog):
+def server(tutor_server_url, transactional_db, settings, catalog, monkeypatch):
     settings.EVALUATION = {**settings.EVALUATION, "SERVER_URL": tutor_server_url}
+    monkeypatch.setenv("EVAL_SERVER_URL", tutor_server_url)  # the CLI uses it instead of starting its own
     return tutor_server_url
 
 
