@@ -56,10 +56,17 @@ def test_the_fault_drill_runs_to_its_verdict_on_its_own_postgresql_and_redis(tmp
     assert out.rstrip().splitlines()[-1] in ("faults survived 0/1", "faults survived 1/1"), out[-3000:]
 
 
+@pytest.mark.skipif(not SERVICES, reason="needs redis-server and PostgreSQL's binaries (.ci/run installs both)")
+def test_the_connections_benchmark_runs_on_its_own_postgresql_and_redis(tmp_path):
+    args = ["--clusters", "1", "--workers", "2", "--conversations", "8", "--turns", "1", "--latency", "0.01"]
+    out = _run("connections.py", [*args, "--settle", "1"], tmp_path, timeout=300)
+    assert "{'completed': 8}" in out and "bound (manage.py check)" in out, out[-3000:]
+
+
 def test_every_script_in_bench_is_run_here():
     shared = {"_django.py", "_harness.py", "__init__.py", "fake_llm.py"}
     scripts = {p.name for p in (ROOT / "bench").glob("*.py")} - shared
-    assert scripts == {s for s, _, _ in SCRIPTS} | {"scale_out.py", "faults.py"}
+    assert scripts == {s for s, _, _ in SCRIPTS} | {"scale_out.py", "faults.py", "connections.py"}
 
 
 def _run(script: str, args: list[str], folder: Path, *, timeout: int, exit_codes: tuple[int, ...] = (0,)) -> str:
