@@ -9,6 +9,7 @@ is data that staff can point the app at; importing is running code, so both are 
 import os
 import re
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -61,7 +62,7 @@ class SuiteScope:
         for prefix in sorted(prefixes, key=len, reverse=True):
             shown = prefixes[prefix]
             pattern = re.compile(re.escape(prefix) + r"(?P<rest>/[^\s:'\")]*)?(?![\w.-])")
-            text = pattern.sub(lambda m, shown=shown: _joined(shown, m.group("rest") or ""), text)
+            text = pattern.sub(partial(_replaced, shown), text)
         return text
 
     def describe_folders(self) -> str:
@@ -105,6 +106,10 @@ def _shown(path: Path, root: Path) -> str:
         return str(path.relative_to(root)) or "."
     except ValueError:
         return str(path)
+
+
+def _replaced(shown: str, match: "re.Match[str]") -> str:
+    return _joined(shown, match.group("rest") or "")
 
 
 def _joined(shown: str, rest: str) -> str:
