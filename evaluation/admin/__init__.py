@@ -1,3 +1,8 @@
 """The Django admin: where staff define personas, topics, agents and read results."""
 
+from django.contrib import admin as _admin
+
 from evaluation.admin import catalog, drift, judging, llm, runs, suites  # noqa: F401
+from evaluation.admin.fields import check_json_fields
+
+check_json_fields(_admin.site)

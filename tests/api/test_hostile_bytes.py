@@ -149,3 +149,22 @@ def test_drift_ingest_refuses_a_channel_wider_than_its_column(client, catalog, a
     response = client.post("/api/drift/messages", json.dumps(records), content_type="application/json", **auth)
     assert "at most 100" in refused(response)["fields"]["[0].channel"][0]
     assert not AgentMessage.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("extra", "reason"),
+    [
+        ('{"note": "\\udfff"}', "note: holds a lone surrogate"),
+        ('{"n": ' + LONG + "}", "n: is a number of 5000 digits"),
+        ('{"n": NaN}', "n: is NaN: numbers must be finite"),
+    ],
+)
+def test_an_admin_json_field_names_what_no_column_holds(client, django_user_model, extra, reason):
+    from evaluation.models import Agent
+
+    client.force_login(django_user_model.objects.create_superuser("root", password="x" * 16))
+    form = {"id": "agent-x", "display_name": "X", "kind": "reference", "extra": extra}
+    form |= {f"evaluation_config-{k}": v for k, v in {"TOTAL_FORMS": 0, "INITIAL_FORMS": 0}.items()}
+    response = client.post("/admin/evaluation/agent/add/", form)
+    assert response.status_code == 200 and reason in response.content.decode()
+    assert not Agent.objects.filter(pk="agent-x").exists()
