@@ -1,5 +1,6 @@
 """Drift reads: the drift index and an agent's drift page."""
 
+import re
 from typing import Any
 
 from django.db.models import Count, OuterRef, Prefetch, Q, QuerySet, Subquery
@@ -7,6 +8,15 @@ from django.db.models.functions import Coalesce
 
 from evaluation.drift.execution import known_dimensions
 from evaluation.models import Agent, CorrectionLog, DimensionScore, EvaluationRun, PropositionScore
+
+_LIST_LITERAL = re.compile(r"\[((?:'[^'\]]*'(?:, )?)+)\]")
+
+
+def reasoning_items(text: str) -> list[str]:
+    """A proposition's reasoning as readable items: one per judged check (joined by " | " when stored),
+    with Python list literals written out as words ("['fraction', 'half']" -> "fraction, half")."""
+    plain = _LIST_LITERAL.sub(lambda m: ", ".join(re.findall(r"'([^']*)'", m.group(1))), text or "")
+    return [item.strip() for item in plain.split(" | ") if item.strip()]
 
 
 def drift_context(agent_id: str, runs_shown: int = 20) -> dict[str, Any] | None:
@@ -30,12 +40,40 @@ def drift_context(agent_id: str, runs_shown: int = 20) -> dict[str, Any] | None:
         else []
     )
     unscored = list(PropositionScore.objects.filter(evaluation_run=latest, score__isnull=True)) if latest else []
+    for proposition in weakest + unscored:
+        proposition.reasoning_items = reasoning_items(proposition.reasoning)  # type: ignore[attr-defined]
+    judges = sorted({r.judge_label or "unknown judge" for r in runs})
+
+    def series_of(dimension: str, judge: str) -> list[float | None]:
+        return [
+            row["scores"].get(dimension) if (row["run"].judge_label or "unknown judge") == judge else None
+            for row in table
+        ]
+
+    # one line per dimension, and per judge when runs were judged by more than one: never averaged across
+    series = (
+        {f"{d} · {j}": series_of(d, j) for d in dimensions for j in judges}
+        if len(judges) > 1
+        else {d: [row["scores"].get(d) for row in table] for d in dimensions}
+    )
+    baseline = (
+        EvaluationRun.objects.filter(kind="drift", agent=agent, status="completed", drift__is_baseline=True)
+        .order_by("-created_at")
+        .first()
+    )
+    delta = None
+    if latest and baseline and latest.overall_score is not None and baseline.overall_score is not None:
+        delta = round(latest.overall_score - baseline.overall_score, 2)
     return {
         "agent": agent,
         "dimensions": dimensions,
         "table": table,
-        "series": {d: [row["scores"].get(d) for row in table] for d in dimensions},
+        "series": {name: values for name, values in series.items() if any(v is not None for v in values)},
+        "judges": judges,
+        "baseline": baseline,
+        "delta": delta,
         "labels": [r.created_at.strftime("%m-%d %H:%M") for r in runs],
+        "moments": [r.created_at for r in runs],
         "latest": latest,
         "weakest": weakest,
         "unscored": unscored,

@@ -293,15 +293,19 @@ class ProblemTrends:
     """Completed tutor runs counted."""
 
 
-def problem_trends(*, weeks: int = 12) -> ProblemTrends:
-    """Problems of completed tutor runs of the last `weeks` weeks, counted by root cause."""
+def problem_trends(*, weeks: int = 12, within: QuerySet[EvaluationRun] | None = None) -> ProblemTrends:
+    """Problems of completed tutor runs of the last `weeks` weeks, counted by root cause; only the runs
+    `within` selects (the list's filters) when given."""
     from datetime import timedelta
 
     from django.db.models.functions import TruncWeek
     from django.utils import timezone
 
     since = timezone.now() - timedelta(weeks=weeks)
-    problems = Problem.objects.filter(run__kind="tutor", run__status="completed", run__created_at__gte=since)
+    counted = EvaluationRun.objects.filter(kind="tutor", status="completed", created_at__gte=since)
+    if within is not None:
+        counted = counted.filter(pk__in=within.values("pk"))
+    problems = Problem.objects.filter(run__in=counted)
     week_rows = (
         problems.annotate(week=TruncWeek("run__created_at")).values("week", "root_cause").annotate(n=Count("id"))
     )
@@ -318,5 +322,38 @@ def problem_trends(*, weeks: int = 12) -> ProblemTrends:
         # labelled as the score charts label a tutor version
         tutor = (f"{name} ({model})" if model else name) if name else "Reference tutor"
         by_tutor.setdefault(tutor, {})[tutor_row["root_cause"]] = tutor_row["n"]
-    runs = EvaluationRun.objects.filter(kind="tutor", status="completed", created_at__gte=since).count()
+    runs = counted.count()
     return ProblemTrends(names, dict(sorted(by_week.items())), sorted(by_tutor), by_tutor, runs)
+
+
+@dataclass(frozen=True)
+class RunUsage:
+    """A run's recorded usage as every page shows it: the meter's totals, and whether any LLM was called."""
+
+    calls: int
+    input_tokens: int
+    output_tokens: int
+    thinking_tokens: int
+    cost_usd: float
+    offline_calls: int
+    offline: bool
+    """Every call went to the rule-based offline provider: its token counts are estimates of the text's
+    size, not an LLM's bill."""
+
+
+def run_usage(run: EvaluationRun) -> RunUsage:
+    """The run's usage from its recorded meter (token_usage, cost_usd); runs stored before providers were
+    counted are offline when they were started with the offline provider."""
+    usage = run.token_usage or {}
+    providers = usage.get("by_provider") or {}
+    offline = set(providers) == {"offline"} if providers else (run.config or {}).get("provider") == "offline"
+    calls = int(usage.get("calls") or 0)
+    return RunUsage(
+        calls=calls,
+        input_tokens=int(usage.get("input_tokens") or 0),
+        output_tokens=int(usage.get("output_tokens") or 0),
+        thinking_tokens=int(usage.get("thinking_tokens") or 0),
+        cost_usd=float(run.cost_usd or 0.0),
+        offline_calls=calls if offline and not providers else int(providers.get("offline") or 0),
+        offline=offline,
+    )

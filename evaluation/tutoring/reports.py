@@ -278,6 +278,8 @@ def comparison_data(runs: list[dict[str, Any]], *, min_coverage: float) -> dict[
             "mean_scores": means,
             "spread": spread,
             "ci": {d: mean_ci([r["scores"][d] for r in scored if d in r["scores"]]) for d in dims},
+            "n": {d: sum(1 for r in scored if d in r["scores"]) for d in dims},
+            "avg_n": len(avgs),
             "avg_score": round(statistics.fmean(avgs), 2) if avgs else None,
             "avg_spread": round(statistics.pstdev(avgs), 2) if avgs else None,
             "avg_ci": mean_ci(avgs),
@@ -297,9 +299,23 @@ def comparison_data(runs: list[dict[str, Any]], *, min_coverage: float) -> dict[
     }
 
 
-def _mean_cell(mean: float, ci: tuple[float | None, float | None] | list[Any]) -> str:
+MIN_RUNS_FOR_INTERVAL = 3
+"""Fewer runs than this give no interval worth drawing (at n=2 the t interval is 12.7 spreads wide)."""
+SCORE_RANGE = (0.0, 10.0)
+
+
+def shown_interval(ci: tuple[float | None, float | None] | list[Any], n: int) -> tuple[float | None, float | None]:
+    """The mean's interval as pages and reports show it: none below MIN_RUNS_FOR_INTERVAL runs, and clipped
+    to the score's range (a score cannot be below 0 or above 10, whatever the t interval says)."""
     low, high = ci
-    return f"{mean:g}" + (f" [{low:g}, {high:g}]" if low is not None else "")
+    if low is None or high is None or n < MIN_RUNS_FOR_INTERVAL:
+        return None, None
+    return max(SCORE_RANGE[0], low), min(SCORE_RANGE[1], high)
+
+
+def _mean_cell(mean: float, ci: tuple[float | None, float | None] | list[Any], n: int) -> str:
+    low, high = shown_interval(ci, n)
+    return f"{mean:g}" + (f" [{low:g}, {high:g}]" if low is not None else "") + (f" n={n}" if n > 1 else "")
 
 
 def write_comparison(
@@ -319,7 +335,8 @@ def write_comparison(
         "",
         f"{data['run_count']} runs"
         + (
-            f", up to {repeats} per persona: mean [95% confidence interval] (spreads in comparison.json)"
+            f", up to {repeats} per persona: mean [95% confidence interval] n=runs (intervals within 0-10, "
+            f"none below {MIN_RUNS_FOR_INTERVAL} runs; spreads in comparison.json)"
             if repeats > 1
             else ""
         ),
@@ -328,8 +345,8 @@ def write_comparison(
     lines += _row(["persona", *(d.replace("_", " ") for d in dims), "average"])
     lines.append("|---" * (len(dims) + 2) + "|")
     for persona_id, p in data["personas"].items():
-        cells = [_mean_cell(p["mean_scores"][d], p["ci"][d]) if d in p["mean_scores"] else "-" for d in dims]
-        avg = "failed" if p["avg_score"] is None else _mean_cell(p["avg_score"], p["avg_ci"])
+        cells = [_mean_cell(p["mean_scores"][d], p["ci"][d], p["n"][d]) if d in p["mean_scores"] else "-" for d in dims]
+        avg = "failed" if p["avg_score"] is None else _mean_cell(p["avg_score"], p["avg_ci"], p["avg_n"])
         lines += _row([persona_id, *cells, avg])
     if data["left_out"]:
         lines += ["", f"Left out (judged on less than {min_coverage:.0%} of the planned turns):"]

@@ -1,7 +1,7 @@
 """Tutoring reads: conversations, judgements, report contexts, the run list and comparisons."""
 
-from dataclasses import dataclass, replace
-from datetime import date
+from dataclasses import dataclass, field, replace
+from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +18,7 @@ from evaluation.runs.selectors import run_scores, runs_filter, runs_with_results
 from evaluation.tutoring.fidelity import simulator_fidelity
 from evaluation.tutoring.personas import persona_as_dict, persona_schema
 from evaluation.tutoring.regression import Gate, gate
-from evaluation.tutoring.reports import ARTIFACTS, comparison_data
+from evaluation.tutoring.reports import ARTIFACTS, comparison_data, shown_interval
 from evaluation.tutoring.rubric import DIMENSIONS
 from evaluation.tutoring.sessions import session_lookup, session_public_state
 from evaluation.tutoring.topics import topic_as_dict
@@ -61,6 +61,7 @@ __all__ = [
     "start_form_choices",
     "ScoreTrends",
     "score_trends",
+    "runs_filtered",
     "tutor_runs_filtered",
     "topic_as_dict",
     "topic_get",
@@ -322,11 +323,14 @@ class RunCard:
 RUN_FILTERS = ("source", "persona", "topic", "status", "date_from", "date_to")
 
 
-def tutor_runs_filtered(runs: QuerySet[EvaluationRun], filters: dict[str, str]) -> QuerySet[EvaluationRun]:
-    """Tutor runs matching the dashboard's filters (RUN_FILTERS); a date it cannot read is ignored."""
+def runs_filtered(
+    runs: QuerySet[EvaluationRun] | None, filters: dict[str, str], *, kind: str = ""
+) -> QuerySet[EvaluationRun]:
+    """Runs (of `runs`, else all) matching the dashboard's filters (RUN_FILTERS) as the API's run list filters
+    them (runs_filter): every kind unless `kind` is named; a date it cannot read is ignored."""
     return runs_filter(
-        runs,
-        kind="tutor",
+        EvaluationRun.objects.all() if runs is None else runs,
+        kind=kind,
         source=filters.get("source") or "",
         persona=filters.get("persona") or "",
         topic=filters.get("topic") or "",
@@ -336,13 +340,17 @@ def tutor_runs_filtered(runs: QuerySet[EvaluationRun], filters: dict[str, str]) 
     )
 
 
+def tutor_runs_filtered(runs: QuerySet[EvaluationRun], filters: dict[str, str]) -> QuerySet[EvaluationRun]:
+    """Tutor runs matching the dashboard's filters (the score charts: dimensions are the tutor judge's)."""
+    return runs_filtered(runs, filters, kind="tutor")
+
+
 def run_list_page(
     filters: dict[str, str], page_number: str | int | None, per_page: int = 24
 ) -> tuple[Page, list[RunCard]]:
-    """One page of runs, newest first, in four queries whatever the number of runs or messages."""
-    runs = tutor_runs_filtered(
-        EvaluationRun.objects.select_related("persona", "topic").order_by("-created_at"), filters
-    )
+    """One page of runs of every kind (as the API lists them), newest first, in four queries whatever the
+    number of runs or messages."""
+    runs = runs_filtered(EvaluationRun.objects.select_related("persona", "topic").order_by("-created_at"), filters)
     page = Paginator(runs, per_page).get_page(page_number)
     items = list(page.object_list)
     ids = [r.pk for r in items]
@@ -369,14 +377,23 @@ def comparison_context(group: str) -> dict[str, Any] | None:
         dimensions += [d for d in p["mean_scores"] if d not in dimensions]
     rows = []
     for persona_id, p in data["personas"].items():
-        cells = [(p["mean_scores"].get(d), p["spread"].get(d), *p["ci"].get(d, (None, None))) for d in dimensions]
+        cells = [
+            (
+                p["mean_scores"].get(d),
+                p["spread"].get(d),
+                *shown_interval(p["ci"].get(d, (None, None)), p["n"].get(d, 0)),
+                p["n"].get(d, 0),
+            )
+            for d in dimensions
+        ]
         rows.append(
             {
                 "persona_id": persona_id,
                 "cells": cells,
                 "avg": p["avg_score"],
                 "avg_spread": p["avg_spread"],
-                "avg_ci": p["avg_ci"],
+                "avg_ci": shown_interval(p["avg_ci"], p["avg_n"]),
+                "avg_n": p["avg_n"],
                 "runs": p["runs"],
             }
         )
@@ -504,6 +521,10 @@ class ScoreTrends:
     """Per tutor under test ("Reference tutor", or the agent's name and model), the mean per dimension."""
     by_persona: dict[str, dict[str, float]]
     runs: int
+    moments: list[datetime] = field(default_factory=list)
+    """Each time bucket's start (aligned with times): the charts' time axis."""
+    judges: list[str] = field(default_factory=list)
+    """The judges of the runs counted; with more than one, every series is split by judge (named in it)."""
 
 
 def _tutor_label(name: str | None, model: str | None) -> str:
@@ -527,6 +548,7 @@ def score_trends(filters: dict[str, str], *, max_runs: int = 2000) -> ScoreTrend
             "run__agent__model",
             "dimension",
             "score",
+            "run__judge_label",
         )
     )
     dimensions = [d for d in DIMENSIONS if any(r[5] == d for r in rows)]
@@ -534,23 +556,50 @@ def score_trends(filters: dict[str, str], *, max_runs: int = 2000) -> ScoreTrend
     days = {r[1].date() for r in rows}
     hours = {r[1].replace(minute=0, second=0, microsecond=0) for r in rows}
     fmt = "%Y-%m-%d" if len(days) > 1 else "%H:00" if len(hours) > 1 else "%H:%M"
+
+    def bucket_start(moment: datetime) -> datetime:
+        moment = moment.replace(second=0, microsecond=0)
+        return (
+            moment.replace(hour=0, minute=0)
+            if len(days) > 1
+            else moment.replace(minute=0)
+            if len(hours) > 1
+            else moment
+        )
+
+    judges = sorted({r[7] or "unknown judge" for r in rows})
+    split = len(judges) > 1
+
+    def named(name: str, judge: str | None) -> str:
+        # runs of different judges are never averaged together: each judge has its own series
+        return f"{name} · {judge or 'unknown judge'}" if split else name
+
     buckets: dict[str, dict[str, list[float]]] = {}
+    moments: dict[str, datetime] = {}
     tutors: dict[str, dict[str, list[float]]] = {}
     personas: dict[str, dict[str, list[float]]] = {}
-    for _, created, persona, agent_name, agent_model, dimension, value in sorted(rows, key=lambda r: r[1]):
-        buckets.setdefault(created.strftime(fmt), {}).setdefault(dimension, []).append(value)
-        tutors.setdefault(_tutor_label(agent_name, agent_model), {}).setdefault(dimension, []).append(value)
-        personas.setdefault(persona or "real student", {}).setdefault(dimension, []).append(value)
+    for _, created, persona, agent_name, agent_model, dimension, value, judge in sorted(rows, key=lambda r: r[1]):
+        bucket = created.strftime(fmt)
+        moments.setdefault(bucket, bucket_start(created))
+        buckets.setdefault(bucket, {}).setdefault(named(dimension, judge), []).append(value)
+        tutors.setdefault(named(_tutor_label(agent_name, agent_model), judge), {}).setdefault(dimension, []).append(
+            value
+        )
+        personas.setdefault(named(persona or "real student", judge), {}).setdefault(dimension, []).append(value)
 
     def means(groups: dict[str, dict[str, list[float]]]) -> dict[str, dict[str, float]]:
         return {key: {d: round(fmean(v), 2) for d, v in dims.items()} for key, dims in groups.items()}
 
     times = list(buckets)
+    drawn = [named(d, j) for d in dimensions for j in judges] if split else dimensions
+    drawn = [n for n in drawn if any(n in buckets[t] for t in times)]
     return ScoreTrends(
         dimensions=dimensions,
         times=times,
-        over_time={d: [round(fmean(buckets[t][d]), 2) if d in buckets[t] else None for t in times] for d in dimensions},
+        over_time={n: [round(fmean(buckets[t][n]), 2) if n in buckets[t] else None for t in times] for n in drawn},
         by_tutor=means(tutors),
         by_persona=dict(sorted(means(personas).items())),
+        moments=[moments[t] for t in times],
+        judges=judges,
         runs=len({r[0] for r in rows}),
     )

@@ -1,5 +1,6 @@
 """Server-rendered SVG charts (no JavaScript library, no CDN)."""
 
+from datetime import datetime
 from html import escape
 
 PALETTE = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"]
@@ -54,39 +55,67 @@ def grouped_bars(
 
 
 def lines(
-    series: dict[str, list[float | None]], labels: list[str], *, scale: float = 9.0, label: str = "Scores over time"
+    series: dict[str, list[float | None]],
+    labels: list[str],
+    *,
+    scale: float = 9.0,
+    label: str = "Scores over time",
+    times: list[datetime] | None = None,
 ) -> str:
-    """One line per series (dimension) over the runs or time buckets, values 0..scale."""
+    """One line per series over the runs or time buckets, values 0..scale.
+
+    With `times` (one per label) the x axis is a time axis: points sit at their time, so 23:24, 23:48
+    and 23:50 are not evenly spaced, and a label too close to the one before is left to the point's
+    tooltip. One period only (one run, one week) draws bars: a line needs two points.
+    """
+    if len(labels) == 1:
+        one = {name: {labels[0]: values[0]} for name, values in series.items() if values and values[0] is not None}
+        return grouped_bars(one, labels, scale=scale, label=label)
     left, top, height, step = 30, 10, 160, 70
-    width = max(left + step * max(1, len(labels) - 1) + 40, left + 4 * 150)
+    span_px = max(step * max(1, len(labels) - 1), 4 * 150 - 20)
+    width = left + span_px + 40
+    if times is not None and len(times) == len(labels) and len(labels) > 1 and times[-1] > times[0]:
+        t0, total = times[0], (times[-1] - times[0]).total_seconds()
+        xs = [left + (t - t0).total_seconds() / total * span_px for t in times]
+    else:
+        xs = [left + i * span_px / max(1, len(labels) - 1) for i in range(len(labels))]
     full_height = height + 50 + 14 * ((len(series) + 3) // 4)  # the legend, four names a row
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" width="{width}" height="{full_height}" viewBox="0 0 {width} {full_height}" role="img" aria-label="{escape(label)}">'
     ]
-    for tick in range(0, int(scale) + 1, 3 if int(scale) % 3 == 0 else 2):
+    tick_step = 3 if int(scale) % 3 == 0 else 2
+    for tick in range(0, int(scale) + 1, tick_step):
         y = top + height - tick / scale * height
         parts.append(
             f'<line x1="{left}" x2="{width}" y1="{y:.1f}" y2="{y:.1f}" stroke="#ddd"/><text x="{left - 6}" y="{y + 4:.1f}" font-size="10" text-anchor="end">{tick}</text>'
         )
     for index, (name, values) in enumerate(series.items()):
         colour = PALETTE[index % len(PALETTE)]
-        points = [(left + i * step, top + height - v / scale * height) for i, v in enumerate(values) if v is not None]
+        points = [
+            (xs[i], top + height - v / scale * height, labels[i], v) for i, v in enumerate(values) if v is not None
+        ]
         if len(points) > 1:
             parts.append(
-                f'<polyline fill="none" stroke="{colour}" stroke-width="2" points="{" ".join(f"{x:.1f},{y:.1f}" for x, y in points)}"/>'
+                f'<polyline fill="none" stroke="{colour}" stroke-width="2" points="{" ".join(f"{x:.1f},{y:.1f}" for x, y, _, _ in points)}"/>'
             )
         parts += [
-            f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3" fill="{colour}"><title>{escape(name)}: {v:g}</title></circle>'
-            for (x, y), v in zip(points, [v for v in values if v is not None], strict=True)
+            f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3" fill="{colour}"><title>{escape(name)}, {escape(when)}: {v:g}</title></circle>'
+            for x, y, when, v in points
         ]
-        x, y = left + (index % 4) * 150, height + 44 + (index // 4) * 14
+        lx, ly = left + (index % 4) * 150, height + 44 + (index // 4) * 14
         parts.append(
-            f'<rect x="{x}" y="{y - 9}" width="10" height="10" fill="{colour}"/><text x="{x + 14}" y="{y}" font-size="10">{escape(name)}</text>'
+            f'<rect x="{lx}" y="{ly - 9}" width="10" height="10" fill="{colour}"/><text x="{lx + 14}" y="{ly}" font-size="10">{escape(name)}</text>'
         )
-    for i, label in enumerate(labels):
+    shown = -1e9
+    for x, text in zip(xs, labels, strict=True):
         parts.append(
-            f'<text x="{left + i * step}" y="{top + height + 16}" font-size="9" text-anchor="middle">{escape(label)}</text>'
+            f'<line class="x-tick" x1="{x:.1f}" x2="{x:.1f}" y1="{top + height}" y2="{top + height + 4}" stroke="#999"/>'
         )
+        if x - shown >= 8 * len(text) * 0.6 + 8:
+            parts.append(
+                f'<text class="x-label" x="{x:.1f}" y="{top + height + 16}" font-size="9" text-anchor="middle">{escape(text)}</text>'
+            )
+            shown = x
     parts.append("</svg>")
     return "".join(parts)
 

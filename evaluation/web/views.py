@@ -2,6 +2,7 @@
 
 import json
 from collections.abc import Callable
+from datetime import datetime
 from functools import wraps
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
 from evaluation.conf import setting
@@ -91,20 +93,27 @@ def dashboard(request: HttpRequest) -> HttpResponse:
             "statuses": RunStatus.choices,
             "live_socket": _live_socket(),
             "active_ids": [c.run.run_id for c in cards if c.run.is_active],
-            **_problem_trends(),
+            **_problem_trends(filters if not refused else NO_RUNS),
         },
         status=400 if refused else 200,
     )
 
 
-def _problem_trends() -> dict[str, Any]:
-    """The dashboard's problem trends: a line per root cause over the weeks, and a table per tutor."""
-    trends = run_selectors.problem_trends()
+def _problem_trends(filters: dict[str, str]) -> dict[str, Any]:
+    """The dashboard's problem trends: a line per root cause over the weeks, and a table per tutor, of the
+    runs the list's filters select."""
+    trends = run_selectors.problem_trends(within=selectors.runs_filtered(None, filters))
     most = max((n for counts in trends.by_week.values() for n in counts), default=0)
     series: dict[str, list[float | None]] = {c: [float(n) for n in counts] for c, counts in trends.by_week.items()}
     chart = ""
     if trends.weeks:
-        chart = lines(series, trends.weeks, scale=float(max(3, most)), label="Problems per week by root cause")
+        chart = lines(
+            series,
+            trends.weeks,
+            scale=float(max(3, most)),
+            label="Problems per week by root cause",
+            times=[datetime.fromisocalendar(int(w[:4]), int(w[6:]), 1) for w in trends.weeks],
+        )
     causes = sorted({c for row in trends.by_tutor.values() for c in row})
     table = [(tutor, [trends.by_tutor[tutor].get(c, 0) for c in causes]) for tutor in trends.tutors]
     return {"trends": trends, "trend_chart": chart, "trend_causes": causes, "trend_table": table}
@@ -184,11 +193,6 @@ def run_report(request: HttpRequest, run_id: str) -> HttpResponse:
     run = _run_or_404(run_id)
     evaluation = selectors.run_evaluation(run)
     files = selectors.run_files(run)
-    usage = run.token_usage or {}
-    providers = usage.get("by_provider") or {}
-    # Offline: every call went to the rule-based offline provider (runs stored before providers were
-    # counted: the run was started with provider "offline").
-    offline = set(providers) == {"offline"} if providers else (run.config or {}).get("provider") == "offline"
     return _page(
         request,
         "evaluation/report.html",
@@ -199,8 +203,7 @@ def run_report(request: HttpRequest, run_id: str) -> HttpResponse:
             "scores": list(evaluation["scores"].items()) if evaluation else [],
             "transcript": _message_rows(selectors.conversation(run)),
             "files": files,
-            "usage": usage,
-            "offline": offline,
+            "usage": run_selectors.run_usage(run),
             "live_socket": _live_socket(),
             "labels": judging_selectors.run_labels(run, request.user) if evaluation else None,
             "coverage": selectors.run_coverage(run),
@@ -252,12 +255,17 @@ def run_retry(request: HttpRequest, run_id: str) -> HttpResponse:
 @permission_needed("evaluation.cancel_run")
 @require_POST
 def run_cancel(request: HttpRequest, run_id: str) -> HttpResponse:
+    """Cancel a queued or running run (the run kernel's cancel, as the API's); back to the page it was asked
+    from (the dashboard or the run's page)."""
     run = _run_or_404(run_id)
     try:
         run_services.run_cancel(run, user=request.user)
         messages.success(request, f"Cancelled {run.run_id}.")
     except Conflict as exc:
         messages.error(request, f"Not cancelled: {exc}")
+    back = request.POST.get("next", "")
+    if back and url_has_allowed_host_and_scheme(back, allowed_hosts={request.get_host()}, require_https=False):
+        return redirect(back)
     return redirect("evaluation-run-report", run_id=run.run_id)
 
 
@@ -348,7 +356,7 @@ def drift_agent(request: HttpRequest, agent_id: str) -> HttpResponse:
     ctx = drift_selectors.drift_context(agent_id)
     if ctx is None:
         raise Http404(f"no agent {agent_id!r}")
-    ctx["chart"] = lines(ctx["series"], ctx["labels"]) if ctx["table"] else ""
+    ctx["chart"] = lines(ctx["series"], ctx["labels"], times=ctx["moments"]) if ctx["table"] else ""
     ctx["title"] = f"Persona drift: {ctx['agent'].display_name}"
     return _page(request, "evaluation/drift_agent.html", ctx)
 
@@ -376,7 +384,13 @@ def charts(request: HttpRequest) -> HttpResponse:
             "trends": trends,
             "filters": filters,
             "query": _filter_query(filters),
-            "over_time": lines(trends.over_time, trends.times, scale=10.0, label="Scores per dimension over time")
+            "over_time": lines(
+                trends.over_time,
+                trends.times,
+                scale=10.0,
+                label="Scores per dimension over time",
+                times=trends.moments,
+            )
             if has_data
             else "",
             "by_tutor": grouped_bars(trends.by_tutor, trends.dimensions, label="Scores per tutor version")

@@ -33,6 +33,13 @@
     return s.detail || s.status;
   }
 
+  // Run controls follow the status: Cancel while a run is queued or running, Retry and Evaluate again
+  // once it has ended.
+  function showControls(root, ended) {
+    root.querySelectorAll("[data-while-active]").forEach(function (el) { el.hidden = ended; });
+    root.querySelectorAll("[data-when-ended]").forEach(function (el) { el.hidden = !ended; });
+  }
+
   // Live updates of a list of runs: a WebSocket when the server has a shared channel layer, which
   // reconnects with growing waits (1 s, 2 s, 4 s ... 30 s) and polls status.json meanwhile; after
   // MAX_RECONNECTS failures in a row it stays on polling. page.dataset.liveMode says which is in use.
@@ -88,6 +95,7 @@
       var card = cards.querySelector('[data-run="' + s.run_id + '"]');
       if (!card || active.indexOf(s.run_id) < 0) return;
       setText(card, "[data-status]", statusText(s));
+      showControls(card, finished.indexOf(s.run_status) >= 0);
       if (finished.indexOf(s.run_status) >= 0) {
         active = active.filter(function (i) { return i !== s.run_id; });
         if (!active.length) window.location.reload();
@@ -108,6 +116,7 @@
         .then(function (data) {
           setText(page, "[data-status]", cap(data.status.run_status));
           setText(page, "[data-detail]", data.status.detail || data.status.status);
+          showControls(page, finished.indexOf(data.status.run_status) >= 0);
           data.messages.forEach(function (m) {
             var div = document.createElement("div");
             div.className = "msg role-" + m.role;
