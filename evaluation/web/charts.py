@@ -3,6 +3,14 @@
 from datetime import datetime
 from html import escape
 
+
+def _legend(names: list[str], width: int, left: int) -> tuple[int, int]:
+    """The legend's column width and columns: as wide as the longest name (about 6 px a character at 10 px),
+    as many columns as fit, so long names ("pacing · openai/gpt-4o") never overlap."""
+    column = max(150, 22 + 6 * max((len(n) for n in names), default=0))
+    return column, max(1, (width - left) // column)
+
+
 PALETTE = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"]
 
 
@@ -15,16 +23,17 @@ def grouped_bars(
 ) -> str:
     """One group of bars per dimension, one bar per series (persona, tutor version); values 0..scale."""
     names = list(series)
-    bar_w, gap, left, top, height = 10, 18, 34, 12, 180
+    bar_w, gap, left, top, height = 10 if len(dimensions) > 1 else 24, 18, 34, 12, 180
     group_w = max(130, max(1, len(names)) * bar_w + gap)
-    legend_rows = (len(names) + 3) // 4
     width = max(left + group_w * len(dimensions) + 10, left + 4 * 150)
+    column, columns = _legend(names, width, left)
+    legend_rows = (len(names) + columns - 1) // columns
     full_height = height + 40 + 14 * legend_rows
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" width="{width}" height="{full_height}" '
         f'viewBox="0 0 {width} {full_height}" role="img" aria-label="{escape(label)}">'
     ]
-    for tick in range(0, int(scale) + 1, 2):
+    for tick in range(0, int(scale) + 1, 1 if scale <= 5 else 2):
         y = top + height - tick / scale * height
         parts.append(
             f'<line x1="{left}" x2="{width}" y1="{y:.1f}" y2="{y:.1f}" stroke="#ddd"/><text x="{left - 6}" y="{y + 4:.1f}" font-size="10" text-anchor="end">{tick}</text>'
@@ -45,8 +54,8 @@ def grouped_bars(
             f'<text x="{x0 + len(names) * bar_w / 2:.1f}" y="{top + height + 14}" font-size="10" text-anchor="middle">{label}</text>'
         )
     for s_index, name in enumerate(names):
-        x = left + (s_index % 4) * 150
-        y = top + height + 32 + (s_index // 4) * 14
+        x = left + (s_index % columns) * column
+        y = top + height + 32 + (s_index // columns) * 14
         parts.append(
             f'<rect x="{x}" y="{y - 9}" width="10" height="10" fill="{PALETTE[s_index % len(PALETTE)]}"/><text x="{x + 14}" y="{y}" font-size="10">{escape(name)}</text>'
         )
@@ -79,7 +88,8 @@ def lines(
         xs = [left + (t - t0).total_seconds() / total * span_px for t in times]
     else:
         xs = [left + i * span_px / max(1, len(labels) - 1) for i in range(len(labels))]
-    full_height = height + 50 + 14 * ((len(series) + 3) // 4)  # the legend, four names a row
+    column, columns = _legend(list(series), width, left)
+    full_height = height + 50 + 14 * ((len(series) + columns - 1) // columns)  # the legend under the axis
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" width="{width}" height="{full_height}" viewBox="0 0 {width} {full_height}" role="img" aria-label="{escape(label)}">'
     ]
@@ -102,7 +112,7 @@ def lines(
             f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3" fill="{colour}"><title>{escape(name)}, {escape(when)}: {v:g}</title></circle>'
             for x, y, when, v in points
         ]
-        lx, ly = left + (index % 4) * 150, height + 44 + (index // 4) * 14
+        lx, ly = left + (index % columns) * column, height + 44 + (index // columns) * 14
         parts.append(
             f'<rect x="{lx}" y="{ly - 9}" width="10" height="10" fill="{colour}"/><text x="{lx + 14}" y="{ly}" font-size="10">{escape(name)}</text>'
         )
