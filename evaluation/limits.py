@@ -124,9 +124,10 @@ def encodes(text: str) -> bool:
     return True
 
 
-def text_problems(value: Any, *, file: str = "", where: str = "") -> list[FieldProblem]:
-    """What no column can hold in a parsed JSON (or YAML) value, each named by its dotted path: a NUL
-    character, a lone surrogate, an integer too long to read (LongNumber), a number that is not finite."""
+def text_problems(value: Any, *, file: str = "", where: str = "", brackets: bool = False) -> list[FieldProblem]:
+    """What no column can hold in a parsed JSON (or YAML) value, each named by its dotted path (list items
+    as `.0`, or `[0]` with `brackets`): a NUL character, a lone surrogate, an integer too long to read
+    (LongNumber), a number that is not finite."""
     problems: list[FieldProblem] = []
     stack = [(where, value)]
     while stack:
@@ -153,7 +154,10 @@ def text_problems(value: Any, *, file: str = "", where: str = "") -> list[FieldP
                     continue
                 stack.append((at, child))
         elif isinstance(item, list):
-            stack.extend((f"{path}.{i}" if path else str(i), child) for i, child in enumerate(item))
+            if brackets:
+                stack.extend((f"{path}[{i}]", child) for i, child in enumerate(item))
+            else:
+                stack.extend((f"{path}.{i}" if path else str(i), child) for i, child in enumerate(item))
     return sorted(problems, key=lambda p: p.field)
 
 

@@ -18,6 +18,7 @@ from evaluation.limits import (
     json_loads,  # noqa: F401 - services reads rubric files with it
     json_value,
     limit,
+    nul_check,
     text_problems,
     too_large,
     value_problems,
@@ -108,7 +109,9 @@ class _Reader:
         if not isinstance(data, dict):
             self.problem(where, f"must be a JSON object, not {type(data).__name__}", line)
             return None
-        too_big = value_problems(data, file=self.file, where=where) + text_problems(data, file=self.file, where=where)
+        too_big = value_problems(data, file=self.file, where=where) + text_problems(
+            data, file=self.file, where=where, brackets=True
+        )
         if too_big:
             self.problems.extend(FieldProblem(p.field, p.reason, p.file, line=line) for p in too_big)
             return None
@@ -417,6 +420,7 @@ def parse(
 
     if format in ("json", "candidates"):
         document = json_value(text, field="", file=file)
+        nul_check(text, document, field="", file=file)
         records = document if isinstance(document, list) else [document]
         _check_count(len(records), file)
         for i, record in enumerate(records):
@@ -429,6 +433,7 @@ def parse(
         for n, line in lines:
             try:
                 record = json_value(line, field=f"line {n}", file=file)
+                nul_check(line, record, field=f"line {n}", file=file)
             except InvalidInput as exc:
                 parsed.append(
                     (f"line {n}", None, [FieldProblem(p.field, p.reason, p.file, line=n) for p in exc.problems])
@@ -690,14 +695,18 @@ def label_map_read(data: bytes | str, *, file: str = "map-labels") -> LabelMap:
     if not data.strip():
         return LabelMap(file=file)
     try:
-        doc = json_value(data, field=file) if data.lstrip()[:1] == "{" else yaml_load(data)
+        if data.lstrip()[:1] == "{":
+            doc = json_value(data, field=file)
+            nul_check(data, doc, field=file)
+        else:
+            doc = yaml_load(data)
     except InvalidInput:
         raise
     except Exception as exc:  # yaml.YAMLError and its kin
         raise InvalidInput(
             [FieldProblem(file, f"is neither JSON nor YAML: {str(exc).splitlines()[0][:200]}")]
         ) from None
-    problems = text_problems(doc, where=file)
+    problems = text_problems(doc, where=file, brackets=True)
     if problems:
         raise InvalidInput(problems)
     if not isinstance(doc, dict):

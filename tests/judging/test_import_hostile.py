@@ -25,7 +25,7 @@ LONG_NUMBER = (
 )
 CASES = [
     pytest.param(*LONG_ANNOTATOR, "annotator: is 200 characters: at most 150", id="annotator"),
-    pytest.param(*SURROGATE, "messages.0.content: holds a lone surrogate", id="surrogate"),
+    pytest.param(*SURROGATE, "messages[0].content: holds a lone surrogate", id="surrogate"),
     pytest.param(*LONG_NUMBER, "labels.pacing: is a number of 5000 digits", id="number"),
 ]
 
