@@ -15,6 +15,9 @@ from evaluation.errors import NotFound
 from evaluation.judging import selectors, services
 
 FORMATS = ["auto", "json", "jsonl", "text", "candidates"]
+MAP_LABELS_MAX_CHARS = 4_000
+"""A label map in the query string: percent-encoded (up to 3 bytes a character) it stays inside the 16 KB
+request line that uvicorn (h11) reads."""
 
 
 class ImportQuery(QueryInput):
@@ -36,8 +39,10 @@ class ImportQuery(QueryInput):
     map_labels = serializers.CharField(
         required=False,
         default="",
-        max_length=100_000,
-        help_text='A label map, JSON or YAML: {"<dimension>" or "*": {"<other wording>": "<label of the scale>"}}.',
+        max_length=MAP_LABELS_MAX_CHARS,
+        help_text='A label map, JSON or YAML: {"<dimension>" or "*": {"<other wording>": "<label of the scale>"}}. '
+        "At most 4,000 characters, so that the URL fits a server's request line (16 KB, percent-encoded); a longer "
+        "map goes as a file to `manage.py import_transcripts --map-labels` or the admin's upload.",
     )
     skip_invalid = serializers.BooleanField(
         required=False, default=False, help_text="Import the valid records; list the rejected ones with reasons."

@@ -168,3 +168,16 @@ def test_an_admin_json_field_names_what_no_column_holds(client, django_user_mode
     response = client.post("/admin/evaluation/agent/add/", form)
     assert response.status_code == 200 and reason in response.content.decode()
     assert not Agent.objects.filter(pk="agent-x").exists()
+
+
+def test_a_label_map_in_the_query_string_fits_a_request_line(client, auth):
+    from urllib.parse import quote
+
+    label_map = json.dumps({"*": {f"wording {i}": "4" for i in range(400)}})
+    assert len(label_map) > 4000
+    body = json.dumps([{"id": "t", "messages": [{"role": "tutor", "content": "x"}]}])
+    response = client.post(
+        f"/api/judging/import?map_labels={quote(label_map)}", body, content_type="application/json", **auth
+    )
+    assert "4000" in refused(response)["fields"]["map_labels"][0]
+    assert not Transcript.objects.exists()
