@@ -11,6 +11,7 @@ from evaluation.web import site
 # of its door: JSON under /api/, the site's page elsewhere. A 500 is Django's view with templates/500.html,
 # which needs no database, no request and no context processor.
 handler404 = "evaluation.web.site.page_not_found"
+handler500 = "evaluation.web.site.server_error"
 
 urlpatterns = [
     # Before admin.site.urls: /admin/evaluation/ is the dashboard rather than the app's model index.

@@ -1,6 +1,7 @@
 """What every page of the site shares beyond its frame: the not-found page and the favicon."""
 
 import logging
+import sys
 from functools import cache
 
 from django.contrib import admin
@@ -8,12 +9,24 @@ from django.contrib.staticfiles import finders
 from django.db import DatabaseError
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotFound
 from django.template.loader import render_to_string
+from django.views import defaults
 from django.views.decorators.cache import cache_control
 from django.views.decorators.http import require_safe
 
 from evaluation.api import errors as api_errors
+from evaluation.web.middleware import database_unavailable_response
 
 log = logging.getLogger(__name__)
+
+
+def server_error(request: HttpRequest) -> HttpResponse:
+    """The site's 500 (handler500): an error that means the database is away, met outside a view (in a
+    middleware, a session save), is a 503 with Retry-After like the views' own; anything else is the
+    site's standalone 500 page, which needs no database."""
+    response = database_unavailable_response(request, sys.exc_info()[1] or Exception())
+    if response is not None:
+        return response
+    return defaults.server_error(request)
 
 
 def page_not_found(request: HttpRequest, exception: Exception) -> HttpResponse:

@@ -224,3 +224,22 @@ def test_chromium_shows_every_page_in_the_frame_without_console_errors(live_serv
         browser.close()
     # A missing page's own 404 is the one error the browser reports; nothing else, no policy violation.
     assert [e for e in errors if "404 (Not Found)" not in e] == [], errors
+
+
+@pytest.mark.django_db
+def test_a_database_outage_met_outside_a_view_is_a_503_and_any_other_error_the_500_page():
+    from django.db import OperationalError
+    from psycopg_pool import PoolTimeout
+
+    from evaluation.web.site import server_error
+
+    try:
+        raise OperationalError("couldn't get a connection after 10.00 sec") from PoolTimeout("timeout")
+    except OperationalError:
+        busy = server_error(RequestFactory().get("/admin/evaluation/"))
+    assert busy.status_code == 503 and busy["Retry-After"] == "2" and b"database" in busy.content
+    try:
+        raise ValueError("a bug")
+    except ValueError:
+        other = server_error(RequestFactory().get("/admin/evaluation/"))
+    assert other.status_code == 500 and b"Server error" in other.content
