@@ -468,4 +468,11 @@ LOGGING = {
     "filters": {"redact": {"()": "evaluation.redact.RedactingFilter"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["redact"]}},
     "root": {"handlers": ["console"], "level": os.environ.get("EVAL_LOG_LEVEL", "WARNING")},
+    # A qcluster's one line per run begun and ended (it otherwise prints nothing while it works); the
+    # CLI has its own progress display, so elsewhere only when asked.
+    "loggers": {
+        "evaluation.runs.lifecycle": {
+            "level": os.environ.get("EVAL_RUN_LOG_LEVEL", "INFO" if _QCLUSTER_PROCESS else "WARNING")
+        }
+    },
 }

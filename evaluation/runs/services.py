@@ -39,6 +39,8 @@ from evaluation.runs.outage import close_broken_connection, retrying
 from evaluation.runs.selectors import SENT, WAITING
 
 log = logging.getLogger(__name__)
+lifecycle = logging.getLogger("evaluation.runs.lifecycle")
+"""One line when a worker begins a run and one when it ends it (INFO; EVAL_RUN_LOG_LEVEL), so a qcluster says what it does."""
 
 TASK = "evaluation.tasks.run_task"
 """The one django-q2 entry point; it dispatches on the run's kind (evaluation/tasks.py)."""
@@ -522,6 +524,7 @@ def _begin(run_pk: Any, attempt: int) -> EvaluationRun | None:
     if run is None:
         return None  # deleted between the two statements
     _event(run, RunStatus.RUNNING, f"worker:{run.worker}")
+    lifecycle.info("run %s (%s, attempt %s) began on %s", run.run_id, run.kind, attempt, run.worker)
     return run
 
 
@@ -651,6 +654,9 @@ def _end(handle: RunHandle, status: str, fields: dict[str, Any]) -> None:
     if retrying(write, what=f"marking {run.run_id} {status}", for_seconds=_stale_after()):
         for key, value in fields.items():
             setattr(run, key, value)
+        took = (run.completed_at - run.started_at).total_seconds() if run.started_at else 0.0
+        error = f": {fields['error']}" if fields.get("error") else ""
+        lifecycle.info("run %s %s after %.1f s%s", run.run_id, status, took, str(error)[:300])
         broadcast(run, handle.listener)
     else:
         retrying(run.refresh_from_db, what=f"reading {run.run_id}", for_seconds=_stale_after())

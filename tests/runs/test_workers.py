@@ -81,6 +81,9 @@ def test_a_killed_worker_leaves_an_interrupted_run_that_retry_completes(staff_cl
         assert retry.status_code == 202 and retry.json()["attempt"] == 2, retry.content
         status = wait_for(staff_client, run_id, lambda s: s["run_status"] not in ("queued", "running"), 120, second_log)
     assert status["run_status"] == "completed", status
+    # The worker says what it does: one line when it begins the run, one when it ends it.
+    said = second_log.read_text()
+    assert f"run {run_id} (tutor, attempt 2) began on " in said and f"run {run_id} completed after " in said, said
     messages = RunMessage.objects.filter(run__run_id=run_id)
     assert messages.filter(attempt=1).count() == killed_turns  # the first attempt's messages stay as they were
     for attempt in (1, 2):
