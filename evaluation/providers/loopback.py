@@ -11,6 +11,7 @@ import itertools
 import json
 import random
 import re
+import sys
 import threading
 import time
 from collections import deque
@@ -99,6 +100,16 @@ def _tokens(text: str) -> int:
     return max(1, len(text) // 4)
 
 
+class _QuietServer(ThreadingHTTPServer):
+    """A client that hangs up mid-reply (a killed worker or web process, in a fault drill) is its own
+    business: no traceback on the console for it; any other error is printed as before."""
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
+
+
 class LoopbackLLMServer:
     """Start with `with LoopbackLLMServer() as server:`; point SDKs at server.openai_url / anthropic_url."""
 
@@ -123,7 +134,7 @@ class LoopbackLLMServer:
         self._rng = random.Random(seed)
         self._counter = itertools.count(1)
         self._stopping = threading.Event()
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", port), self._handler_class())
+        self._httpd = _QuietServer(("127.0.0.1", port), self._handler_class())
         self._httpd.daemon_threads = True
         self._thread: threading.Thread | None = None
         self._answering = 0
