@@ -654,7 +654,7 @@ def _end(handle: RunHandle, status: str, fields: dict[str, Any]) -> None:
     if retrying(write, what=f"marking {run.run_id} {status}", for_seconds=_stale_after()):
         for key, value in fields.items():
             setattr(run, key, value)
-        took = (run.completed_at - run.started_at).total_seconds() if run.started_at else 0.0
+        took = (fields["completed_at"] - run.started_at).total_seconds() if run.started_at else 0.0
         error = f": {fields['error']}" if fields.get("error") else ""
         lifecycle.info("run %s %s after %.1f s%s", run.run_id, status, took, str(error)[:300])
         broadcast(run, handle.listener)
