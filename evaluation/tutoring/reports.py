@@ -304,18 +304,22 @@ MIN_RUNS_FOR_INTERVAL = 3
 SCORE_RANGE = (0.0, 10.0)
 
 
-def shown_interval(ci: tuple[float | None, float | None] | list[Any], n: int) -> tuple[float | None, float | None]:
-    """The mean's interval as pages and reports show it: none below MIN_RUNS_FOR_INTERVAL runs, and clipped
-    to the score's range (a score cannot be below 0 or above 10, whatever the t interval says)."""
+def shown_interval(
+    ci: tuple[float | None, float | None] | list[Any], n: int, *, least: int = MIN_RUNS_FOR_INTERVAL
+) -> tuple[float | None, float | None]:
+    """The mean's interval as pages and reports show it: none below `least` runs, and clipped to the
+    score's range (a score cannot be below 0 or above 10, whatever the t interval says)."""
     low, high = ci
-    if low is None or high is None or n < MIN_RUNS_FOR_INTERVAL:
+    if low is None or high is None or n < least:
         return None, None
     return max(SCORE_RANGE[0], low), min(SCORE_RANGE[1], high)
 
 
-def _mean_cell(mean: float, ci: tuple[float | None, float | None] | list[Any], n: int) -> str:
-    low, high = shown_interval(ci, n)
-    return f"{mean:g}" + (f" [{low:g}, {high:g}]" if low is not None else "") + (f" n={n}" if n > 1 else "")
+def _mean_cell(
+    mean: float, ci: tuple[float | None, float | None] | list[Any], n: int, *, least: int = MIN_RUNS_FOR_INTERVAL
+) -> str:
+    low, high = shown_interval(ci, n, least=least)
+    return f"{mean:g}" + (f" [{low:g}, {high:g}]" if low is not None else "")
 
 
 def write_comparison(
@@ -345,8 +349,15 @@ def write_comparison(
     lines += _row(["persona", *(d.replace("_", " ") for d in dims), "average"])
     lines.append("|---" * (len(dims) + 2) + "|")
     for persona_id, p in data["personas"].items():
-        cells = [_mean_cell(p["mean_scores"][d], p["ci"][d], p["n"][d]) if d in p["mean_scores"] else "-" for d in dims]
-        avg = "failed" if p["avg_score"] is None else _mean_cell(p["avg_score"], p["avg_ci"], p["avg_n"])
+        cells = [
+            f"{_mean_cell(p['mean_scores'][d], p['ci'][d], p['n'][d])} n={p['n'][d]}" if d in p["mean_scores"] else "-"
+            for d in dims
+        ]
+        avg = (
+            "failed"
+            if p["avg_score"] is None
+            else f"{_mean_cell(p['avg_score'], p['avg_ci'], p['avg_n'])} n={p['avg_n']}"
+        )
         lines += _row([persona_id, *cells, avg])
     if data["left_out"]:
         lines += ["", f"Left out (judged on less than {min_coverage:.0%} of the planned turns):"]
@@ -398,7 +409,7 @@ def gate_lines(gate: Gate) -> list[str]:
             mark = "**regression**" if v.regression else "ok"
             lines.append(
                 f"| {v.persona_id} | {v.dimension.replace('_', ' ')} | {v.baseline:g} | "
-                f"{_mean_cell(v.mean, (v.low, v.high))} | {v.n} | {v.drop:g} | {mark}: {v.why} |"
+                f"{_mean_cell(v.mean, (v.low, v.high), v.n, least=2)} | {v.n} | {v.drop:g} | {mark}: {v.why} |"
             )
     lines += [f"- left out: {why}" for why in gate.left_out]
     lines += [f"- no baseline for persona {p}" for p in gate.no_baseline]
