@@ -350,7 +350,7 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["evaluation.api.permissions.RequiredPermission"],
     # JSON bodies only; beyond DATA_UPLOAD_MAX_MEMORY_SIZE they are refused with 413.
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["evaluation.api.parsers.JSONParser"],
     "DEFAULT_SCHEMA_CLASS": "evaluation.api.schema.AutoSchema",  # says which text a request may send
     "EXCEPTION_HANDLER": "evaluation.api.errors.exception_handler",
 }

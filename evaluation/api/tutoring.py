@@ -185,9 +185,10 @@ class RetryEvaluationView(APIView):
         "simulating it again (e.g. after the judge failed).",
         parameters=[run_id_parameter("A tutor run's readable id or UUID.")],
         ok={202: RunAcceptedOutput},
-        invalid="The run has no stored conversation to evaluate.",
         not_found="No tutor run has this id.",
-        conflict="The run is still queued or running, or " + CAPACITY[0].lower() + CAPACITY[1:],
+        conflict="The run has no stored conversation to evaluate, is still queued or running, or "
+        + CAPACITY[0].lower()
+        + CAPACITY[1:],
     )
     def post(self, request: Request, run_id: str) -> Response:
         run = services.run_retry_evaluation_start(run=run_selectors.run_lookup(run_id, kind="tutor"), user=request.user)

@@ -7,7 +7,7 @@ from typing import Any
 from django.utils import timezone
 
 from evaluation.conf import setting
-from evaluation.errors import FieldProblem, InvalidInput, NotFound, PlainMessage
+from evaluation.errors import Conflict, FieldProblem, InvalidInput, NotFound, PlainMessage
 from evaluation.models import Agent, EvaluationRun, Persona, RunMessage, Topic, TutoringSession
 from evaluation.models.runs import RunKind, RunSource
 from evaluation.providers import ProviderSpec, get_llm, keys_check
@@ -285,7 +285,7 @@ def session_evaluation_start(
 def run_retry_evaluation_start(*, run: EvaluationRun, user: Any = None) -> EvaluationRun:
     """Queue a new attempt that re-judges the stored conversation without simulating it again."""
     if not run.messages.exists():
-        raise InvalidInput([FieldProblem("run", f"run {run.run_id} has no stored conversation to evaluate")])
+        raise Conflict(f"run {run.run_id} has no stored conversation to evaluate")
     return runs.run_requeue(run, action="evaluate", detail="Waiting to re-evaluate", user=user)
 
 

@@ -120,7 +120,7 @@ def test_evaluate_session_queues_a_judged_copy(api, catalog, django_capture_on_c
 def test_retry_evaluation_rejudges_a_tutor_run(api, db, django_capture_on_commit_callbacks):
     run = make_run("run_misjudged", status="failed")
     empty = api.post("/api/evaluation/runs/run_misjudged/retry-evaluation")
-    assert empty.status_code == 400 and "no stored conversation" in empty.json()["error"]
+    assert empty.status_code == 409 and "no stored conversation" in empty.json()["error"]
     RunMessage.objects.create(run=run, turn=1, role="tutor", content="Hi", timestamp=run.created_at)
     with django_capture_on_commit_callbacks() as queued:
         response = api.post("/api/evaluation/runs/run_misjudged/retry-evaluation")
