@@ -82,12 +82,18 @@ def model_spec(value: str | None) -> ProviderSpec | None:
     return ProviderSpec.parse(value) if value else None
 
 
-def judge_description(label: str) -> str:
-    """'offline rule-based judge (no judge model set)', 'openai/gpt-5.2', or 'off'."""
+CLI_JUDGE_HINT = "pass --judge-model for an LLM judge"
+WEB_JUDGE_HINT = "name a judge model when starting the run, or set the Suite Judge role's LLM config in the admin"
+
+
+def judge_description(label: str, hint: str = CLI_JUDGE_HINT) -> str:
+    """'offline rule-based judge (no judge model set: <hint>)', 'openai/gpt-5.2', or 'off'. The hint
+    says how to get an LLM judge where the reader is: a flag on the command line, a field or the
+    role's LLM config on the web and the API."""
     if not label:
         return "off (completion check only)"
     if label.split("/")[0] == "offline":
-        return "offline rule-based judge (no judge model set: pass --judge-model for an LLM judge)"
+        return f"offline rule-based judge (no judge model set: {hint})"
     return label
 
 

@@ -8,7 +8,7 @@ from django.db.models import Count, Prefetch, QuerySet
 from evaluation.errors import NotFound
 from evaluation.models import Case, CaseResult, EvaluationRun, Suite
 from evaluation.suites.repeats import summarize
-from evaluation.suites.runner import judge_description
+from evaluation.suites.runner import WEB_JUDGE_HINT, judge_description
 
 
 def suite_results(run: EvaluationRun) -> list[dict[str, Any]]:
@@ -26,7 +26,7 @@ def suite_results(run: EvaluationRun) -> list[dict[str, Any]]:
             "usage": r.usage,
             "agent_model": r.agent_model,
             "judge_model": r.judge_model,
-            "judged_by": judge_description(r.judge_model) if r.judge_model or r.agent_model else "",
+            "judged_by": judge_description(r.judge_model, WEB_JUDGE_HINT) if r.judge_model or r.agent_model else "",
         }
         for r in CaseResult.objects.filter(run=run).select_related("case").order_by("case__line", "repeat")
     ]

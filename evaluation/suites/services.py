@@ -17,8 +17,8 @@ from evaluation.suites.cache import DEFAULT_PATH as FILE_CACHE_PATH
 from evaluation.suites.cache import FileCache
 from evaluation.suites.drafting import Round, best_round, draft_skill, draft_write
 from evaluation.suites.parser import SuiteError, discover, load_file
+from evaluation.suites.runner import WEB_JUDGE_HINT, RunOptions, judge_description, model_check, run_case, run_suite
 from evaluation.suites.runner import CaseResult as CaseOutcome
-from evaluation.suites.runner import RunOptions, model_check, run_case, run_suite
 from evaluation.suites.runner import summaries as case_summaries
 from evaluation.suites.scope import SuiteScope
 from evaluation.suites.subjects import resolve_subject
@@ -222,7 +222,7 @@ def _run_suite_cases(handle: runs.RunHandle) -> dict[str, Any]:
         handle.progress(detail=f"Case {index}/{total}", turn=index)
     summaries = case_summaries(outcomes)
     passed = sum(s.pass_k for s in summaries)
-    judged_by = outcomes[0].judged_by if outcomes else ""
+    judged_by = judge_description(outcomes[0].judge_model, WEB_JUDGE_HINT) if outcomes else ""
     counted = f"{passed}/{len(summaries)} passed" if k == 1 else f"{passed}/{len(summaries)} cases pass^{k}"
     return {
         "overall_score": round(passed / len(summaries), 3) if summaries else None,
