@@ -21,6 +21,30 @@ CHANNEL_MAX_CHARS = 100
 """AgentMessage.channel's and .recipient's column width."""
 
 
+REPORTED_RECORDS = 20
+"""A refused body names the problems of its first 20 bad records, and how many more there are."""
+
+
+def _bounded(problems: list[FieldProblem]) -> list[FieldProblem]:
+    """The problems of the first REPORTED_RECORDS records that have any, then one line counting the rest."""
+    records: list[str | int | None] = []
+    for p in problems:
+        key = p.line if p.line is not None else p.field.split(".")[0]
+        if key not in records:
+            records.append(key)
+    if len(records) <= REPORTED_RECORDS:
+        return problems
+    kept = set(records[:REPORTED_RECORDS])
+    shown = [p for p in problems if (p.line if p.line is not None else p.field.split(".")[0]) in kept]
+    more = len(records) - REPORTED_RECORDS
+    return [
+        *shown,
+        FieldProblem(
+            "body", f"{more} more record(s) have problems ({len(records)} in all; the first {REPORTED_RECORDS} shown)"
+        ),
+    ]
+
+
 def parse_records(body: str | bytes) -> list[tuple[str, Any]]:
     """[(where, record)] from a JSON object, a JSON list, or JSON lines; raises InvalidInput, or
     TooLarge past INGEST_MAX_RECORDS records."""
@@ -44,7 +68,7 @@ def parse_records(body: str | bytes) -> list[tuple[str, Any]]:
                 whole = [("body", data)]
             unstorable = [p for where, record in whole for p in limits.text_problems(record, where=where)]
             if unstorable:
-                raise InvalidInput(unstorable)
+                raise InvalidInput(_bounded(unstorable))
             return whole
     records: list[tuple[str, Any]] = []
     problems: list[FieldProblem] = []
@@ -58,7 +82,7 @@ def parse_records(body: str | bytes) -> list[tuple[str, Any]]:
         except InvalidInput as exc:
             problems.extend(FieldProblem(p.field, p.reason, line=number) for p in exc.problems)
     if problems:
-        raise InvalidInput(problems)
+        raise InvalidInput(_bounded(problems))
     return records
 
 
@@ -107,7 +131,7 @@ def messages_ingest(records: list[tuple[str, Any]], *, source: str = "ingested")
         errors = batch.errors
         by_index = errors if isinstance(errors, dict) else dict(enumerate(errors))  # newer DRF: {index: errors}
         problems = [p for index, found in sorted(by_index.items()) for p in _problems(records[index][0], found)]
-        raise InvalidInput(problems or [FieldProblem("body", "must be a list of messages")])
+        raise InvalidInput(_bounded(problems) or [FieldProblem("body", "must be a list of messages")])
     rows = [
         AgentMessage(
             agent=agents[record["agent"]],

@@ -323,6 +323,10 @@ class _Reader:
         return tuple(labels) if ok else None
 
 
+REPORTED_RECORDS = 20
+"""A refused file names the problems of its first 20 bad records, and how many more there are."""
+
+
 def detect_format(name: str, text: str) -> str:
     lower = name.lower()
     if lower.endswith((".jsonl", ".ndjson")):
@@ -404,6 +408,8 @@ def parse(
     text = decode_utf8(data, field="", file=file).lstrip("\ufeff")
     if format == "auto":
         format = detect_format(file, text)
+        if format == "json" and _json_lines(text):
+            format = "jsonl"  # one object a line, whatever the name: each bad record is its own problem
     stem = file.rsplit("/", 1)[-1].rsplit(".", 1)[0][: MAX_LENGTHS["source"]] if file else ""
     stem = stem.encode("utf-8", "replace").decode()  # a file name from the command line may hold surrogates
     default_source = source.strip() or stem or "import"
@@ -450,8 +456,24 @@ def parse(
         Rejected(name, tuple(found), i) for i, (name, record, found) in enumerate(parsed) if found or not record
     ]
     if rejected and not skip_invalid:
-        raise InvalidInput([p for r in rejected for p in r.problems])
+        problems = [p for r in rejected[:REPORTED_RECORDS] for p in r.problems]
+        if len(rejected) > REPORTED_RECORDS:
+            more = len(rejected) - REPORTED_RECORDS
+            problems.append(
+                FieldProblem(
+                    "",
+                    f"{more} more record(s) have problems ({len(rejected)} in all; the first {REPORTED_RECORDS} shown)",
+                    file,
+                )
+            )
+        raise InvalidInput(problems)
     return Parsed(format, tuple(r for _, r, found in parsed if r is not None and not found), tuple(rejected))
+
+
+def _json_lines(text: str) -> bool:
+    """Two or more lines, each one JSON object: JSON lines, even under a `.json` name."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return len(lines) > 1 and all(line.startswith("{") and line.endswith("}") for line in lines)
 
 
 def _check_count(count: int, file: str) -> None:
@@ -463,7 +485,8 @@ def _text_records(
     reader: _Reader, text: str, separator: str, stem: str
 ) -> list[tuple[str, Callable[[], ParsedTranscript | None]]]:
     """Blocks split by a line holding only the separator; `# id: ...`, `# topic: ...`, `# annotator: ...`,
-    `# source: ...`, `# label <dimension>: <value>` and other `# key: value` lines head a block."""
+    `# source: ...`, `# label <dimension>: <value>` and other `# key: value` lines head a block or follow
+    its last message (a `#` line between two messages is the message's text)."""
     blocks: list[tuple[int, list[str]]] = [(1, [])]
     for n, line in enumerate(text.splitlines(), start=1):
         if line.strip() == separator.strip():
@@ -481,14 +504,12 @@ def _text_records(
 def _text_record(reader: _Reader, index: int, start: int, lines: list[str], stem: str) -> ParsedTranscript | None:
     headers: dict[str, str] = {}
     raw_labels: dict[str, str] = {}
-    body_start = len(lines)
-    for offset, line in enumerate(lines):
+    body = [offset for offset, line in enumerate(lines) if line.strip() and not line.strip().startswith("#")]
+    body_start, body_end = (body[0], body[-1] + 1) if body else (len(lines), len(lines))
+    for line in lines[:body_start] + lines[body_end:]:
         stripped = line.strip()
         if not stripped:
             continue
-        if not stripped.startswith("#"):
-            body_start = offset
-            break
         key, _, value = stripped.lstrip("#").partition(":")
         key = key.strip()
         if key.lower().startswith("label "):
@@ -507,7 +528,7 @@ def _text_record(reader: _Reader, index: int, start: int, lines: list[str], stem
         if len(value) > most:
             reader.problem(f"{where}.{name}", f"is {len(value)} characters: at most {most}", start)
             ok = False
-    messages = reader.text_messages(lines[body_start:], where, start + body_start)
+    messages = reader.text_messages(lines[body_start:body_end], where, start + body_start)
     topic_id = headers.pop("topic", "")
     source = headers.pop("source", "") or reader.source
     annotator = headers.pop("annotator", "") or reader.annotator or source
