@@ -7,7 +7,6 @@ record alone unless forced. Each record keeps the hash of what its file loaded (
 a record whose current state hashes differently was edited since.
 """
 
-import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -29,7 +28,7 @@ from evaluation.drift.services import (
 from evaluation.errors import FieldProblem, InvalidInput
 from evaluation.models import Agent, Persona, Proposition, PropositionSet, Topic
 from evaluation.tutoring.selectors import persona_as_dict, topic_as_dict
-from evaluation.tutoring.services import TOPIC_KEYS, split_known, validate_persona, validate_topic
+from evaluation.tutoring.services import fingerprint, persona_fields, topic_fields, validate_persona, validate_topic
 
 Outcome = Literal["created", "updated", "unchanged", "replaced", "skipped", "rejected"]
 """What loading did with one file: `replaced` overwrote a record another file (or the admin) had made;
@@ -76,12 +75,6 @@ class LoadReport:
         self.errors.extend(str(p) for p in problems)
         first = str(problems[0]) if problems else "invalid"
         self.files.append(FileOutcome(label, "rejected", detail=first.removeprefix(f"{label}: ")))
-
-
-def fingerprint(doc: Any) -> str:
-    """A stable hash of a record as its file would hold it (key order and number formatting ignored)."""
-    text = json.dumps(doc, sort_keys=True, ensure_ascii=False, default=str, separators=(",", ":"))
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def _store(
@@ -173,15 +166,10 @@ def load_persona_file(path: Path, report: LoadReport, label: str, force: bool = 
     if problems:
         report.reject(label, problems)
         return
-    known, extra = split_known(data)
-    for key in extra:
+    persona_id, defaults = persona_fields(data)
+    for key in defaults["extra"]:
         report.warnings.append(f"{label}: unknown key {key!r} kept")
-    defaults = {**known, "extra": extra, "source_file": label}
-    defaults.setdefault("age", None)
-    for key in ("personality_traits", "common_mistakes", "behavioral_notes"):
-        defaults.setdefault(key, [])
-    defaults.setdefault("persona_specific_behaviors", {})
-    persona_id = defaults.pop("persona_id")
+    defaults["source_file"] = label
     _store(
         report,
         label=label,
@@ -202,11 +190,9 @@ def load_topic_file(path: Path, report: LoadReport, label: str, force: bool = Fa
     if problems:
         report.reject(label, problems)
         return
-    known = {k: data[k] for k in TOPIC_KEYS if k in data}
-    extra = {k: v for k, v in data.items() if k not in TOPIC_KEYS}
-    for key in extra:
+    topic_id, known = topic_fields(data)
+    for key in known["extra"]:
         report.warnings.append(f"{label}: unknown key {key!r} kept")
-    topic_id = known.pop("topic_id")
     _store(
         report,
         label=label,
@@ -215,9 +201,7 @@ def load_topic_file(path: Path, report: LoadReport, label: str, force: bool = Fa
         existing=Topic.objects.filter(topic_id=topic_id).first(),
         source=lambda t: t.source_file,
         as_doc=topic_as_dict,
-        write=lambda: Topic.objects.update_or_create(
-            topic_id=topic_id, defaults={**known, "extra": extra, "source_file": label}
-        )[0],
+        write=lambda: Topic.objects.update_or_create(topic_id=topic_id, defaults={**known, "source_file": label})[0],
         force=force,
     )
 

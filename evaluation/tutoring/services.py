@@ -15,6 +15,7 @@ from evaluation.runs import services as runs
 from evaluation.runs.broadcast import Listener
 from evaluation.tutoring import pipeline, selectors
 from evaluation.tutoring.batch import execute_batch
+from evaluation.tutoring.catalog_files import file_changes, fingerprint, persona_fields, topic_fields
 from evaluation.tutoring.client import TutorUnavailable
 from evaluation.tutoring.judge import judge_config
 from evaluation.tutoring.personas import KNOWN_KEYS as PERSONA_KEYS
@@ -36,7 +37,10 @@ __all__ = [
     "TOPIC_KEYS",
     "TutorUnavailable",
     "check_install",
+    "file_changes",
+    "fingerprint",
     "own_server_env",
+    "persona_fields",
     "resolve_personas",
     "run_execute",
     "run_retry_evaluation_start",
@@ -47,6 +51,7 @@ __all__ = [
     "session_evaluation_start",
     "session_open",
     "split_known",
+    "topic_fields",
     "validate_persona",
     "validate_topic",
 ]
@@ -90,7 +95,9 @@ def run_start(
     started_by: str = "api",
     user: Any = None,
 ) -> list[EvaluationRun]:
-    """Create simulated runs (one per persona and repeat) and enqueue them; returns the runs.
+    """Create simulated runs (one per persona and repeat) and enqueue them; returns the runs. An unapproved
+    topic is refused. Where the file of the topic or a persona changed since it was loaded, each run's
+    config holds `catalog_warnings` (catalog_files.file_changes) for the door to show.
 
     baseline: a comparison group (or one run) whose scores this batch's comparison checks for
     regressions (regression.gate); a baseline that does not compare (another judge, judge prompt, rubric
@@ -117,6 +124,17 @@ def run_start(
         raise InvalidInput(problems)
     keys_check(["simulator", "judge"], provider, field="provider")
     topic = selectors.topic_get(topic_id, field="topic_id")
+    if not topic.approved:
+        raise InvalidInput(
+            [
+                FieldProblem(
+                    "topic_id",
+                    f"topic {topic.topic_id!r} is not approved for runs: tick Approved on it in the admin "
+                    f'(Topics), or set "approved": true in {topic.source_file or "its file"} and run manage.py '
+                    "load_catalog",
+                )
+            ]
+        )
     agent = None
     if agent_id:
         agent = Agent.objects.filter(pk=agent_id).first()
@@ -141,6 +159,7 @@ def run_start(
         if baseline
         else None
     )
+    catalog_warnings = file_changes([topic, *personas])
     count = len(personas) * runs_per_persona
     base_seed = seed if seed is not None else random.SystemRandom().randrange(1, 2**31)
     stamp = timezone.now().strftime("%Y%m%d_%H%M%S")
@@ -172,6 +191,7 @@ def run_start(
                         "provider": provider or "",
                         **({"grade": grade} if grade is not None else {}),
                         **({"baseline": against} if against else {}),
+                        **({"catalog_warnings": catalog_warnings} if catalog_warnings else {}),
                         "started_by": started_by,
                         "timestamp": timezone.now().isoformat(),
                     },

@@ -88,6 +88,7 @@ def dashboard(request: HttpRequest) -> HttpResponse:
             "filters": filters,
             "query": _filter_query(filters),
             **choices,
+            "start_choice": request.session.get("start_choice", {}),
             "sessions": [(s, n) for s, n in sessions if n],
             "sources": RunSource.choices,
             "statuses": RunStatus.choices,
@@ -132,7 +133,10 @@ def start(request: HttpRequest) -> HttpResponse:
             )
             messages.success(request, f"Evaluating session: {run.run_id}")
             return redirect(reverse("evaluation-dashboard") + "?source=existing_session")
-        personas = request.POST.getlist("personas") or ["all"]
+        chosen = request.POST.getlist("personas")
+        # The form shows the same topic and personas again after a start (or a refusal).
+        request.session["start_choice"] = {"topic_id": request.POST.get("topic_id", ""), "personas": chosen}
+        personas = chosen or ["all"]
         runs = services.run_start(
             user=request.user,
             topic_id=request.POST.get("topic_id", ""),
@@ -150,6 +154,8 @@ def start(request: HttpRequest) -> HttpResponse:
         messages.error(request, f"Not started: {exc}")
         return redirect("evaluation-dashboard")
     messages.success(request, f"Started {len(runs)} run(s): " + ", ".join(r.run_id for r in runs))
+    for warning in runs[0].config.get("catalog_warnings", []):
+        messages.warning(request, warning)
     if runs[0].config.get("baseline"):
         # the batch's gate against its baseline is on its comparison page
         return redirect("evaluation-comparison", group=runs[0].group)

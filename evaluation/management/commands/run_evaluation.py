@@ -165,6 +165,8 @@ class Command(BaseCommand):
             )
         except (InvalidInput, NotFound, Conflict) as exc:
             raise CommandError(str(exc)) from exc
+        for warning in runs[0].config.get("catalog_warnings", []) if runs else []:
+            self.stderr.write(f"warning: {warning}")
         self.stdout.write(f"Starting {len(runs)} run(s) on topic {topic_id!r} ({opts['workers']} at a time)...")
         labels = {
             r.run_id: (r.persona.persona_id if r.persona else r.run_id)

@@ -1,0 +1,131 @@
+"""Starting a run: a persona or topic file edited since it was loaded is named in a warning at every
+door (the admin's edit wins where there is one); an unapproved topic is refused at every door; the
+dashboard's form keeps the chosen topic and personas after a start."""
+
+import json
+import shutil
+from io import StringIO
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+
+from evaluation.catalog import catalog_load
+from evaluation.errors import InvalidInput
+from evaluation.models import EvaluationRun, Persona
+from evaluation.tutoring import services
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def own_catalog(tmp_path):
+    """The shipped topics and one persona, loaded from a folder the test may edit."""
+    personas, topics = tmp_path / "personas", tmp_path / "topics"
+    personas.mkdir()
+    shutil.copy(ROOT / "personas" / "ace.json", personas)
+    shutil.copytree(ROOT / "topics", topics)
+    report = catalog_load(personas_dir=personas, topics_dir=topics, propositions_dir=None)
+    assert report.ok, report.errors
+    return tmp_path
+
+
+def edit(path: Path, **changes) -> None:
+    data = json.loads(path.read_text())
+    data.update(changes)
+    path.write_text(json.dumps(data, indent=2))
+
+
+def start(**kwargs):
+    return services.run_start(topic_id="comparing-decimals", persona="ace", enqueue=False, **kwargs)
+
+
+def test_the_shipped_catalog_as_loaded_warns_of_nothing(catalog):
+    (run,) = start()
+    assert "catalog_warnings" not in run.config
+
+
+def test_a_persona_file_edited_since_loading_is_named_with_the_command_that_loads_it(own_catalog):
+    (run,) = start()
+    assert "catalog_warnings" not in run.config
+    edit(own_catalog / "personas" / "ace.json", name="Ace, renamed in the file")
+    (run,) = start()
+    (warning,) = run.config["catalog_warnings"]
+    assert str(own_catalog / "personas" / "ace.json") in warning
+    assert "persona ace" in warning and "manage.py load_catalog" in warning
+    assert run.persona.name != "Ace, renamed in the file"  # the run uses what was loaded
+
+
+def test_where_the_admin_edited_the_record_the_warning_says_its_edit_wins(own_catalog):
+    edit(own_catalog / "topics" / "comparing-decimals.json", name="Decimals, renamed in the file")
+    Persona.objects.filter(persona_id="ace").update(name="Ace, renamed in the admin")
+    edit(own_catalog / "personas" / "ace.json", name="Ace, renamed in the file")
+    (run,) = start()
+    topic, persona = run.config["catalog_warnings"]
+    assert "comparing-decimals.json" in topic and "topic comparing-decimals" in topic
+    assert "ace.json" in persona and "the admin's edit wins" in persona and "--force" in persona
+
+
+def test_a_file_that_would_not_load_now_is_named_too(own_catalog):
+    (own_catalog / "personas" / "ace.json").write_text("{not json")
+    (run,) = start()
+    (warning,) = run.config["catalog_warnings"]
+    assert "ace.json" in warning and "would not load now" in warning and "invalid JSON" in warning
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_cli_prints_the_warning(own_catalog):
+    edit(own_catalog / "personas" / "ace.json", name="Ace, renamed in the file")
+    err = StringIO()
+    call_command(
+        "run_evaluation",
+        "--topic-id=comparing-decimals",
+        "--persona=ace",
+        "--max-turns=1",
+        "--provider=offline",
+        stdout=StringIO(),
+        stderr=err,
+    )
+    assert "warning: " in err.getvalue() and "ace.json changed since persona ace was loaded" in err.getvalue()
+
+
+def test_an_unapproved_topic_is_refused_by_the_service_the_api_and_the_form(catalog, staff_client):
+    with pytest.raises(InvalidInput) as caught:
+        services.run_start(topic_id="area-and-perimeter", persona="ace", enqueue=False)
+    assert caught.value.problems[0].field == "topic_id"
+    reason = caught.value.problems[0].reason
+    assert "'area-and-perimeter' is not approved" in reason and "admin" in reason and "load_catalog" in reason
+    api = staff_client.post(
+        "/api/evaluation/start",
+        json.dumps({"topic_id": "area-and-perimeter", "persona_file": "ace"}),
+        content_type="application/json",
+    )
+    assert api.status_code == 400, api.content
+    assert "area-and-perimeter" in json.dumps(api.json()) and "not approved" in json.dumps(api.json())
+    page = staff_client.post(
+        "/admin/evaluation/start", {"topic_id": "area-and-perimeter", "personas": ["ace"]}, follow=True
+    ).content.decode()
+    assert "Not started: " in page and "not approved" in page
+    assert not EvaluationRun.objects.exists()
+    form = staff_client.get("/admin/evaluation/").content.decode()
+    assert 'value="area-and-perimeter"' not in form.split('name="topic_id"')[1].split("</select>")[0]
+
+
+def test_the_form_keeps_the_chosen_topic_and_personas_after_a_start(catalog, staff_client):
+    chosen = {"topic_id": "adding-fractions-like-denominators", "personas": ["ace", "quiet_one"], "max_turns": 3}
+    response = staff_client.post("/admin/evaluation/start", chosen, follow=True)
+    assert EvaluationRun.objects.count() == 2, response.content.decode()
+    assert response.context["start_choice"] == {
+        "topic_id": "adding-fractions-like-denominators",
+        "personas": ["ace", "quiet_one"],
+    }
+
+
+def test_the_form_shows_the_catalog_warning(own_catalog, staff_client):
+    edit(own_catalog / "personas" / "ace.json", name="Ace, renamed in the file")
+    page = staff_client.post(
+        "/admin/evaluation/start", {"topic_id": "comparing-decimals", "personas": ["ace"], "max_turns": 3}, follow=True
+    ).content.decode()
+    assert "Started 1 run(s)" in page
+    assert "ace.json changed since persona ace was loaded" in page and "manage.py load_catalog" in page
