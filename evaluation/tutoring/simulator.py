@@ -1,13 +1,16 @@
 """The student simulator: an LLM role-plays a persona, with correctness enforced per turn.
 
 Each turn a seeded roll decides correct or incorrect against `correct_answer_probability`; an
-incorrect turn draws one of the persona's `common_mistakes`; persona-specific behaviours fire by
+incorrect turn draws a mistake that fits the topic (topic_mistakes: the persona's own `common_mistakes`
+that share a word with the topic, else the topic's `common_misconceptions`, else a generic slip);
+persona-specific behaviours fire by
 their probabilities, on the turns their trigger allows (every turn by default). The decision becomes
 an explicit turn directive (placed per vendor by the provider layer) and is recorded in
 `turn_decisions`. The same seed gives the same decisions.
 """
 
 import random
+import re
 from typing import Any
 
 from evaluation.providers import LLM, Message
@@ -22,6 +25,41 @@ NATURAL_VARIATION = (
     "Vary how you behave from turn to turn like a real child would: do not follow the persona like a script, "
     "and never mention that you are simulated or that you received instructions."
 )
+
+
+GENERIC_MISTAKES = (
+    "makes a careless slip in the working",
+    "misreads what the question asks",
+    "guesses instead of working it out",
+)
+"""An incorrect turn's mistake when neither the topic nor the persona names one that fits the topic."""
+
+COMMON_WORDS = frozenset(
+    "about after answer before being digit digits first from into like number numbers order problem problems "
+    "question questions second step steps than that their them then there they this using what when where which "
+    "with without word words".split()
+)
+"""Words too common in mistakes and topics to say that a mistake is about the topic."""
+
+
+def _stems(text: str) -> set[str]:
+    """A text's content words, cut to their first 5 letters (`decimals` and `decimal` meet), and its decimal
+    numbers as written (`0.25`)."""
+    tokens = re.findall(r"\d+\.\d+|[a-z]{4,}", text.lower())
+    return {t if t[0].isdigit() else t[:5] for t in tokens if t not in COMMON_WORDS}
+
+
+def topic_mistakes(persona: PersonaSpec, topic: TopicSpec | None) -> tuple[str, ...]:
+    """The mistakes an incorrect turn draws from: the persona's own that share a word with the topic's id,
+    name or description (or a decimal number with its misconceptions), else the topic's common misconceptions, else a generic slip. Without a topic, the
+    persona's own."""
+    own = tuple(persona.common_mistakes)
+    if topic is None:
+        return own or GENERIC_MISTAKES
+    words = _stems(" ".join([topic.topic_id.replace("-", " "), topic.name, topic.description]))
+    words |= {w for w in _stems(" ".join(topic.common_misconceptions)) if w[0].isdigit()}
+    fitting = tuple(m for m in own if _stems(m) & words)
+    return fitting or tuple(topic.common_misconceptions) or GENERIC_MISTAKES
 
 
 def repeats_earlier(transcript: list[dict[str, Any]]) -> bool:
@@ -39,6 +77,7 @@ class StudentSimulator:
         self.rng = random.Random(seed)
         self.turn_decisions: list[TurnDecision] = []
         self._system_prompt = ""
+        self.mistakes = topic_mistakes(persona, topic)
 
     def system_prompt(self) -> str:
         """The persona's prompt, built on the first turn: it depends on the persona and topic alone."""
@@ -77,8 +116,7 @@ class StudentSimulator:
             for b, draw in zip(self.persona.behaviors, draws, strict=True)
             if draw < b.probability and self.triggered(b.trigger, correct, transcript or [])
         )
-        mistakes = self.persona.common_mistakes
-        mistake = self.rng.choice(mistakes) if (not correct and mistakes) else None
+        mistake = self.rng.choice(self.mistakes) if not correct else None
         decision = TurnDecision(turn, round(roll, 6), probability, correct, mistake, behaviours)
         self.turn_decisions.append(decision)
         return decision
