@@ -205,7 +205,15 @@ PersonaForm.declared_fields.update(_structured)
 
 
 class TopicForm(SchemaValidatedForm):
+    """A topic with its objectives and misconceptions edited one per line, as a persona's lists are."""
+
     known_keys = ("topic_id", "name", "grade", "learning_objectives", "common_misconceptions")
+    learning_objectives = LinesField(
+        required=False, help_text="What a student should be able to do after the session. One per line."
+    )
+    common_misconceptions = LinesField(
+        required=False, help_text="Mistakes students often make on this topic. One per line."
+    )
 
     class Meta:
         model = Topic

@@ -2,7 +2,7 @@
 
 from django.contrib import admin, messages
 
-from evaluation.admin.runs import ReadOnlyResultAdmin
+from evaluation.admin.runs import ReadOnlyResultAdmin, dimensions_summary, judged_by_summary, usage_summary
 from evaluation.drift import services
 from evaluation.errors import Conflict, NotFound
 from evaluation.models import (
@@ -67,9 +67,14 @@ class CorrectionLogAdmin(admin.ModelAdmin):
         "reasoning",
         "attempt_number",
         "outcome",
-        "token_usage",
+        "usage",
         "created_at",
     )
+    exclude = ("token_usage",)
+
+    @admin.display(description="token usage")
+    def usage(self, obj):
+        return usage_summary(obj.token_usage)
 
 
 @admin.register(AgentMessage)
@@ -84,10 +89,35 @@ class AgentMessageAdmin(admin.ModelAdmin):
 class DriftRunAdmin(ReadOnlyResultAdmin):
     """Golden baselines are accepted here: a completed run becomes its agent's baselines/<agent>.json."""
 
-    list_display = ("run", "dimensions", "messages_judged", "source", "is_baseline", "judged_by", "window_end")
+    list_display = (
+        "run",
+        "agent",
+        "dimension_names",
+        "messages_judged",
+        "source",
+        "is_baseline",
+        "judges",
+        "window_end",
+    )
     list_filter = ("is_baseline", "source")
+    list_select_related = ["run", "run__agent"]
     search_fields = ("run__run_id",)
     actions = ["accept_as_baseline"]
+    readonly_fields = ("dimension_names", "judges")
+    exclude = ("dimensions", "judged_by")
+
+    @admin.display(description="agent")
+    def agent(self, obj):
+        agent = obj.run.agent
+        return agent.display_name or agent.pk if agent else "-"
+
+    @admin.display(description="dimensions")
+    def dimension_names(self, obj):
+        return dimensions_summary(obj.dimensions)
+
+    @admin.display(description="judged by")
+    def judges(self, obj):
+        return judged_by_summary(obj.judged_by)
 
     @admin.action(description="Accept the selected runs as their agents' golden baselines")
     def accept_as_baseline(self, request, queryset):

@@ -22,6 +22,49 @@ from evaluation.models import (
 from evaluation.redact import redact
 from evaluation.runs import selectors as run_selectors
 from evaluation.runs import services as runs
+from evaluation.templatetags.evaluation_extras import label
+
+SUMMARY_ITEMS = 12
+"""How many keys a readable summary of a JSON value lists before "and N more"."""
+
+
+def _short(value, width: int = 80) -> str:
+    """One JSON value on one line, cut at `width` characters."""
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def summary_list(mapping, *, keys_as_labels: bool = True):
+    """A dict as a short definition list (labelled keys, values on one line), in place of a JSON blob."""
+    if not mapping:
+        return "-"
+    if not isinstance(mapping, dict):
+        return _short(mapping, 200)
+    items = list(mapping.items())
+    rows = format_html_join(
+        "",
+        "<dt>{}</dt><dd>{}</dd>",
+        ((label(k) if keys_as_labels else k, _short(v)) for k, v in items[:SUMMARY_ITEMS]),
+    )
+    more = f"and {len(items) - SUMMARY_ITEMS} more" if len(items) > SUMMARY_ITEMS else ""
+    return format_html('<dl class="summary">{}</dl>{}', rows, more)
+
+
+def usage_summary(usage) -> str:
+    """Token usage as a sentence: calls, input and output tokens, and the calls per provider."""
+    if not isinstance(usage, dict) or not usage:
+        return "no model calls recorded"
+    parts = []
+    if usage.get("calls") is not None:
+        parts.append(f"{usage['calls']} call{'s' if usage['calls'] != 1 else ''}")
+    for key, word in (("input_tokens", "input"), ("output_tokens", "output")):
+        if isinstance(usage.get(key), int):
+            parts.append(f"{usage[key]:,} {word} tokens")
+    by_provider = usage.get("by_provider")
+    if isinstance(by_provider, dict) and by_provider:
+        parts.append("by provider: " + ", ".join(f"{k} {_short(v, 30)}" for k, v in by_provider.items()))
+    return " · ".join(parts) or _short(usage, 200)
+
 
 RESULT_FIELDS = (
     "id",
@@ -74,7 +117,9 @@ class ReadOnlyInline(admin.TabularInline):
 
 class RunMessageInline(ReadOnlyInline):
     model = RunMessage
-    fields = ("attempt", "turn", "role", "content", "timestamp", "metadata")
+    fields = ("attempt", "turn", "role", "content", "timestamp")
+    classes = ["collapse"]
+    verbose_name_plural = "messages (the transcript; the report shows it in full)"
 
 
 class RunEventInline(ReadOnlyInline):
@@ -86,19 +131,30 @@ class RunEventInline(ReadOnlyInline):
 
 class DimensionScoreInline(ReadOnlyInline):
     model = DimensionScore
-    fields = ("dimension", "score", "analysis")
+    fields = ("dimension_label", "score", "analysis")
+    readonly_fields = ("dimension_label",)
+
+    @admin.display(description="dimension")
+    def dimension_label(self, obj):
+        return label(obj.dimension)
 
 
 class ProblemInline(ReadOnlyInline):
     model = Problem
-    fields = ("rank", "severity", "root_cause", "title", "turns", "quote", "quote_found")
+    fields = ("rank", "severity", "cause", "title", "turns", "quote", "quote_found")
+    readonly_fields = ("cause",)
+
+    @admin.display(description="root cause")
+    def cause(self, obj):
+        return label(obj.root_cause)
 
 
 class DriftRunInline(admin.StackedInline):
     model = DriftRun
     can_delete = False
     readonly_fields = (
-        "dimensions",
+        "dimensions_summary",
+        "judged_by_summary",
         "sample_size",
         "source",
         "batch_size",
@@ -108,8 +164,39 @@ class DriftRunInline(admin.StackedInline):
         "window_end",
     )
 
+    exclude = ("dimensions", "judged_by")
+
     def has_add_permission(self, request, obj=None):
         return False
+
+    @admin.display(description="dimensions")
+    def dimensions_summary(self, obj):
+        return dimensions_summary(obj.dimensions)
+
+    @admin.display(description="judged by")
+    def judged_by_summary(self, obj):
+        return judged_by_summary(obj.judged_by)
+
+
+def dimensions_summary(dimensions) -> str:
+    """A drift run's dimensions as words, comma separated."""
+    if not dimensions:
+        return "-"
+    if isinstance(dimensions, list | tuple):
+        return ", ".join(label(d) for d in dimensions)
+    return _short(dimensions, 120)
+
+
+def judged_by_summary(judged_by) -> str:
+    """Who judged a drift run: one judge for every dimension in one word, else per dimension."""
+    if not judged_by:
+        return "-"
+    if not isinstance(judged_by, dict):
+        return _short(judged_by, 120)
+    judges = {_short(v, 60) for v in judged_by.values()}
+    if len(judges) == 1:
+        return judges.pop()
+    return "; ".join(f"{label(d)}: {_short(v, 60)}" for d, v in judged_by.items())
 
 
 class SuiteRunInline(admin.StackedInline):
@@ -123,23 +210,28 @@ class SuiteRunInline(admin.StackedInline):
 
 @admin.register(EvaluationRun)
 class EvaluationRunAdmin(admin.ModelAdmin):
-    list_display: tuple[str, ...] = (
-        "run_id",
-        "kind",
-        "status",
-        "stage",
-        "persona",
-        "topic",
-        "agent",
-        "overall_score",
-        "created_at",
-    )
+    list_display: tuple[str, ...] = ("run_id", "what", "kind", "status", "overall_score", "created_at")
     list_filter = ("kind", "status", "stage", "source", "persona", "topic", "created_at")
     search_fields = ("run_id", "group", "error", "summary")
     list_select_related = ("persona", "topic", "agent")
     date_hierarchy = "created_at"
-    readonly_fields = ("report_link", *RESULT_FIELDS)
+    readonly_fields = ("report_link", "what", "config_summary", "usage", *RESULT_FIELDS)
     exclude = ("config",)  # shown as config_masked: URL credentials never reach the page
+    fieldsets = (
+        (None, {"fields": ("report_link", "run_id", "what", "kind", "status", "stage", "detail", "overall_score")}),
+        ("Result", {"fields": ("summary", "judge_label", "usage", "cost_usd", "cost_limit_usd", "error")}),
+        ("Subject", {"fields": ("source", "source_session_id", "persona", "topic", "agent", "group", "repeat_index")}),
+        ("Started with", {"fields": ("config_summary", "seed", "max_turns", "turn", "started_by")}),
+        ("When", {"fields": ("created_at", "started_at", "completed_at", "heartbeat_at", "attempt", "worker")}),
+        (
+            "Raw values",
+            {
+                "classes": ["collapse"],
+                "fields": ("id", "config_masked", "token_usage", "error_traceback", "artifacts_dir"),
+                "description": "As stored, with credentials in URLs masked.",
+            },
+        ),
+    )
     inlines = [RunEventInline, DriftRunInline, SuiteRunInline, DimensionScoreInline, ProblemInline, RunMessageInline]
     actions = ["cancel_runs", "retry_runs"]
 
@@ -170,12 +262,31 @@ class EvaluationRunAdmin(admin.ModelAdmin):
         if ok:
             self.message_user(request, f"{done}: {', '.join(ok)}", messages.SUCCESS)
 
-    @admin.display(description="Report")
+    @admin.display(description="run")
+    def what(self, obj):
+        """Persona and topic of a tutor run, the agent of a drift run: what people call the run."""
+        if obj.persona_id or obj.topic_id:
+            who = label(obj.persona) if obj.persona_id else "Real student"
+            return f"{who} · {label(obj.topic)}" if obj.topic_id else who
+        if obj.agent_id:
+            return str(getattr(obj.agent, "display_name", "") or obj.agent_id)
+        return label(obj.kind)
+
+    @admin.display(description="config")
+    def config_summary(self, obj):
+        """The run's config as labelled lines, masked as config_masked is; the full JSON is under Raw values."""
+        return summary_list(redact(obj.config or {}))
+
+    @admin.display(description="token usage")
+    def usage(self, obj):
+        return usage_summary(obj.token_usage)
+
     @admin.display(description="config")
     def config_masked(self, obj):
         """What the run was started with, credentials in URLs masked as the API and the run page show it."""
         return format_html("<pre>{}</pre>", json.dumps(redact(obj.config or {}), indent=2, ensure_ascii=False))
 
+    @admin.display(description="Report")
     def report_link(self, obj):
         if not obj.pk:
             return "-"
@@ -202,7 +313,11 @@ class CompletedRunAdmin(EvaluationRunAdmin):
 
 @admin.register(FailedRun)
 class FailedRunAdmin(EvaluationRunAdmin):
-    list_display = ("run_id", "kind", "stage", "persona", "topic", "error", "created_at")
+    list_display = ("run_id", "what", "kind", "stage", "error_short", "created_at")
+
+    @admin.display(description="error")
+    def error_short(self, obj):
+        return _short(obj.error or "", 90)
 
     def get_queryset(self, request):
         return super().get_queryset(request).filter(status="failed")
@@ -229,14 +344,24 @@ class RunMessageAdmin(ReadOnlyResultAdmin):
 
 @admin.register(DimensionScore)
 class DimensionScoreAdmin(ReadOnlyResultAdmin):
-    list_display = ("run", "dimension", "score")
+    list_display = ("run", "dimension_label", "score")
+
+    @admin.display(description="dimension", ordering="dimension")
+    def dimension_label(self, obj):
+        return label(obj.dimension)
+
     list_filter = ("dimension",)
     search_fields = ("run__run_id", "analysis")
 
 
 @admin.register(Problem)
 class ProblemAdmin(ReadOnlyResultAdmin):
-    list_display = ("run", "rank", "severity", "root_cause", "title", "quote_found")
+    list_display = ("run", "rank", "severity", "cause", "title", "quote_found")
+
+    @admin.display(description="root cause", ordering="root_cause")
+    def cause(self, obj):
+        return label(obj.root_cause)
+
     list_filter = ("severity", "root_cause", "quote_found")
     search_fields = ("title", "description", "quote", "run__run_id")
 

@@ -2,21 +2,37 @@
 
 from django import forms
 from django.contrib import admin, messages
-from django.db.models import Count
+from django.db.models import Count, Q
 from django.urls import reverse
 from django.utils.html import format_html
 
-from evaluation.admin.runs import ReadOnlyResultAdmin
+from evaluation.admin.runs import ReadOnlyResultAdmin, usage_summary
 from evaluation.errors import Conflict, InvalidInput, NotFound
 from evaluation.models import CacheEntry, Case, CaseResult, Suite, SuiteRun
 from evaluation.runs import selectors as run_selectors
 from evaluation.suites import selectors, services
 
 
-class CaseInline(admin.TabularInline):
+class CaseForm(forms.ModelForm):
+    """A case's prompt and rubric in boxes that fit the page (the default text areas are 40 columns each
+    and a long name's input widened the table past the window)."""
+
+    class Meta:
+        model = Case
+        fields = ("line", "name", "prompt", "expect")
+        widgets = {
+            "line": forms.NumberInput(attrs={"style": "width: 5em"}),
+            "name": forms.TextInput(attrs={"style": "width: 100%; box-sizing: border-box"}),
+            "prompt": forms.Textarea(attrs={"rows": 3, "style": "width: 100%; box-sizing: border-box"}),
+            "expect": forms.Textarea(attrs={"rows": 3, "style": "width: 100%; box-sizing: border-box"}),
+        }
+
+
+class CaseInline(admin.StackedInline):
     model = Case
+    form = CaseForm
     extra = 0
-    fields = ("line", "name", "prompt", "expect")
+    fields = (("line", "name"), "prompt", "expect")
 
 
 class SuiteForm(forms.ModelForm):
@@ -83,6 +99,7 @@ class CaseAdmin(admin.ModelAdmin):
 class CaseResultAdmin(admin.ModelAdmin):
     list_display = ("case", "run", "repeat", "passed", "cached", "judge_model", "duration_ms", "created_at")
     list_filter = ("passed", "cached")
+    exclude = ("usage",)
     readonly_fields = (
         "run",
         "case",
@@ -94,11 +111,15 @@ class CaseResultAdmin(admin.ModelAdmin):
         "checks",
         "warnings",
         "transcript",
-        "usage",
+        "usage_line",
         "duration_ms",
         "fingerprint",
         "created_at",
     )
+
+    @admin.display(description="usage")
+    def usage_line(self, obj):
+        return usage_summary(obj.usage)
 
 
 @admin.register(CacheEntry)
@@ -110,6 +131,33 @@ class CacheEntryAdmin(admin.ModelAdmin):
 
 @admin.register(SuiteRun)
 class SuiteRunAdmin(ReadOnlyResultAdmin):
-    list_display = ("run", "suite", "model", "judge_model", "judge", "repeats")
+    list_display = ("run", "suite", "status", "result", "model", "judge_model", "repeats")
     list_select_related = ["run", "suite"]
+    list_filter = ("run__status",)
     search_fields = ("run__run_id", "suite_path")
+
+    def get_queryset(self, request):
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(
+                n_results=Count("run__case_results"),
+                n_passed=Count("run__case_results", filter=Q(run__case_results__passed=True)),
+            )
+        )
+
+    @admin.display(description="status", ordering="run__status")
+    def status(self, obj):
+        return obj.run.get_status_display()
+
+    @admin.display(description="result")
+    def result(self, obj):
+        """Passed and failed cases of the run (each repeat counted), as the suite run page tells them."""
+        total, passed = getattr(obj, "n_results", 0), getattr(obj, "n_passed", 0)
+        if not total:
+            return "-"
+        failed = total - passed
+        outcome = "pass" if failed == 0 else "FAIL"
+        return format_html(
+            '<span class="result-{}">{}</span>: {} passed, {} failed', outcome.lower(), outcome, passed, failed
+        )

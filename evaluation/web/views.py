@@ -25,6 +25,7 @@ from evaluation.models.runs import RunSource, RunStatus
 from evaluation.runs import selectors as run_selectors
 from evaluation.runs import services as run_services
 from evaluation.suites import selectors as suite_selectors
+from evaluation.templatetags.evaluation_extras import label
 from evaluation.tutoring import selectors, services
 from evaluation.tutoring.selectors import DOWNLOADABLE
 from evaluation.web import queries
@@ -105,7 +106,9 @@ def _problem_trends(filters: dict[str, str]) -> dict[str, Any]:
     runs the list's filters select."""
     trends = run_selectors.problem_trends(within=selectors.runs_filtered(None, filters))
     most = max((n for counts in trends.by_week.values() for n in counts), default=0)
-    series: dict[str, list[float | None]] = {c: [float(n) for n in counts] for c, counts in trends.by_week.items()}
+    series: dict[str, list[float | None]] = {
+        label(c): [float(n) for n in counts] for c, counts in trends.by_week.items()
+    }
     chart = ""
     if trends.weeks:
         chart = lines(
@@ -192,6 +195,12 @@ def _message_rows(items):
     ]
 
 
+def _run_title(run: Any) -> str:
+    """A tutor run as people name it: its persona (or a real student) and its topic; the id is in the crumbs."""
+    who = label(run.persona) if run.persona_id else "Real student"
+    return f"{who} · {label(run.topic)}" if run.topic_id else f"{who} · run {run.run_id}"
+
+
 @staff_member_required
 @permission_needed("evaluation.view_evaluationrun")
 @require_GET
@@ -203,7 +212,7 @@ def run_report(request: HttpRequest, run_id: str) -> HttpResponse:
         request,
         "evaluation/report.html",
         {
-            "title": f"Run {run.run_id}",
+            "title": _run_title(run),
             "run": run,
             "evaluation": evaluation,
             "scores": list(evaluation["scores"].items()) if evaluation else [],
@@ -303,6 +312,28 @@ def run_again(request: HttpRequest, run_id: str) -> HttpResponse:
     return redirect("evaluation-run-report", run_id=new.run_id)
 
 
+def _labelled(
+    series: dict[str, dict[str, float]], dimensions: list[str], names: dict[str, str] | None = None
+) -> tuple[dict[str, dict[str, float]], list[str]]:
+    """A chart's series and dimensions as people read them: personas by name, dimensions as words."""
+    names = names or {}
+
+    def series_name(key: str) -> str:
+        first, sep, rest = key.partition(" · ")  # "<persona> · <judge>" when judges differ
+        return (names.get(first) or first) + sep + rest
+
+    return (
+        {series_name(key): {label(d): v for d, v in values.items()} for key, values in series.items()},
+        [label(d) for d in dimensions],
+    )
+
+
+def _dimension_key(key: str) -> str:
+    """A time series' name, "<dimension>" or "<dimension> · <judge>", with the dimension as words."""
+    first, sep, rest = key.partition(" · ")
+    return label(first) + sep + rest
+
+
 @staff_member_required
 @permission_needed("evaluation.view_evaluationrun")
 @require_GET
@@ -310,8 +341,14 @@ def comparison(request: HttpRequest, group: str) -> HttpResponse:
     ctx = selectors.comparison_context(group)
     if ctx is None:
         raise Http404(f"no comparison {group!r}")
-    ctx["chart"] = grouped_bars(ctx["series"], ctx["dimensions"])
-    ctx["title"] = f"Comparison {group}"
+    names = {p.persona_id: p.name for p in selectors.persona_list()}
+    for row in ctx["rows"]:
+        row["persona_name"] = names.get(row["persona_id"]) or label(row["persona_id"])
+    ctx["persona_names"] = names
+    ctx["chart"] = grouped_bars(*_labelled(ctx["series"], ctx["dimensions"], names))
+    topic_ids = {r.get("topic") for row in ctx["rows"] for r in row["runs"] if isinstance(r, dict)} - {None, ""}
+    topics = sorted(t.name for t in selectors.topic_list().filter(topic_id__in=topic_ids))
+    ctx["title"] = (f"{', '.join(topics)}: " if topics else "") + f"comparison {group}"
     ctx["root_causes_json"] = json.dumps(ctx["root_causes"])
     total = sum(ctx["root_causes"].values()) or 1
     ctx["root_cause_rows"] = [(c, n, round(100 * n / total)) for c, n in ctx["root_causes"].items()]
@@ -391,7 +428,7 @@ def charts(request: HttpRequest) -> HttpResponse:
             "filters": filters,
             "query": _filter_query(filters),
             "over_time": lines(
-                trends.over_time,
+                {_dimension_key(k): v for k, v in trends.over_time.items()},
                 trends.times,
                 scale=10.0,
                 label="Scores per dimension over time",
@@ -399,10 +436,15 @@ def charts(request: HttpRequest) -> HttpResponse:
             )
             if has_data
             else "",
-            "by_tutor": grouped_bars(trends.by_tutor, trends.dimensions, label="Scores per tutor version")
+            "by_tutor": grouped_bars(*_labelled(trends.by_tutor, trends.dimensions), label="Scores per tutor version")
             if has_data
             else "",
-            "by_persona": grouped_bars(trends.by_persona, trends.dimensions, label="Scores per persona")
+            "by_persona": grouped_bars(
+                *_labelled(
+                    trends.by_persona, trends.dimensions, {p.persona_id: p.name for p in selectors.persona_list()}
+                ),
+                label="Scores per persona",
+            )
             if has_data
             else "",
         },
