@@ -120,6 +120,10 @@ def test_the_form_keeps_the_chosen_topic_and_personas_after_a_start(catalog, sta
         "topic_id": "adding-fractions-like-denominators",
         "personas": ["ace", "quiet_one"],
     }
+    page = response.content.decode()
+    assert '<option value="adding-fractions-like-denominators" selected>' in page
+    ticked = [p for p in ("ace", "quiet_one", "struggler") if f'value="{p}" checked>' in page]
+    assert ticked == ["ace", "quiet_one"]
 
 
 def test_the_form_shows_the_catalog_warning(own_catalog, staff_client):
