@@ -356,26 +356,28 @@ REST_FRAMEWORK = {
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Agent evaluation API",
-    "DESCRIPTION": "Start and follow evaluations of conversational agents: tutor runs (spec 001), persona "
-    "drift (spec 002) and EVAL.md suites (spec 003). Authenticate with `Authorization: Token <key>` "
-    '(docs/api.md says how to get one). Every error is `{"error": str, "fields": {field: [reasons]}}`.',
+    "DESCRIPTION": "Start and follow evaluations of conversational agents: tutor runs (simulated students talk "
+    "to a tutor, a judge scores it), persona drift of character agents, and EVAL.md suites. Authenticate with "
+    "`Authorization: Token <key>` (docs/api.md says how to get one); `GET /api/` lists every operation. "
+    'Every error is `{"error": str, "fields": {field: [reasons]}}`.',
     "VERSION": "0.1.0",
     "SERVE_INCLUDE_SCHEMA": False,
     "TAGS": [
         {"name": "runs", "description": "Runs of every kind: list, export, status, cancel, retry."},
-        {"name": "tutoring", "description": "Spec 001: simulated students talk to a tutor; a judge scores it."},
-        {"name": "drift", "description": "Spec 002: persona drift of character agents, runtime corrections."},
-        {"name": "suites", "description": "Spec 003: EVAL.md suites run against an agent."},
+        {"name": "tutoring", "description": "Tutor runs: simulated students talk to a tutor; a judge scores it."},
+        {"name": "drift", "description": "Persona drift: agents' messages checked against their persona; corrections."},
+        {"name": "suites", "description": "EVAL.md suites: a suite's cases run against an agent and checked."},
         {"name": "catalogue", "description": "Topics, personas and agents: the ids a start request names."},
         {"name": "judging", "description": "Judge validity: import labelled conversations; the judge's agreement."},
     ],
-    # Two fields named `status` (a stage and a lifecycle status) and two named `kind` need their own names.
+    # Fields named `status` and `stage` (a stage, a lifecycle status, or `idle`) and `kind` need their own names.
     "ENUM_NAME_OVERRIDES": {
         "RunKindEnum": "evaluation.models.runs.RunKind",
         "RunStatusEnum": "evaluation.models.runs.RunStatus",
         "RunStageEnum": "evaluation.models.runs.RunStage",
         "RunSourceEnum": "evaluation.models.runs.RunSource",
         "AgentKindEnum": "evaluation.models.agents.Agent.Kind",
+        "CurrentStageEnum": "evaluation.api.serializers.CURRENT_STAGES",
     },
     # Swagger UI and Redoc from drf-spectacular-sidecar's static files, not a CDN: no internet needed.
     "SWAGGER_UI_DIST": "SIDECAR",

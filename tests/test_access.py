@@ -47,6 +47,7 @@ DOORS = [
     ("api-judging-agreement", "get", {}, None, "view_judgescore"),
     ("api-judging-estimates", "get", {}, None, "view_judgescore"),
     ("api-evaluation-comparison", "get", {"group": "comparison_x"}, None, "view_evaluationrun"),
+    ("api-index", "get", {}, None, PUBLIC),
     ("api-docs", "get", {}, None, PUBLIC),
     ("api-redoc", "get", {}, None, PUBLIC),
     ("schema", "get", {}, None, PUBLIC),

@@ -136,7 +136,11 @@ class PersonaDetailView(APIView):
 
 
 class AgentFilterInput(QueryInput):
-    kind = serializers.ChoiceField(Agent.Kind.choices, required=False)
+    kind = serializers.ChoiceField(
+        Agent.Kind.choices,
+        required=False,
+        help_text="`protocol` also lists the reference tutor, which is served over the session protocol.",
+    )
     active = serializers.BooleanField(required=False)
 
 
@@ -180,8 +184,10 @@ class AgentListView(APIView):
         operation_id="catalogue_agents_list",
         tag="catalogue",
         summary="List agents",
-        description="Agents under test: tutors (reference, protocol, openai_chat: a start's `target`) and "
-        "character agents (drift). Filter with `kind` and `active`.",
+        description="Agents under test: tutors (a start's `target`: the built-in reference tutor, `reference`, "
+        "protocol servers and openai_chat endpoints) and character agents (persona drift). Filter with "
+        "`kind` and `active`; `kind=protocol` lists every tutor reached over the session protocol, the "
+        "reference tutor included.",
         parameters=[AgentFilterInput],
         ok={200: AgentOutput(many=True)},
         invalid=PAGE,
@@ -200,7 +206,7 @@ class AgentDetailView(APIView):
         tag="catalogue",
         summary="One agent",
         description="An agent under test, without secrets.",
-        parameters=[path_parameter("agent_id", "An agent id.")],
+        parameters=[path_parameter("agent_id", "An agent id, e.g. `reference` (the built-in reference tutor).")],
         ok={200: AgentOutput},
         not_found="No agent has this id.",
     )

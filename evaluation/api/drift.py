@@ -1,6 +1,7 @@
-"""Persona drift (spec 002): ingest messages, start evaluations, and the runtime checks for external agents."""
+"""Persona drift: ingest messages, start evaluations, and the runtime checks for external agents."""
 
 from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema_serializer
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -8,7 +9,7 @@ from rest_framework.views import APIView
 
 from evaluation import limits
 from evaluation.api.parsers import JSONParser
-from evaluation.api.schema import operation, path_parameter
+from evaluation.api.schema import body_example, operation, path_parameter
 from evaluation.api.serializers import Output, RunAcceptedOutput
 from evaluation.drift import services
 from evaluation.models import AgentMessage
@@ -16,7 +17,7 @@ from evaluation.models import AgentMessage
 UNKNOWN_AGENT = "No agent has this id."
 
 
-AGENT_ID = path_parameter("agent_id", "A character agent's id.")
+AGENT_ID = path_parameter("agent_id", "A character agent's id, e.g. `rex`.", example="rex")
 
 
 class IngestOutput(Output):
@@ -40,6 +41,19 @@ class IngestView(APIView):
         ok={201: IngestOutput},
         invalid="A record is not valid: `fields` names it (`[2].agent`, `line 5`) and why; nothing was stored.",
         body=True,
+        examples=[
+            # a list body: the schema's list mechanics make this one record the body's only item
+            body_example(
+                "messages",
+                "One of the cast's messages",
+                {
+                    "agent": "rex",
+                    "channel": "general",
+                    "text": "Sign's the least of it. The hose reel is cracked again. Who's fixing it? Me.",
+                    "time": "2026-10-01T18:37:00Z",
+                },
+            )
+        ],
     )
     def post(self, request: Request) -> Response:
         # The ingest service parses the raw body itself: it accepts JSON lines and names each bad line.
@@ -47,6 +61,18 @@ class IngestView(APIView):
         return Response(IngestOutput(created).data, status=status.HTTP_201_CREATED)
 
 
+@extend_schema_serializer(
+    examples=[
+        body_example(
+            "every_dimension", "The newest 20 messages, every dimension, judged offline", {"judge": "offline"}
+        ),
+        body_example(
+            "two_dimensions",
+            "Two dimensions on a larger sample",
+            {"dimensions": ["adherence", "consistency"], "sample_size": 50, "judge": "offline"},
+        ),
+    ]
+)
 class DriftEvaluateInput(serializers.Serializer):
     dimensions = serializers.ListField(
         child=limits.StringField(),
@@ -90,6 +116,15 @@ class DriftEvaluateView(APIView):
         return Response(RunAcceptedOutput(run).data, status=status.HTTP_202_ACCEPTED)
 
 
+@extend_schema_serializer(
+    examples=[
+        body_example(
+            "first_draft",
+            "A first draft of a message",
+            {"text": "Fixed the hose reel myself. Again.", "channel": "general", "attempt": 1},
+        )
+    ]
+)
 class GateInput(serializers.Serializer):
     text = limits.StringField(help_text="The message the runtime is about to commit.")
     channel = limits.StringField()
@@ -119,7 +154,7 @@ class GateView(APIView):
         operation_id="drift_agents_gate",
         tag="drift",
         summary="Gate a message before it is sent",
-        description="Spec 002's action gate for an external runtime that drives its own retries: commit, "
+        description="The action gate for an external runtime that drives its own retries: commit, "
         "or retry with feedback. Answers commit when the gate is off for the agent.",
         parameters=[AGENT_ID],
         request=GateInput,
@@ -135,6 +170,9 @@ class GateView(APIView):
         return Response(GateOutput(decision).data)
 
 
+@extend_schema_serializer(
+    examples=[body_example("channel", "Before the agent speaks in #general", {"channel": "general"})]
+)
 class PreInvocationInput(serializers.Serializer):
     channel = limits.StringField()
 

@@ -109,14 +109,16 @@ class RunExportView(APIView):
         summary="Export runs with their scores and problems",
         description="The runs the list filters select, every one of them, as CSV (streamed: one row per run, "
         "a `score:<dimension>` column per dimension, problems joined in one column) or JSON. "
-        "An export holds at most `EXPORT_MAX_ROWS` runs (settings.EVALUATION, 10000 by default); "
-        "beyond that it is refused with 400: narrow the filters.",
+        "`limit` keeps the newest that many. An export holds at most `EXPORT_MAX_ROWS` runs "
+        "(settings.EVALUATION, 10000 by default); beyond that it is refused with 400: narrow the filters "
+        "or set `limit`.",
         parameters=[RunExportInput],
         ok={(200, "text/csv"): OpenApiTypes.STR, (200, "application/json"): RunExportListOutput},
-        invalid="A filter is not valid, `format` is not csv or json, or more runs match than an export may hold.",
+        invalid="A filter is not valid, `format` is not csv or json, `limit` is not a whole number from 1 to "
+        "`EXPORT_MAX_ROWS`, or more runs match than an export may hold.",
     )
     def get(self, request: Request) -> Any:
-        query = RunExportInput(data=request.query_params)
+        query = RunExportInput(data=request.query_params, context={"max_rows": export_max_rows()})
         query.is_valid(raise_exception=True)
         filters = dict(query.validated_data)
         export_format = filters.pop("format")
@@ -154,9 +156,10 @@ class RunStatusView(APIView):
         operation_id="runs_status_retrieve",
         tag="runs",
         summary="One run's status",
-        description="Spec 001's status shape for one run: `status` is its stage, `run_status` its lifecycle "
-        "status (queued, running, completed, failed, interrupted, cancelled). Poll it until `run_status` "
-        "is no longer queued or running.",
+        description="One run's progress, for polling: `stage` is where it is, `run_status` its lifecycle "
+        "status (queued, running, completed, failed, interrupted, cancelled), the same two fields a run's "
+        "detail answers. `status` repeats the stage for the first polling clients; in a run's detail and "
+        "the run list, `status` is the lifecycle status. Poll until `run_status` is no longer queued or running.",
         parameters=[run_id_parameter()],
         ok={200: RunStatusOutput},
         not_found=UNKNOWN_RUN,
@@ -173,9 +176,10 @@ class CurrentStatusView(APIView):
         operation_id="evaluation_status_retrieve",
         tag="runs",
         summary="Current status (polling)",
-        description="Spec 001's polling endpoint: the newest active run's status, else the newest run's, "
+        description="Polling without a run id: the newest active run's status, else the newest run's, "
         "else `idle`; `?run_id=` asks for one run, `?kind=tutor` (or drift, suite) keeps to one kind of run. "
-        "`active_runs` counts the runs queued or running (of that kind).",
+        "`active_runs` counts the runs queued or running (of that kind). `stage`, `run_status` and `status` "
+        "mean what they mean in one run's status.",
         parameters=[CurrentStatusInput],
         ok={200: CurrentStatusOutput},
         invalid="A query parameter is not valid.",
@@ -203,6 +207,7 @@ class RunCancelView(APIView):
         ok={200: RunAcceptedOutput},
         not_found=UNKNOWN_RUN,
         conflict="The run has already ended (completed, failed, interrupted or cancelled).",
+        conflict_example="run run_20260101_120000_ace is completed; only queued or running runs can be cancelled",
     )
     def post(self, request: Request, run_id: str) -> Response:
         run = services.run_cancel(selectors.run_lookup(run_id), user=request.user)
@@ -223,6 +228,8 @@ class RunRetryView(APIView):
         ok={202: RunAcceptedOutput},
         not_found=UNKNOWN_RUN,
         conflict="The run is still queued or running, or as many runs already wait as EVAL_MAX_QUEUED_RUNS allows.",
+        conflict_example="run run_20260101_120000_ace is running; only failed, interrupted or completed runs can be "
+        "retried",
     )
     def post(self, request: Request, run_id: str) -> Response:
         run = services.run_requeue(selectors.run_lookup(run_id), user=request.user)

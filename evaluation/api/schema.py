@@ -6,8 +6,10 @@ from typing import Any, TypeVar
 
 from django.core.validators import RegexValidator
 from drf_spectacular import openapi
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers
+
+from evaluation.api.permissions import NOT_STAFF
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -46,22 +48,62 @@ class ErrorSerializer(serializers.Serializer):
     )
 
 
-def _error(description: str) -> OpenApiResponse:
-    return OpenApiResponse(ErrorSerializer, description=description)
+def _error(description: str, example: dict[str, Any]) -> OpenApiResponse:
+    """An error response with one example of what the server answers (its code comes from the response's)."""
+    summary = example["error"] if len(example["error"]) <= 60 else example["error"][:57] + "..."
+    return OpenApiResponse(
+        ErrorSerializer, description=description, examples=[OpenApiExample("error", summary=summary, value=example)]
+    )
+
+
+def field_error(field: str, reason: str) -> dict[str, Any]:
+    """The 400 body for one bad field, as the server writes it."""
+    return {"error": f"{field}: {reason}", "fields": {field: [reason]}}
 
 
 UNAUTHENTICATED = _error(
     "No credentials, or bad ones: send `Authorization: Token <key>` (the response carries "
-    "`WWW-Authenticate: Token`), or use a staff session."
+    "`WWW-Authenticate: Token`), or use a staff session.",
+    {"error": "Authentication credentials were not provided."},
 )
-FORBIDDEN = _error("Authenticated, but not a staff user.")
+FORBIDDEN = _error(
+    "Authenticated, but not a staff user, or without the permission the operation needs.",
+    {"error": NOT_STAFF},
+)
 TOO_LARGE = _error(
-    "The request body is larger than `DATA_UPLOAD_MAX_MEMORY_SIZE` (Django's setting, 2.5 MB by default)."
+    "The request body is larger than `DATA_UPLOAD_MAX_MEMORY_SIZE` (Django's setting, 2.5 MB by default).",
+    {"error": "the request body is too large: the limit is 2621440 bytes (DATA_UPLOAD_MAX_MEMORY_SIZE)"},
 )
+BAD_JSON = {"error": "JSON parse error - line 1: body: invalid JSON: Expecting value (column 1)"}
+REPEATED_REASON = "given 2 times; send it once"
+CAPACITY_EXAMPLE = (
+    "4 runs are active (EVAL_MAX_ACTIVE_RUNS is 4) and 50 wait; the queue limit is 50 (EVAL_MAX_QUEUED_RUNS), "
+    "so 1 more cannot be queued now"
+)
+# What a path parameter that names nothing is answered with, by the parameter's name.
+NOT_FOUND_EXAMPLES = {
+    "run_id": "run: no run 'run_20260101_120000_nobody'",
+    "group": "group: no comparison 'comparison_20260101_120000_0000aa'",
+    "topic_id": "topic: no topic 'nope'; the topics are: area-and-perimeter, comparing-decimals, ...",
+    "persona_id": "persona: no persona 'nobody'; the personas are: ace, average_student, ...",
+    "agent_id": "agent: no agent 'nobody'",
+    "suite_id": "suite: no suite 999",
+}
+# Examples for path parameters, so "Try it out" starts from ids a fresh install has.
+PATH_EXAMPLES = {
+    "run_id": "run_20260101_120000_ace",
+    "group": "comparison_20260101_120000_1a2b3c",
+    "topic_id": "comparing-decimals",
+    "persona_id": "ace",
+    "agent_id": "reference",
+    "suite_id": 1,
+}
 
 
-def path_parameter(name: str, description: str, kind: type = str) -> OpenApiParameter:
-    return OpenApiParameter(name, kind, OpenApiParameter.PATH, description=description)
+def path_parameter(name: str, description: str, kind: type = str, example: Any = None) -> OpenApiParameter:
+    example = PATH_EXAMPLES.get(name) if example is None else example
+    examples = [OpenApiExample(name, value=example)] if example is not None else []
+    return OpenApiParameter(name, kind, OpenApiParameter.PATH, description=description, examples=examples)
 
 
 def run_id_parameter(
@@ -72,6 +114,15 @@ def run_id_parameter(
 
 def group_parameter() -> OpenApiParameter:
     return path_parameter("group", "A comparison group's id (`comparison_20260101_120000_1a2b3c`).")
+
+
+def _query_fields(parameters: Sequence[Any]) -> list[str]:
+    """The names of the query parameters a serializer among `parameters` declares."""
+    names: list[str] = []
+    for parameter in parameters:
+        if isinstance(parameter, type) and issubclass(parameter, serializers.Serializer):
+            names.extend(parameter().fields)
+    return names
 
 
 def operation(
@@ -87,25 +138,36 @@ def operation(
     not_found: str | None = None,
     conflict: str | None = None,
     body: bool = False,
+    invalid_example: dict[str, Any] | None = None,
+    not_found_example: str | None = None,
+    conflict_example: str | None = None,
+    examples: Sequence[OpenApiExample] = (),
 ) -> Callable[[F], F]:
     """extend_schema for one operation, with every status it can answer documented.
 
     `ok` maps the success status (or `(status, media type)`) to its serializer; `invalid`, `not_found`
     and `conflict` describe when 400, 404 and 409 happen (None: they cannot); 401 and 403 always can;
-    `body` adds 413 for operations that read a request body.
+    `body` adds 413 for operations that read a request body. Each error carries an example of the
+    body the server answers: the `*_example` arguments, else one that fits the operation (a query
+    parameter sent twice, a body that is not JSON, a path id that names nothing, the queue full).
+    `examples` are request bodies, for a body whose schema carries none of its own.
     """
     responses: dict[Any, Any] = {
         code: OpenApiResponse(shape, description=HTTPStatus(code[0] if isinstance(code, tuple) else code).phrase)
         for code, shape in ok.items()
     }
     if invalid:
-        responses[400] = _error(invalid)
+        query = _query_fields(parameters)
+        example = invalid_example or (BAD_JSON if body or not query else field_error(query[0], REPEATED_REASON))
+        responses[400] = _error(invalid, example)
     responses[401] = UNAUTHENTICATED
     responses[403] = FORBIDDEN
     if not_found:
-        responses[404] = _error(not_found)
+        names = [p.name for p in parameters if isinstance(p, OpenApiParameter) and p.location == OpenApiParameter.PATH]
+        missing = not_found_example or next((NOT_FOUND_EXAMPLES[n] for n in names if n in NOT_FOUND_EXAMPLES), None)
+        responses[404] = _error(not_found, {"error": missing or "run: no run 'run_20260101_120000_nobody'"})
     if conflict:
-        responses[409] = _error(conflict)
+        responses[409] = _error(conflict, {"error": conflict_example or CAPACITY_EXAMPLE})
     if body:
         responses[413] = TOO_LARGE
     return extend_schema(
@@ -116,4 +178,10 @@ def operation(
         request=request,
         parameters=list(parameters),
         responses=responses,
+        examples=list(examples),
     )
+
+
+def body_example(name: str, summary: str, value: Any) -> OpenApiExample:
+    """A request body to start from: what "Try it out" fills in."""
+    return OpenApiExample(name, summary=summary, value=value, request_only=True)

@@ -40,7 +40,7 @@ class QueryInput(serializers.Serializer):
 
 
 class IsoDateTimeField(serializers.DateTimeField):
-    """ISO 8601 as Python writes it (`+00:00`), the form spec 001's clients already read."""
+    """ISO 8601 as Python writes it (`+00:00`), the form the first clients already read."""
 
     def to_representation(self, value: Any) -> Any:
         return value.isoformat() if hasattr(value, "isoformat") else value
@@ -84,16 +84,39 @@ class RunExportInput(RunFilterInput):
     format = serializers.ChoiceField(
         [("csv", "CSV"), ("json", "JSON")], default="json", help_text="`csv` (streamed) or `json`."
     )
+    limit = serializers.IntegerField(
+        required=False,
+        min_value=1,
+        help_text="At most this many runs, the newest first (default: every run the filters select, "
+        "up to EXPORT_MAX_ROWS).",
+    )
+
+    def validate_limit(self, value: int) -> int:
+        most = self.context.get("max_rows")
+        if most is not None and value > most:
+            raise serializers.ValidationError(f"{value} is more than an export may hold ({most}, EXPORT_MAX_ROWS)")
+        return value
 
 
 # --- runs ------------------------------------------------------------------------------------
 
 
-class RunStatusOutput(Output):
-    """Spec 001's status shape: `status` is the stage; `run_status` is the lifecycle status."""
+STAGE = "Where the run is: queued, loading_persona, running_session, evaluating, generating_reports, then its end."
+RUN_STATUS = "The lifecycle status: queued, running, completed, failed, interrupted or cancelled."
+STAGE_ALIAS = (
+    "The stage again (the same as `stage`), under the name the first polling clients read; "
+    "not the lifecycle status, which is `run_status`."
+)
 
-    status = serializers.ChoiceField(RunStage.choices, source="stage", help_text="The stage (spec 001's status).")
-    run_status = serializers.ChoiceField(RunStatus.choices, source="status", help_text="The lifecycle status.")
+
+class RunStatusOutput(Output):
+    """A run's progress, for polling: `stage` is where it is, `run_status` its lifecycle status, the same
+    two words a run's detail and the run list answer. `status` is the stage again, under the name the
+    first polling clients read (kept; in a run's detail `status` is the lifecycle status)."""
+
+    stage = serializers.ChoiceField(RunStage.choices, help_text=STAGE)
+    run_status = serializers.ChoiceField(RunStatus.choices, source="status", help_text=RUN_STATUS)
+    status = serializers.ChoiceField(RunStage.choices, source="stage", help_text=STAGE_ALIAS)
     run_id = serializers.CharField()
     kind = serializers.ChoiceField(RunKind.choices)
     attempt = serializers.IntegerField()
@@ -118,8 +141,13 @@ class CurrentStatusInput(QueryInput):
 class CurrentStatusOutput(Output):
     """The newest active run's status (else the newest run's); `idle` with nulls when there is no run."""
 
-    status = serializers.ChoiceField(CURRENT_STAGES, source="run.stage", default="idle")
-    run_status = serializers.ChoiceField(RunStatus.choices, source="run.status", allow_null=True, default=None)
+    stage = serializers.ChoiceField(
+        CURRENT_STAGES, source="run.stage", default="idle", help_text="The run's stage; `idle` when there is no run."
+    )
+    run_status = serializers.ChoiceField(
+        RunStatus.choices, source="run.status", allow_null=True, default=None, help_text=RUN_STATUS
+    )
+    status = serializers.ChoiceField(CURRENT_STAGES, source="run.stage", default="idle", help_text=STAGE_ALIAS)
     run_id = serializers.CharField(source="run.run_id", allow_null=True, default=None)
     kind = serializers.ChoiceField(RunKind.choices, source="run.kind", allow_null=True, default=None)
     attempt = serializers.IntegerField(source="run.attempt", allow_null=True, default=None)
@@ -131,15 +159,17 @@ class CurrentStatusOutput(Output):
 
 
 class RunSummaryOutput(Output):
-    """Spec 001's run-list entry, for runs of every kind."""
+    """A run in the run list, of any kind. `status` is its lifecycle status (`run_status` again, the name
+    the polling shapes use) and `stage` where it is."""
 
     run_id = serializers.CharField(help_text="Readable id; also the report folder name.")
     id = serializers.UUIDField()
     kind = serializers.ChoiceField(RunKind.choices)
     timestamp = IsoDateTimeField(source="created_at")
     completed_at = IsoDateTimeField(allow_null=True)
-    status = serializers.ChoiceField(RunStatus.choices)
-    stage = serializers.ChoiceField(RunStage.choices)
+    status = serializers.ChoiceField(RunStatus.choices, help_text="The lifecycle status (the same as `run_status`).")
+    run_status = serializers.ChoiceField(RunStatus.choices, source="status", help_text=RUN_STATUS)
+    stage = serializers.ChoiceField(RunStage.choices, help_text=STAGE)
     attempt = serializers.IntegerField()
     topic_id = serializers.CharField(source="topic.topic_id", allow_null=True)
     persona_id = serializers.CharField(source="persona.persona_id", allow_null=True)
@@ -174,6 +204,7 @@ class RunSummaryOutput(Output):
                 "timestamp": s.timestamp.isoformat(),
                 "completed_at": s.completed_at.isoformat() if s.completed_at is not None else None,
                 "status": s.status,
+                "run_status": s.status,
                 "stage": s.stage,
                 "attempt": s.attempt,
                 "topic_id": s.topic_id,
@@ -300,6 +331,7 @@ class RunAcceptedOutput(Output):
 
     run_id = serializers.CharField()
     kind = serializers.ChoiceField(RunKind.choices)
-    status = serializers.ChoiceField(RunStatus.choices)
-    stage = serializers.ChoiceField(RunStage.choices)
+    status = serializers.ChoiceField(RunStatus.choices, help_text="The lifecycle status (the same as `run_status`).")
+    run_status = serializers.ChoiceField(RunStatus.choices, source="status", help_text=RUN_STATUS)
+    stage = serializers.ChoiceField(RunStage.choices, help_text=STAGE)
     attempt = serializers.IntegerField()

@@ -1,8 +1,8 @@
-"""EVAL.md suites (spec 003): the discovered suites, runs of one, and a suite run's case results."""
+"""EVAL.md suites: the discovered suites, runs of one, and a suite run's case results."""
 
 from typing import Any
 
-from drf_spectacular.utils import extend_schema_field
+from drf_spectacular.utils import extend_schema_field, extend_schema_serializer
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -11,7 +11,7 @@ from rest_framework.views import APIView
 from evaluation import limits
 from evaluation.api.pagination import Pagination, paginated
 from evaluation.api.parsers import JSONParser
-from evaluation.api.schema import operation, path_parameter, run_id_parameter
+from evaluation.api.schema import body_example, operation, path_parameter, run_id_parameter
 from evaluation.api.serializers import Output, QueryInput, RunAcceptedOutput, RunStatusOutput
 from evaluation.models import EvaluationRun
 from evaluation.runs import selectors as run_selectors
@@ -80,6 +80,16 @@ class SuiteDetailView(APIView):
         return Response(SuiteDetailOutput(selectors.suite_get(suite_id)).data)
 
 
+@extend_schema_serializer(
+    examples=[
+        body_example(
+            "offline", "Each case once, agent and judge offline", {"model": "offline", "judge_model": "offline"}
+        ),
+        body_example(
+            "pass_k", "Each case three times, checks only", {"model": "offline", "judge": False, "repeats": 3}
+        ),
+    ]
+)
 class SuiteRunInput(serializers.Serializer):
     model = limits.StringField(
         required=False, allow_blank=True, default="", help_text="The agent's provider (default: as configured)."

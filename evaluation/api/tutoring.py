@@ -1,6 +1,6 @@
-"""Tutor evaluation (spec 001): start simulated runs, evaluate a stored session, re-judge a run."""
+"""Tutor runs: start simulated runs, evaluate a stored session, re-judge a run, a batch's comparison."""
 
-from drf_spectacular.utils import extend_schema_field
+from drf_spectacular.utils import OpenApiExample, extend_schema_field, extend_schema_serializer
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -8,7 +8,7 @@ from rest_framework.views import APIView
 
 from evaluation import limits
 from evaluation.api.parsers import JSONParser
-from evaluation.api.schema import group_parameter, operation, run_id_parameter
+from evaluation.api.schema import field_error, group_parameter, operation, run_id_parameter
 from evaluation.api.serializers import Output, RunAcceptedOutput
 from evaluation.models import EvaluationRun
 from evaluation.models.runs import RunStatus
@@ -18,12 +18,48 @@ from evaluation.tutoring import selectors, services
 CAPACITY = "As many runs already wait as EVAL_MAX_QUEUED_RUNS allows; try again later."
 
 
+@extend_schema_serializer(
+    deprecate_fields=["persona"],
+    examples=[
+        OpenApiExample(
+            "one_persona",
+            summary="Arjun (ace) on comparing decimals, no API key needed",
+            value={
+                "topic_id": "comparing-decimals",
+                "persona_file": "ace",
+                "max_turns": 6,
+                "seed": 11,
+                "provider": "offline",
+            },
+            request_only=True,
+        ),
+        OpenApiExample(
+            "batch_with_baseline",
+            summary="A batch whose comparison flags regressions",
+            value={
+                "topic_id": "comparing-decimals",
+                "persona_file": "all",
+                "runs_per_persona": 2,
+                "provider": "offline",
+                "baseline": "comparison_20260101_120000_1a2b3c",
+            },
+            request_only=True,
+        ),
+    ],
+)
 class StartInput(serializers.Serializer):
-    topic_id = limits.StringField(max_length=100, help_text="A topic id (see the catalogue's topics).")
-    persona_file = limits.StringField(
-        required=False, help_text="'ace.json', 'ace' or 'all' (default: average_student.json)."
+    topic_id = limits.StringField(
+        max_length=100, help_text="A topic id (see the catalogue's topics), e.g. `comparing-decimals`."
     )
-    persona = limits.StringField(required=False, help_text="Alias of persona_file.")
+    persona_file = limits.StringField(
+        required=False,
+        help_text="The simulated student: a persona id (`ace`, or `ace.json`), or `all` for every persona "
+        "(default: `average_student`).",
+    )
+    persona = limits.StringField(
+        required=False,
+        help_text="Deprecated: the same as persona_file, still accepted; persona_file wins when both are sent.",
+    )
     max_turns = serializers.IntegerField(default=20, min_value=1, max_value=100)
     runs_per_persona = serializers.IntegerField(default=1, min_value=1, max_value=20)
     seed = serializers.IntegerField(required=False, allow_null=True, default=None)
@@ -32,7 +68,8 @@ class StartInput(serializers.Serializer):
         max_length=64,
         allow_blank=True,
         default="",
-        help_text="Agent id (default: the reference tutor).",
+        help_text="The tutor under test: an agent id from the catalogue's agents (default, or `reference`: "
+        "the built-in reference tutor).",
     )
     provider = limits.StringField(
         required=False,
@@ -114,6 +151,8 @@ class StartView(APIView):
         not_found="topic_id, persona_file, target or baseline names nothing.",
         conflict=CAPACITY,
         body=True,
+        invalid_example=field_error("max_turns", "Ensure this value is less than or equal to 100."),
+        not_found_example="topic_id: no topic 'nope'; the topics are: adding-fractions-like-denominators, area-and-perimeter, comparing-decimals, two-digit-addition-regrouping",
     )
     def post(self, request: Request) -> Response:
         body = StartInput(data=request.data)
@@ -126,7 +165,7 @@ class StartView(APIView):
             max_turns=data["max_turns"],
             runs_per_persona=data["runs_per_persona"],
             seed=data["seed"],
-            agent_id=data["target"] or None,
+            agent_id=None if run_selectors.target_is_reference_tutor(data["target"]) else data["target"] or None,
             provider=data["provider"] or None,
             cost_limit_usd=data["cost_limit_usd"],
             grade=data["grade"],
@@ -138,6 +177,16 @@ class StartView(APIView):
         return Response(StartOutput(runs).data, status=status.HTTP_202_ACCEPTED)
 
 
+@extend_schema_serializer(
+    examples=[
+        OpenApiExample(
+            "session",
+            summary="A stored session, judged offline",
+            value={"session_id": "0b6f1c9e-8d2a-4f4e-9a51-3c2d7e1f0a42", "provider": "offline"},
+            request_only=True,
+        )
+    ]
+)
 class EvaluateSessionInput(serializers.Serializer):
     session_id = serializers.UUIDField(help_text="A stored tutoring session of the reference tutor.")
     provider = limits.StringField(
@@ -186,6 +235,7 @@ class RetryEvaluationView(APIView):
         parameters=[run_id_parameter("A tutor run's readable id or UUID.")],
         ok={202: RunAcceptedOutput},
         not_found="No tutor run has this id.",
+        conflict_example="run run_20260101_120000_ace has no stored conversation to evaluate",
         conflict="The run has no stored conversation to evaluate, is still queued or running, or "
         + CAPACITY[0].lower()
         + CAPACITY[1:],

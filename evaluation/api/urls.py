@@ -2,10 +2,11 @@
 
 from django.urls import path
 
-from evaluation.api import catalogue, docs, drift, judging, runs, suites, tutoring
+from evaluation.api import catalogue, docs, drift, index, judging, runs, suites, tutoring
 
 urlpatterns = [
-    # spec 001's paths, kept as they were
+    path("", index.IndexView.as_view(), name="api-index"),
+    # the tutor runs' paths, kept as their first clients know them
     path("evaluation/start", tutoring.StartView.as_view(), name="api-evaluation-start"),
     path("evaluation/status", runs.CurrentStatusView.as_view(), name="api-evaluation-status"),
     path("evaluation/runs", runs.RunListView.as_view(), name="api-evaluation-runs"),

@@ -239,12 +239,19 @@ class RunExport:
     dimensions: list[str]
 
 
-def run_export(*, max_rows: int, **filters: Any) -> RunExport:
-    """The runs runs_filter selects, for an export of at most max_rows runs.
+def run_export(*, max_rows: int, limit: int | None = None, **filters: Any) -> RunExport:
+    """The runs runs_filter selects (the newest `limit` of them when given), for an export of at most
+    max_rows runs.
 
     Beyond max_rows nothing is exported: InvalidInput says how many matched and how to narrow them.
     """
-    runs = run_list(**filters).prefetch_related(Prefetch("problems", queryset=Problem.objects.order_by("rank")))
+    problems = Prefetch("problems", queryset=Problem.objects.order_by("rank"))
+    matching = runs_filter(EvaluationRun.objects.order_by("-created_at", "run_id"), **filters).values("pk")
+    runs = run_list(**filters)
+    if limit is not None:
+        matching = EvaluationRun.objects.filter(pk__in=matching[:limit]).values("pk")
+        runs = run_list().filter(pk__in=matching)
+    runs = runs.prefetch_related(problems)
     count = runs.count()
     if count > max_rows:
         raise InvalidInput(
@@ -252,27 +259,60 @@ def run_export(*, max_rows: int, **filters: Any) -> RunExport:
                 FieldProblem(
                     "",
                     f"{count} runs match and an export holds at most {max_rows}; "
-                    "narrow it with filters such as date_from, date_to, kind or status",
+                    "narrow it with filters such as date_from, date_to, kind or status, or set limit",
                 )
             ]
         )
-    matching = runs_filter(EvaluationRun.objects.all(), **filters).values("pk")
     names = DimensionScore.objects.filter(run__in=matching).order_by("id").values_list("dimension", flat=True)
     return RunExport(runs=runs, count=count, dimensions=list(dict.fromkeys(names)))
 
 
-def agent_list(*, kind: str = "", active: bool | None = None) -> QuerySet[Agent]:
-    """Agents a run can target: tutors under test and character agents, by id."""
+REFERENCE_TUTOR_ID = "reference"
+
+
+def reference_tutor() -> Agent:
+    """The built-in reference tutor, which no row stores: what a tutor run with no target talks to,
+    over the session protocol, through this install's own protocol server. An agent stored under
+    its id takes its place."""
+    return Agent(
+        id=REFERENCE_TUTOR_ID,
+        display_name="Reference tutor (built in)",
+        kind=Agent.Kind.REFERENCE,
+        active=True,
+    )
+
+
+def target_is_reference_tutor(agent_id: str) -> bool:
+    """Whether a run's target names the built-in reference tutor rather than a stored agent."""
+    return agent_id == REFERENCE_TUTOR_ID and not Agent.objects.filter(pk=agent_id).exists()
+
+
+def agent_list(*, kind: str = "", active: bool | None = None) -> list[Agent]:
+    """Agents a run can target, by id: tutors under test (the built-in reference tutor among them)
+    and character agents.
+
+    `protocol` names every tutor reached over the session protocol, so it holds the reference tutor
+    (kind `reference`, served by this install's own protocol server) as well."""
     agents = Agent.objects.order_by("id")
-    if kind:
-        agents = agents.filter(kind=kind)
+    kinds = [kind] if kind else []
+    if kind == Agent.Kind.PROTOCOL:
+        kinds.append(Agent.Kind.REFERENCE)
+    if kinds:
+        agents = agents.filter(kind__in=kinds)
     if active is not None:
         agents = agents.filter(active=active)
-    return agents
+    found = list(agents)
+    builtin = reference_tutor()
+    if (not kinds or builtin.kind in kinds) and active is not False and target_is_reference_tutor(builtin.id):
+        found.append(builtin)
+        found.sort(key=lambda agent: agent.id)
+    return found
 
 
 def agent_get(agent_id: str) -> Agent:
     agent = Agent.objects.filter(pk=agent_id).first()
+    if agent is None and agent_id == REFERENCE_TUTOR_ID:
+        return reference_tutor()
     if agent is None:
         raise NotFound(f"agent: no agent {agent_id!r}")
     return agent

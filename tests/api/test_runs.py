@@ -142,8 +142,11 @@ def test_list_builds_no_run_instances(api, runs):
 
 
 def test_dashboard_and_api_share_the_filter(staff_client, api, runs):
-    # The dashboard lists tutor runs only; an impossible date is ignored there (a form field), not a 500.
-    page = staff_client.get("/admin/evaluation/?persona=ace&date_to=2026-13-45")
+    # An impossible date is refused on both doors, naming it, rather than ignored.
+    refused = staff_client.get("/admin/evaluation/?persona=ace&date_to=2026-13-45")
+    assert refused.status_code == 400 and b"date_to" in refused.content
+    assert "date_to" in api.get("/api/evaluation/runs?persona=ace&date_to=2026-13-45").json()["fields"]
+    page = staff_client.get("/admin/evaluation/?persona=ace")
     assert page.status_code == 200
     shown = {c.run.run_id for c in page.context["cards"]}
     assert shown == set(ids(api.get("/api/evaluation/runs?persona=ace"))) == {"run_ace", "run_old"}
@@ -166,8 +169,9 @@ def test_detail_has_messages_evaluation_and_status(api, runs):
 def test_status_keeps_spec_001_shape(api, runs):
     body = api.get("/api/evaluation/runs/run_struggler/status").json()
     assert body == {
-        "status": "failed",
+        "stage": "failed",
         "run_status": "failed",
+        "status": "failed",
         "run_id": "run_struggler",
         "kind": "tutor",
         "attempt": 1,
@@ -226,6 +230,7 @@ def test_retry_queues_a_new_attempt_of_a_failed_run(api, db, django_capture_on_c
         "run_id": "run_broke",
         "kind": "drift",
         "status": "queued",
+        "run_status": "queued",
         "stage": "queued",
         "attempt": 2,
     }
