@@ -210,7 +210,8 @@ class SuiteRunInline(admin.StackedInline):
 
 @admin.register(EvaluationRun)
 class EvaluationRunAdmin(admin.ModelAdmin):
-    list_display: tuple[str, ...] = ("run_id", "what", "kind", "status", "overall_score", "created_at")
+    list_display: tuple[str, ...] = ("title", "status", "score", "created_at")
+    list_display_links = ("title",)
     list_filter = ("kind", "status", "stage", "source", "persona", "topic", "created_at")
     search_fields = ("run_id", "group", "error", "summary")
     list_select_related = ("persona", "topic", "agent")
@@ -222,7 +223,8 @@ class EvaluationRunAdmin(admin.ModelAdmin):
         ("Result", {"fields": ("summary", "judge_label", "usage", "cost_usd", "cost_limit_usd", "error")}),
         ("Subject", {"fields": ("source", "source_session_id", "persona", "topic", "agent", "group", "repeat_index")}),
         ("Started with", {"fields": ("config_summary", "seed", "max_turns", "turn", "started_by")}),
-        ("When", {"fields": ("created_at", "started_at", "completed_at", "heartbeat_at", "attempt", "worker")}),
+        ("When", {"fields": ("created_at", "started_at", "completed_at")}),
+        ("Worker", {"classes": ["collapse"], "fields": ("attempt", "worker", "heartbeat_at")}),
         (
             "Raw values",
             {
@@ -272,6 +274,28 @@ class EvaluationRunAdmin(admin.ModelAdmin):
             return str(getattr(obj.agent, "display_name", "") or obj.agent_id)
         return label(obj.kind)
 
+    def get_inlines(self, request, obj):
+        """The inlines of the run's kind: a tutor run has no drift or suite details, and the reverse."""
+        by_kind = {
+            "tutor": [DimensionScoreInline, ProblemInline, RunMessageInline],
+            "drift": [DriftRunInline],
+            "suite": [SuiteRunInline],
+        }
+        if obj is None:
+            return self.inlines
+        return [RunEventInline, *by_kind.get(obj.kind, [])]
+
+    @admin.display(description="run", ordering="run_id")
+    def title(self, obj):
+        """The run as people name it, and under it its kind and id (which may wrap anywhere: it is an id)."""
+        return format_html(
+            '{}<br><small class="run-id">{} · {}</small>', self.what(obj), obj.get_kind_display(), obj.run_id
+        )
+
+    @admin.display(description="score", ordering="overall_score")
+    def score(self, obj):
+        return "-" if obj.overall_score is None else f"{obj.overall_score:.1f}"
+
     @admin.display(description="config")
     def config_summary(self, obj):
         """The run's config as labelled lines, masked as config_masked is; the full JSON is under Raw values."""
@@ -313,7 +337,7 @@ class CompletedRunAdmin(EvaluationRunAdmin):
 
 @admin.register(FailedRun)
 class FailedRunAdmin(EvaluationRunAdmin):
-    list_display = ("run_id", "what", "kind", "stage", "error_short", "created_at")
+    list_display = ("title", "stage", "error_short", "created_at")
 
     @admin.display(description="error")
     def error_short(self, obj):
