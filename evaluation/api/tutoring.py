@@ -9,9 +9,9 @@ from rest_framework.views import APIView
 from evaluation import limits
 from evaluation.api.parsers import JSONParser
 from evaluation.api.schema import field_error, group_parameter, operation, run_id_parameter
-from evaluation.api.serializers import Output, RunAcceptedOutput
+from evaluation.api.serializers import RUN_STATUS, STAGE, Output, RunAcceptedOutput
 from evaluation.models import EvaluationRun
-from evaluation.models.runs import RunStatus
+from evaluation.models.runs import RunStage, RunStatus
 from evaluation.runs import selectors as run_selectors
 from evaluation.tutoring import selectors, services
 
@@ -116,7 +116,9 @@ class StartOutput(Output):
         help_text="The comparison id when more than one run started or a baseline was given: "
         "`/api/evaluation/comparisons/{group}` shows its gate."
     )
-    status = serializers.SerializerMethodField()
+    status = serializers.SerializerMethodField(help_text="The first run's lifecycle status (the same as `run_status`).")
+    run_status = serializers.SerializerMethodField(help_text=RUN_STATUS)
+    stage = serializers.SerializerMethodField(help_text=STAGE)
 
     def get_run_id(self, runs: list[EvaluationRun]) -> str:
         return runs[0].run_id
@@ -130,6 +132,14 @@ class StartOutput(Output):
     @extend_schema_field(serializers.ChoiceField(RunStatus.choices))
     def get_status(self, runs: list[EvaluationRun]) -> str:
         return runs[0].status
+
+    @extend_schema_field(serializers.ChoiceField(RunStatus.choices))
+    def get_run_status(self, runs: list[EvaluationRun]) -> str:
+        return runs[0].status
+
+    @extend_schema_field(serializers.ChoiceField(RunStage.choices))
+    def get_stage(self, runs: list[EvaluationRun]) -> str:
+        return runs[0].stage
 
 
 class StartView(APIView):

@@ -46,7 +46,7 @@ def test_api_index_shows_nothing_stored(anonymous, runs):
     assert "run_ace" not in text and "rex" not in text
 
 
-def test_progress_words_are_the_same_in_status_detail_and_list(api, db):
+def test_progress_words_are_the_same_in_status_detail_and_list(api, catalog):
     make_run("run_busy", status="running", detail="Turn 2/20", turn=2)
     one = api.get("/api/evaluation/runs/run_busy/status").json()
     current = api.get("/api/evaluation/status").json()
@@ -57,6 +57,10 @@ def test_progress_words_are_the_same_in_status_detail_and_list(api, db):
     # the old keys stay as their clients read them: the stage when polling, the lifecycle in a run
     assert one["status"] == current["status"] == "running_session"
     assert detail["status"] == listed["status"] == "running"
+    started = api.post(
+        "/api/evaluation/start", {"topic_id": "comparing-decimals", "persona_file": "ace"}, format="json"
+    ).json()
+    assert (started["stage"], started["run_status"], started["status"]) == ("queued", "queued", "queued")
     accepted = api.post("/api/evaluation/runs/run_busy/cancel").json()
     assert (accepted["stage"], accepted["run_status"], accepted["status"]) == ("cancelled", "cancelled", "cancelled")
 
