@@ -140,4 +140,9 @@ def sweep_on_worker_start(sender: object = None, proc_name: str = "", **kwargs: 
     ended = run_services.runs_sweep()
     if ended:
         log.warning("%s: marked interrupted on start: %s", proc_name, ", ".join(ended))
-    run_services.sweeper_start()
+    from django_q.conf import Conf
+
+    if not Conf.SYNC:
+        # django-q2's sync mode (the CLI, tests) runs a task through the same worker function in the
+        # calling process: that process is no worker to keep alive, and its sweeper would outlive the task.
+        run_services.sweeper_start()
