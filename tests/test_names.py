@@ -57,6 +57,10 @@ def test_a_persona_or_topic_is_labelled_by_its_name(catalog):
     assert label(topic) == topic.name
 
 
+def test_a_rubric_dimension_is_labelled_by_its_words_not_its_id():
+    assert [label(d) for d in RUBRIC][:2] == ["Responsiveness", "Explanation quality"]
+
+
 def test_the_template_filter_is_the_same_function():
     html = Template("{% load evaluation_extras %}{{ d|label }} / {{ c|label }}").render(
         Context({"d": "explanation_quality", "c": "missed_student_signal"})

@@ -53,7 +53,8 @@ def label(value: Any) -> str:
         return "–"
     name = getattr(value, "name", None)
     if isinstance(name, str) and name.strip():
-        return name.strip()
+        # a record (persona, topic) is called by its name; anything else named (a rubric dimension) by its id's words
+        return name.strip() if hasattr(value, "_meta") else label(name)
     words = [w for w in str(value).replace("-", "_").split("_") if w]
     if not words:
         return str(value)
