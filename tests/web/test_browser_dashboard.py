@@ -121,12 +121,12 @@ def test_list_report_and_charts(web, browser):
     assert page.locator("svg.chart").count() == 3
     assert page.locator("#chart-over-time polyline").count() == len(DIMS)  # two days: one line per dimension
     legend = page.inner_text("#chart-by-persona")
-    assert "ace" in legend and "struggler" in legend
+    assert "Arjun" in legend and "Priya" in legend
     assert "Reference tutor" in page.inner_text("#chart-by-tutor")
     page.screenshot(path=str(ARTIFACTS / "dashboard-charts.png"), full_page=True)
     # a bar names its persona, dimension and value when pointed at
     titles = page.locator("#chart-by-persona svg rect title").all_text_contents()
-    assert "struggler / responsiveness: 4" in titles
+    assert "Priya / Responsiveness: 4" in titles
 
 
 def test_export_downloads_the_filtered_runs(web, browser):

@@ -81,7 +81,7 @@ def test_runs_of_different_judges_are_separate_series(catalog):
     make_scored("judge_b_1", "offline/offline-rules-v1", 20, 2.0)
     trends = score_trends({})
     assert trends.judges == ["offline/offline-rules-v1", "openai/gpt-judge"]
-    assert set(trends.over_time) == {"pacing · offline/offline-rules-v1", "pacing · openai/gpt-judge"}
+    assert set(trends.over_time) == {"pacing · offline/offline-rules-v1", "Pacing · openai/gpt-judge"}
     # no 5.0: the two judges' scores were not averaged anywhere
     assert all(v in (None, 2.0, 8.0) for values in trends.over_time.values() for v in values)
     assert {round(d["pacing"], 1) for d in trends.by_tutor.values()} == {2.0, 8.0}
@@ -93,7 +93,7 @@ def test_the_charts_page_names_the_judges(staff_client, catalog):
     make_scored("judge_b_2", "offline/offline-rules-v1", 20, 2.0)
     html = staff_client.get("/admin/evaluation/charts/").content.decode()
     assert "Judged by offline/offline-rules-v1, openai/gpt-judge" in html
-    assert "pacing · openai/gpt-judge" in html
+    assert "Pacing · openai/gpt-judge" in html
 
 
 def test_the_report_shows_the_recorded_usage_of_an_offline_run(staff_client, catalog):

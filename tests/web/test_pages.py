@@ -256,7 +256,7 @@ def test_charts_show_dimensions_over_time_per_tutor_version_and_per_persona(staf
     by_tutor = html.split('id="chart-by-tutor"')[1].split("</section>")[0]
     assert "Reference tutor" in by_tutor and "Tutor v2 (gpt-x)" in by_tutor
     by_persona = html.split('id="chart-by-persona"')[1].split("</section>")[0]
-    assert ">ace<" in by_persona and ">quiet_one<" in by_persona
+    assert ">Arjun<" in by_persona and ">Meera<" in by_persona
     over_time = html.split('id="chart-over-time"')[1].split("</section>")[0]
     assert "<polyline" in over_time  # two days: a line per dimension
     # the list's filters select the charted runs
