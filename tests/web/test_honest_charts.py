@@ -81,7 +81,7 @@ def test_runs_of_different_judges_are_separate_series(catalog):
     make_scored("judge_b_1", "offline/offline-rules-v1", 20, 2.0)
     trends = score_trends({})
     assert trends.judges == ["offline/offline-rules-v1", "openai/gpt-judge"]
-    assert set(trends.over_time) == {"pacing · offline/offline-rules-v1", "Pacing · openai/gpt-judge"}
+    assert set(trends.over_time) == {"pacing · offline/offline-rules-v1", "pacing · openai/gpt-judge"}
     # no 5.0: the two judges' scores were not averaged anywhere
     assert all(v in (None, 2.0, 8.0) for values in trends.over_time.values() for v in values)
     assert {round(d["pacing"], 1) for d in trends.by_tutor.values()} == {2.0, 8.0}
