@@ -9,7 +9,6 @@ from django.test import Client
 
 from tests.web.test_csp import CHROMIUM, policy
 
-
 EXTERNAL = ("/favicon.ico]", "https://cdn.redoc.ly/redoc/logo-mini.svg]")
 
 
