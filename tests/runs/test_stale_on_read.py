@@ -77,11 +77,23 @@ def test_reads_mark_at_most_once_in_the_pause(staff_client, catalog, settings, m
 def test_the_read_answers_when_the_mark_fails(staff_client, catalog, settings, every_read_marks):
     run = abandoned_run(settings)
     # The database refuses the mark (as a read-only replica or a failing disk would): the read still answers.
+    postgres = connection.vendor == "postgresql"
     with connection.cursor() as cursor:
-        cursor.execute(
-            "CREATE TRIGGER refuse_interrupt BEFORE UPDATE ON evaluation_evaluationrun "
-            "WHEN NEW.status = 'interrupted' BEGIN SELECT RAISE(ABORT, 'writes refused'); END"
-        )
+        if postgres:
+            cursor.execute(
+                "CREATE FUNCTION refuse_interrupt() RETURNS trigger AS $$ BEGIN "
+                "IF NEW.status = 'interrupted' THEN RAISE EXCEPTION 'writes refused'; END IF; RETURN NEW; "
+                "END $$ LANGUAGE plpgsql"
+            )
+            cursor.execute(
+                "CREATE TRIGGER refuse_interrupt BEFORE UPDATE ON evaluation_evaluationrun "
+                "FOR EACH ROW EXECUTE FUNCTION refuse_interrupt()"
+            )
+        else:
+            cursor.execute(
+                "CREATE TRIGGER refuse_interrupt BEFORE UPDATE ON evaluation_evaluationrun "
+                "WHEN NEW.status = 'interrupted' BEGIN SELECT RAISE(ABORT, 'writes refused'); END"
+            )
     try:
         for path in (f"/api/evaluation/runs/{run.run_id}/status", "/api/evaluation/runs", "/admin/evaluation/"):
             response = staff_client.get(path)
@@ -90,4 +102,8 @@ def test_the_read_answers_when_the_mark_fails(staff_client, catalog, settings, e
         assert run.status == "running"
     finally:
         with connection.cursor() as cursor:
-            cursor.execute("DROP TRIGGER refuse_interrupt")
+            if postgres:
+                cursor.execute("DROP TRIGGER refuse_interrupt ON evaluation_evaluationrun")
+                cursor.execute("DROP FUNCTION refuse_interrupt()")
+            else:
+                cursor.execute("DROP TRIGGER refuse_interrupt")

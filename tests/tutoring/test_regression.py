@@ -59,7 +59,7 @@ def test_one_run_per_persona_against_a_higher_baseline_fails_with_regression_lin
     assert api["final"] is True and api["gate"]["outcome"] == "regression"
     assert {v["dimension"] for v in api["gate"]["verdicts"] if v["regression"]} == {*DIMS, "average"}
     page = staff_client.get(f"/admin/evaluation/comparisons/{group}/").content.decode()
-    assert "<b>REGRESSION</b>: 6 regression(s)" in page and '<tr class="regression"><td>quiet_one</td>' in page
+    assert "<b>REGRESSION</b>: 6 regression(s)" in page and '<tr class="regression"><td>Meera</td>' in page
     assert "(one run of a persona has no interval: its drops are judged by the fixed rule)" in page
     data, text = comparison(settings, group)
     assert data["gate"]["outcome"] == "regression" and "**REGRESSION**: 6 regression(s)" in text
