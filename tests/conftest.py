@@ -49,6 +49,18 @@ def fast_llm_settings(settings, tmp_path):
     return settings
 
 
+@pytest.fixture
+def stale_mark_made(monkeypatch):
+    """A status read marks stale runs at most once every few seconds a process, which costs a query or two
+    in whichever read comes first; query-count tests take it as made already, so neither count holds it."""
+    import time
+
+    from evaluation.runs import services as run_services
+
+    monkeypatch.setattr(run_services, "STALE_ON_READ_EVERY", 3600.0)
+    monkeypatch.setattr(run_services, "_stale_read_at", time.monotonic())
+
+
 @pytest.fixture(scope="session")
 def _loopback_server():
     from evaluation.providers.loopback import LoopbackLLMServer

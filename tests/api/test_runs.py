@@ -97,7 +97,7 @@ def test_list_pages(api, runs):
     assert len(api.get("/api/evaluation/runs?limit=100000").json()["results"]) == 4  # lowered to the maximum
 
 
-def test_list_answers_what_the_summary_serializer_writes(api, runs, django_assert_max_num_queries, monkeypatch):
+def test_list_answers_what_the_summary_serializer_writes(api, runs, django_assert_max_num_queries, stale_mark_made):
     """The list builds its page from plain columns; each row is exactly RunSummaryOutput's shape."""
     import uuid
 
@@ -105,11 +105,6 @@ def test_list_answers_what_the_summary_serializer_writes(api, runs, django_asser
 
     from evaluation.api.serializers import RunSummaryOutput
     from evaluation.runs import selectors
-    from evaluation.runs import services as run_services
-
-    # the stale-run mark a status read makes (at most every few seconds a process) is made before counting
-    monkeypatch.setattr(run_services, "STALE_ON_READ_EVERY", 3600.0)
-    api.get("/api/evaluation/runs")
 
     EvaluationRun.objects.filter(run_id="run_ace").update(
         group="cmp-1", source_session_id=uuid.uuid4(), completed_at=timezone.now(), attempt=2, repeat_index=3

@@ -63,12 +63,7 @@ def count_queries(client, url):
     return len(ctx.captured_queries), response
 
 
-def test_run_list_queries_do_not_grow_with_runs(staff_client, catalog, monkeypatch):
-    from evaluation.runs import services as run_services
-
-    # the stale-run sweep a status read makes (at most every few seconds) is one query in either count
-    monkeypatch.setattr(run_services, "STALE_ON_READ_EVERY", 3600.0)
-    staff_client.get("/admin/evaluation/")
+def test_run_list_queries_do_not_grow_with_runs(staff_client, catalog, stale_mark_made):
     make_runs(3)
     few, _ = count_queries(staff_client, "/admin/evaluation/")
     make_runs(120, messages=30, problems=5)
@@ -78,7 +73,7 @@ def test_run_list_queries_do_not_grow_with_runs(staff_client, catalog, monkeypat
     assert "123 runs" in response.content.decode()
 
 
-def test_report_queries_do_not_grow_with_messages_or_problems(staff_client, catalog):
+def test_report_queries_do_not_grow_with_messages_or_problems(staff_client, catalog, stale_mark_made):
     small = make_runs(1, messages=4, problems=1)[0]
     big = make_runs(1, messages=200, problems=5)[0]
     few, _ = count_queries(staff_client, f"/admin/evaluation/runs/{small.run_id}/")
