@@ -47,11 +47,8 @@ class Meter:
 
     def restore(self, saved: dict, cost_usd: float) -> "Meter":
         """Continue from totals stored earlier (as_dict's shape), e.g. when a run is re-evaluated."""
-        fields = ("input_tokens", "output_tokens", "thinking_tokens", "calls")
-        self.usage = Usage(**{k: int(saved.get(k, 0)) for k in fields})
-        self.by_role = {
-            role: Usage(**{k: int(u.get(k, 0)) for k in fields}) for role, u in (saved.get("by_role") or {}).items()
-        }
+        self.usage = Usage.from_dict(saved)
+        self.by_role = {role: Usage.from_dict(u) for role, u in (saved.get("by_role") or {}).items()}
         self.by_provider = {name: int(n) for name, n in (saved.get("by_provider") or {}).items()}
         self.cost_usd = float(cost_usd or 0.0)
         return self

@@ -52,20 +52,29 @@ class Usage:
     """Tokens one call (or a sum of calls) used."""
 
     input_tokens: int = 0
+    """Every prompt token, cached or not (Anthropic's three input counts are summed into it)."""
     output_tokens: int = 0
     thinking_tokens: int = 0
     calls: int = 0
+    cached_input_tokens: int = 0
+    """Of input_tokens, those read from the vendor's prompt cache (billed at the cached-input price)."""
+    cache_write_tokens: int = 0
+    """Of input_tokens, those written to the prompt cache (Anthropic bills them above the input price)."""
 
     def __add__(self, other: "Usage") -> "Usage":
-        return Usage(
-            self.input_tokens + other.input_tokens,
-            self.output_tokens + other.output_tokens,
-            self.thinking_tokens + other.thinking_tokens,
-            self.calls + other.calls,
-        )
+        return Usage(**{name: getattr(self, name) + getattr(other, name) for name in USAGE_FIELDS})
 
     def as_dict(self) -> dict[str, int]:
         return asdict(self)
+
+    @classmethod
+    def from_dict(cls, stored: dict[str, Any] | None) -> "Usage":
+        """Totals stored earlier (as_dict's shape, or an older one without the cache counts)."""
+        stored = stored or {}
+        return cls(**{name: int(stored.get(name) or 0) for name in USAGE_FIELDS})
+
+
+USAGE_FIELDS: tuple[str, ...] = tuple(Usage.__dataclass_fields__)
 
 
 @dataclass

@@ -96,6 +96,15 @@ def default_responder(endpoint: str, body: dict[str, Any], n: int) -> Reply:
     return Reply(text=f"Loopback reply {n}.")
 
 
+@dataclass(frozen=True)
+class Route:
+    """A further endpoint: answer(match, raw body, headers) gives (status, JSON-able payload or bytes, content type)."""
+
+    method: str
+    path: re.Pattern[str]
+    answer: Callable[[re.Match[str], bytes, Any], tuple[int, Any, str]]
+
+
 def _tokens(text: str) -> int:
     return max(1, len(text) // 4)
 
@@ -140,6 +149,11 @@ class LoopbackLLMServer:
         self._answering = 0
         self.most_at_once = 0
         """The most requests it was answering at one time (in their latency), since the last reset."""
+        self.routes: list[Route] = []
+        """Further endpoints (the batch APIs), tried in order for any path the chat endpoints do not take."""
+        from evaluation.providers import loopback_batch  # the batch APIs answer through this server's replies
+
+        loopback_batch.install(self)
 
     # --- control -------------------------------------------------------------------------
     @property
@@ -219,11 +233,17 @@ class LoopbackLLMServer:
             def log_message(self, format: str, *args: Any) -> None:  # quiet
                 pass
 
+            def do_GET(self) -> None:
+                if not self._route("GET", b""):
+                    self._send_json(404, {"error": {"message": f"no route GET {self.path}"}})
+
             def do_POST(self) -> None:
                 endpoint = ENDPOINTS.get(self.path.split("?")[0])
                 length = int(self.headers.get("content-length") or 0)
                 raw = self.rfile.read(length) if length else b""
                 if endpoint is None:
+                    if self._route("POST", raw):
+                        return
                     return self._send_json(404, {"error": {"message": f"no route {self.path}"}})
                 try:
                     body = json.loads(raw or b"{}")
@@ -276,6 +296,18 @@ class LoopbackLLMServer:
                     self.connection.shutdown(2)
                     return
                 return self._send_json(200, payload)
+
+            def _route(self, method: str, raw: bytes) -> bool:
+                """Answer through the first further route whose method and path match; False when none does."""
+                path = self.path.split("?")[0]
+                for route in server.routes:
+                    match = route.path.fullmatch(path)
+                    if route.method == method and match:
+                        status, payload, content_type = route.answer(match, raw, self.headers)
+                        data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+                        self._send_raw(status, data, content_type)
+                        return True
+                return False
 
             def _send_raw(
                 self, status: int, data: bytes, content_type: str, headers: dict[str, str] | None = None

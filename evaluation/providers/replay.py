@@ -61,4 +61,4 @@ class ReplayProvider(Provider):
             )
         doc = json.loads(path.read_text())["completion"]
         calls = [ToolCall(**c) for c in doc.get("tool_calls", [])]
-        return Completion(text=doc["text"], model=doc["model"], usage=Usage(**doc["usage"]), tool_calls=calls)
+        return Completion(text=doc["text"], model=doc["model"], usage=Usage.from_dict(doc["usage"]), tool_calls=calls)

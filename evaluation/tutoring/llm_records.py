@@ -27,7 +27,7 @@ def usage_of(record: dict[str, Any]) -> Usage:
     """The token usage a record carries (a session's tutor record does), zero when none."""
     usage = record.get("usage")
     stored: dict[str, Any] = usage if isinstance(usage, dict) else {}
-    return Usage(**{k: int(stored.get(k) or 0) for k in ("input_tokens", "output_tokens", "thinking_tokens", "calls")})
+    return Usage.from_dict(stored)
 
 
 def add_usage(record: dict[str, Any], usage: Usage) -> dict[str, Any]:
