@@ -9,7 +9,7 @@ from evaluation.conf import setting
 from evaluation.providers.base import CostLimitReached, Usage
 
 
-def estimate_cost(model: str, usage: Usage) -> float:
+def estimate_cost(model: str, usage: Usage, *, batch: bool = False) -> float:
     """USD from settings.EVALUATION['PRICES'] (per million tokens); 0 for unknown or local models."""
     prices = setting("PRICES")
     price = prices.get(model)
