@@ -13,6 +13,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from evaluation.errors import InvalidInput, NotFound
 from evaluation.judging import selectors, services
+from evaluation.templatetags.evaluation_extras import label
 from evaluation.web.charts import confusion_matrix
 from evaluation.web.views import _page, permission_needed
 
@@ -99,7 +100,9 @@ def judge_card(request: HttpRequest, configuration_id: int) -> HttpResponse:
                 "row": row,
                 "scale": scales.get(row.dimension, ""),
                 "matrix": mark_safe(
-                    confusion_matrix(levels, [list(r) for r in row.judge_vs_humans.confusion], label=row.dimension)
+                    confusion_matrix(
+                        levels, [list(r) for r in row.judge_vs_humans.confusion], label=label(row.dimension)
+                    )
                 ),  # noqa: S308 - built by charts, every text escaped
                 "disagreements": [
                     {"item": items[i], "judge": levels[j], "people": levels[int(h)]}
@@ -198,7 +201,7 @@ def width_chart(budgets: list[Any]) -> str:
             f'points="{" ".join(f"{x:.1f},{y:.1f}" for x, y, _ in points)}"/>'
         )
         parts += [
-            f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3" fill="{colour}"><title>{escape(b.dimension)} '
+            f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3" fill="{colour}"><title>{escape(label(b.dimension))} '
             f"({escape(b.estimand)}): {p.labelled} labelled, width {p.corrected:.3f} "
             f"(people only {p.people_only:.3f})</title></circle>"
             for x, y, p in points
@@ -206,7 +209,7 @@ def width_chart(budgets: list[Any]) -> str:
         lx, ly = left + (index % 3) * 150, top + height + 34 + (index // 3) * 14
         parts.append(
             f'<rect x="{lx}" y="{ly - 9}" width="10" height="10" fill="{colour}"/>'
-            f'<text x="{lx + 14}" y="{ly}" font-size="10">{escape(b.dimension[:22])}</text>'
+            f'<text x="{lx + 14}" y="{ly}" font-size="10">{escape(label(b.dimension)[:22])}</text>'
         )
     parts.append("</svg>")
     return "".join(parts)

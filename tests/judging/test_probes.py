@@ -223,7 +223,8 @@ def test_the_judge_card_shows_the_finding(loopback, staff_client):
     length = selectors.bias_probes(configuration).findings[0]
     assert f"<strong>{BIASED_LENGTH}, length:</strong> judge minus people rises by" in findings
     assert f"(n=160, p {length.p:.2g}, adjusted {length.p_adjusted:.2g})" in findings
-    assert f"<strong>{BIASED_SOURCE}, source:</strong> judge minus people averages" in findings
+    # the dimension as people read it (Tutor_Tone -> "Tutor Tone")
+    assert "<strong>Tutor Tone, source:</strong> judge minus people averages" in findings
     assert html.count('<tr id="probe-') == 24
     row = html.split('<tr id="probe-Coherence-length">', 1)[1].split("</tr>", 1)[0]
     assert "no finding: judge minus people" in row

@@ -138,12 +138,13 @@ def test_the_card_the_api_and_the_command_show_each_version(labelled, admin_clie
         assert len(pacing_row["levels"]) == levels and len(pacing_row["judge_vs_humans"]["confusion"]) == levels
 
     index = admin_client.get("/admin/evaluation/judging/").content.decode()
-    assert "<h3>v2 (current)" in index and "<h3>v1 " in index and "changed: pacing" in index
+    assert "<h3>v2 (current)" in index and "<h3>v1 " in index and "changed: Pacing" in index
     page = admin_client.get(f"/admin/evaluation/judging/transcripts/{items[0].transcript_id}/")
     assert page.status_code == 200
-    # the v1 and v2 pacing labels sit in two rows: one of each scale
+    # the v1 and v2 pacing labels sit in two rows: one of each scale, the dimension named as people read it
     html = page.content.decode()
-    assert html.count("<th>pacing</th>") == 1 and html.count("<th>pacing <span") == 1
+    assert html.count('<th title="pacing">Pacing</th>') == 1 and html.count('<th title="pacing">Pacing <span') == 1
+    assert "<th>pacing" not in html
 
     call_command("agreement", "--rubric", "tutor-session")
     out = capsys.readouterr().out
