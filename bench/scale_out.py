@@ -13,7 +13,11 @@ waits between runs, and the CPU seconds per conversation of each part (workers, 
 PostgreSQL, Redis; not the fake LLM), as the median (min-max) of the repeats.
 
     python bench/scale_out.py [--conversations 64] [--turns 20] [--latency 0.1] [--workers 4] [--repeats 3]
-                              [--web-processes 1] [--server uvicorn|daphne]
+                              [--web-processes 1] [--server uvicorn|daphne] [--orm] [--no-prepare]
+
+--orm sends the one-row writes and reads by key through the ORM instead of the SQL built once
+(`evaluation/models/statements.py`, EVAL_HAND_SQL=0); --no-prepare turns PostgreSQL's prepared
+statements off (EVAL_DB_PREPARE_THRESHOLD=off), so the two can be measured apart and together.
 """
 
 import argparse
@@ -116,6 +120,10 @@ def main() -> None:
     parser.add_argument(
         "--max-active-runs", type=int, default=0, help="EVAL_MAX_ACTIVE_RUNS (default: the total worker count)"
     )
+    parser.add_argument("--orm", action="store_true", help="one-row writes through the ORM (EVAL_HAND_SQL=0)")
+    parser.add_argument(
+        "--no-prepare", action="store_true", help="no prepared statements (EVAL_DB_PREPARE_THRESHOLD=off)"
+    )
     args = parser.parse_args()
     slots = args.workers * args.clusters
     if args.conversations % 8 or slots % 8:
@@ -138,6 +146,8 @@ def main() -> None:
             "EVAL_MAX_ACTIVE_RUNS": str(args.max_active_runs or slots),
             "EVAL_Q_WORKERS": str(args.workers),
             "EVAL_LLM_CONCURRENCY": "64",
+            "EVAL_HAND_SQL": "0" if args.orm else "1",
+            "EVAL_DB_PREPARE_THRESHOLD": "off" if args.no_prepare else os.environ.get("EVAL_DB_PREPARE_THRESHOLD", "5"),
         }
         os.environ.update(env)
         manage = [sys.executable, "manage.py"]
@@ -183,7 +193,9 @@ def main() -> None:
         print(
             f"{args.conversations} conversations x {args.turns} turns, LLM calls {args.latency * 1000:.0f} ms; "
             f"{args.clusters} qcluster processes x {args.workers} workers = {slots} slots; "
-            f"{args.web_processes} {args.server} process(es); {load_average()}"
+            f"{args.web_processes} {args.server} process(es); one-row writes by "
+            f"{'the ORM' if args.orm else 'SQL built once'}, prepared statements "
+            f"{'off' if args.no_prepare else env['EVAL_DB_PREPARE_THRESHOLD']}; {load_average()}"
         )
         wait_for_clusters(args.clusters, args.workers)
         batch(slots, 1)  # warm-up: every worker's first run, not counted

@@ -16,15 +16,22 @@ same for several rows in one statement. A JSONField's value may come already enc
 `select_related(...).get(pk=)` gives, each value through its field's own converters.
 """
 
+import json
+import os
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, TypeVar
 
 from django.db import connections, models, router, transaction
-from django.db.models import Field
+from django.db.models import Field, Value
+from django.db.models.functions import Cast
 from django.utils import timezone
 
 M = TypeVar("M", bound=models.Model)
+
+HAND_SQL = os.environ.get("EVAL_HAND_SQL", "1").strip() != "0"
+"""EVAL_HAND_SQL=0 (benchmarks only) sends every call here through the ORM instead, to measure what
+the built-once SQL saves (bench/scale_out.py --orm)."""
 
 
 def _column(field: Field) -> str:
@@ -89,6 +96,26 @@ def _prep_save(field: Field, value: Any, connection: Any) -> Any:
     return field.get_db_prep_save(_plain(value), connection)
 
 
+def _orm_value(value: Any) -> Any:
+    """A value as the ORM takes it: JSON text already encoded is cast to JSON by the database."""
+    if isinstance(value, EncodedJSON):
+        return Cast(Value(value.text), models.JSONField())
+    return value
+
+
+def _orm_row(model: type[models.Model], row: dict[str, Any]) -> dict[str, Any]:
+    """A row's values as model(**...) takes them: a foreign key given by its key under its attname."""
+    out = {}
+    for name, value in row.items():
+        field = model._meta.get_field(name)
+        if isinstance(value, EncodedJSON):
+            value = json.loads(value.text)
+        if field.is_relation and field.many_to_one and not isinstance(value, models.Model):
+            name = field.attname  # type: ignore[union-attr]
+        out[name] = value
+    return out
+
+
 def _execute(connection: Any, sql: str, params: list[Any]) -> int:
     # As the ORM's own writes: an error inside atomic() marks the transaction for rollback.
     with transaction.mark_for_rollback_on_error(using=connection.alias), connection.cursor() as cursor:
@@ -102,8 +129,8 @@ def update(model: type[models.Model], where: dict[str, Any], /, **values: Any) -
     changed, as `QuerySet.update()` does."""
     if any(v is None for v in where.values()):
         raise ValueError(f"statements.update: a None condition in {sorted(where)} would match no row")
-    if any(hasattr(v, "resolve_expression") for v in (*values.values(), *where.values())):
-        return model._default_manager.filter(**where).update(**values)
+    if not HAND_SQL or any(hasattr(v, "resolve_expression") for v in (*values.values(), *where.values())):
+        return model._default_manager.filter(**where).update(**{k: _orm_value(v) for k, v in values.items()})
     alias = router.db_for_write(model)
     connection = connections[alias]
     sql, sets, conditions = _update_sql(model, alias, tuple(values), tuple(where))
@@ -129,6 +156,9 @@ def insert_rows(model: type[models.Model], rows: list[dict[str, Any]], /) -> Non
     names = tuple(rows[0])
     if any(tuple(row) != names for row in rows[1:]):
         raise ValueError(f"statements.insert_rows: every row must name the fields {list(names)}, in that order")
+    if not HAND_SQL:
+        model._default_manager.bulk_create([model(**_orm_row(model, row)) for row in rows])
+        return
     dated: list[Field] = []  # auto_now / auto_now_add: the current time
     defaulted: list[Field] = []  # the rest left out: the field's default, made anew for each row
     for field in model._meta.concrete_fields:
@@ -200,6 +230,11 @@ def _instance(part: _Part, alias: str, values: tuple[Any, ...], connection: Any)
 def get(model: type[M], pk: Any, /, *, related: tuple[str, ...] = ()) -> M | None:
     """The row with this key as an instance of `model`, or None: what
     `model.objects.select_related(*related).get(pk=pk)` gives, without building the query each time."""
+    if not HAND_SQL:
+        try:
+            return model._default_manager.select_related(*related).get(pk=_plain(pk))
+        except model.DoesNotExist:  # type: ignore[attr-defined]
+            return None
     alias = router.db_for_read(model)
     connection = connections[alias]
     sql, parts = _select_sql(model, alias, related)
