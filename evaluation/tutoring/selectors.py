@@ -366,46 +366,66 @@ def run_list_page(
 
 
 def comparison_context(group: str) -> dict[str, Any] | None:
-    """A multi-persona group's table: personas x dimensions (mean, spread), root causes, from the data."""
+    """A multi-persona group's table: personas x dimensions (mean, spread), root causes, from the data. Runs of
+    different judges are never averaged together: with more than one judge in the group, each persona has a row
+    (and a chart series) per judge, named in it."""
     runs = group_runs(group)
     if not runs:
         return None
     data = comparison_data(runs, min_coverage=setting("MIN_COVERAGE"))
     baseline = group_baseline(group)
+    judges = sorted({r["judge"] for r in runs if r["judge"]})
+    split = len(judges) > 1
+    by_judge: dict[str, list[dict[str, Any]]] = {}
+    for r in runs:
+        by_judge.setdefault((r["judge"] or "") if split else (judges[0] if judges else ""), []).append(r)
+    per_judge = {j: comparison_data(part, min_coverage=setting("MIN_COVERAGE")) for j, part in by_judge.items()}
     dimensions: list[str] = []
-    for p in data["personas"].values():
-        dimensions += [d for d in p["mean_scores"] if d not in dimensions]
+    for part in per_judge.values():
+        for p in part["personas"].values():
+            dimensions += [d for d in p["mean_scores"] if d not in dimensions]
     rows = []
-    for persona_id, p in data["personas"].items():
-        cells = [
-            (
-                p["mean_scores"].get(d),
-                p["spread"].get(d),
-                *shown_interval(p["ci"].get(d, (None, None)), p["n"].get(d, 0)),
-                p["n"].get(d, 0),
+    series: dict[str, dict[str, float]] = {}
+    for judge, part in per_judge.items():
+        for persona_id, p in part["personas"].items():
+            cells = [
+                (
+                    p["mean_scores"].get(d),
+                    p["spread"].get(d),
+                    *shown_interval(p["ci"].get(d, (None, None)), p["n"].get(d, 0)),
+                    p["n"].get(d, 0),
+                )
+                for d in dimensions
+            ]
+            rows.append(
+                {
+                    "persona_id": persona_id,
+                    "judge": judge,
+                    "cells": cells,
+                    "avg": p["avg_score"],
+                    "avg_spread": p["avg_spread"],
+                    "avg_ci": shown_interval(p["avg_ci"], p["avg_n"]),
+                    "avg_n": p["avg_n"],
+                    "runs": p["runs"],
+                }
             )
-            for d in dimensions
-        ]
-        rows.append(
-            {
-                "persona_id": persona_id,
-                "cells": cells,
-                "avg": p["avg_score"],
-                "avg_spread": p["avg_spread"],
-                "avg_ci": shown_interval(p["avg_ci"], p["avg_n"]),
-                "avg_n": p["avg_n"],
-                "runs": p["runs"],
-            }
-        )
-    repeats = max(len(p["runs"]) for p in data["personas"].values())
+            if p["mean_scores"] or not split:
+                series[f"{persona_id} · {judge or 'not judged'}" if split else persona_id] = p["mean_scores"]
+    # a persona's rows stay together, its judges in name order (runs never judged last)
+    rows.sort(key=lambda row: (row["persona_id"], row["judge"] == "", row["judge"]))
+    series = dict(sorted(series.items()))
+    repeats = max(len(row["runs"]) for row in rows)
     checked = group_gate(group, runs)
     return {
         "group": group,
         "dimensions": dimensions,
         "rows": rows,
+        "personas": len(data["personas"]),
+        "judges": judges,
+        "split_by_judge": split,
         "root_causes": data["root_causes"],
         "repeats": repeats,
-        "series": {pid: p["mean_scores"] for pid, p in data["personas"].items()},
+        "series": series,
         "baseline": {k: v for k, v in baseline.items() if k != "means"} if baseline else None,
         "gate": checked.as_dict() if checked else None,
         "one_run": checked is not None and any(v.n == 1 for v in checked.verdicts),
