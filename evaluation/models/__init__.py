@@ -15,6 +15,7 @@ from evaluation.models.judging import (
     Transcript,
 )
 from evaluation.models.llm import EndpointCredential, LLMConfig
+from evaluation.models.ratelimits import RateLimitBudget
 from evaluation.models.runs import (
     BaselineGate,
     CompletedRun,
@@ -58,6 +59,7 @@ __all__ = [
     "Proposition",
     "PropositionScore",
     "PropositionSet",
+    "RateLimitBudget",
     "RunEvent",
     "RunMessage",
     "Suite",

@@ -20,6 +20,11 @@ from evaluation.providers.base import (
     status_error,
 )
 
+EPHEMERAL = {"type": "ephemeral"}
+"""Anthropic's prompt-cache breakpoint: the prompt up to the block carrying it is cached for 5 minutes."""
+LONG_CONVERSATION = 4
+"""From this many turns on, the turns before the newest are cached too (a simulator's or tutor's history)."""
+
 
 class AnthropicProvider(Provider):
     name = "anthropic"
@@ -41,26 +46,33 @@ class AnthropicProvider(Provider):
 
     def generate(self, request: Request) -> Completion:
         s = request.settings
-        system = "\n\n".join(m.content for m in request.messages if m.role == "system")
+        cache = self.options.get("prompt_cache", True) is not False
+        system = [m.content for m in request.messages if m.role == "system" and m.content.strip()]
         if request.schema is not None:
-            system += (
-                "\n\nReply with one JSON object and nothing else. It must match this JSON schema:\n"
+            system.append(
+                "Reply with one JSON object and nothing else. It must match this JSON schema:\n"
                 f"```json\n{json.dumps(request.schema)}\n```"
             )
-        turns = _anthropic_turns(request.messages)
+        turns = _anthropic_turns(request.messages) or [{"role": "user", "content": "(begin)"}]
         kwargs: dict[str, Any] = {
             "model": request.model,
             "max_tokens": s.max_tokens + (s.thinking_budget or 0),
-            "messages": turns or [{"role": "user", "content": "(begin)"}],
+            "messages": _mark_conversation(turns) if cache else turns,
             "timeout": request.timeout,
         }
-        if system.strip():
-            kwargs["system"] = system.strip()
+        if system:
+            # One text block per system message, stable first: the last one ends the cached prefix.
+            blocks: list[dict[str, Any]] = [{"type": "text", "text": text.strip()} for text in system]
+            if cache:
+                blocks[-1]["cache_control"] = EPHEMERAL
+            kwargs["system"] = blocks
         if request.tools:
             kwargs["tools"] = [
                 {"name": t["name"], "description": t["description"], "input_schema": t["parameters"]}
                 for t in request.tools
             ]
+            if cache:
+                kwargs["tools"][-1]["cache_control"] = EPHEMERAL
         if s.thinking_budget:
             kwargs["thinking"] = {"type": "enabled", "budget_tokens": s.thinking_budget}
         elif s.temperature is not None:
@@ -71,6 +83,7 @@ class AnthropicProvider(Provider):
                 warnings.filterwarnings("ignore", message=".*thinking.type=enabled.*")
                 with self.client.messages.stream(**kwargs) as stream:
                     message = stream.get_final_message()
+                    headers = stream.response.headers
         except anthropic.APIStatusError as exc:
             raise status_error(
                 self.name, exc.status_code, error_message(exc), parse_retry_after(exc.response.headers), self.key_hint
@@ -86,6 +99,8 @@ class AnthropicProvider(Provider):
         text = "".join(getattr(block, "text", "") for block in message.content if block.type == "text")
         thinking = "".join(getattr(block, "thinking", "") for block in message.content if block.type == "thinking")
         usage = message.usage
+        read = getattr(usage, "cache_read_input_tokens", 0) or 0
+        written = getattr(usage, "cache_creation_input_tokens", 0) or 0
         calls = [
             ToolCall(block.id, block.name, dict(block.input or {}))
             for block in message.content
@@ -95,19 +110,43 @@ class AnthropicProvider(Provider):
             tool_calls=calls,
             text=text,
             usage=Usage(
-                input_tokens=usage.input_tokens or 0,
+                # Our input_tokens counts every prompt token; Anthropic reports the cached parts apart.
+                input_tokens=(usage.input_tokens or 0) + read + written,
+                cached_input_tokens=read,
+                cache_write_tokens=written,
                 output_tokens=usage.output_tokens or 0,
                 # The API bills thinking as output and does not report it apart; estimate it from its text.
                 thinking_tokens=len(thinking) // 4,
                 calls=1,
             ),
             model=message.model or request.model,
+            headers=headers,
         )
 
 
 class AnthropicHaikuProvider(AnthropicProvider):
     name = "anthropic-haiku"
     default_model = "claude-haiku-4-5"
+
+
+def _mark_conversation(turns: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A long conversation gets a cache breakpoint on the turn before the newest, so the next call of
+    the same role reads the history from the cache (system, tools and this make 3 of the 4 allowed)."""
+    if len(turns) < LONG_CONVERSATION:
+        return turns
+    marked = list(turns)
+    before = dict(marked[-2])
+    content = before["content"]
+    if isinstance(content, str):
+        blocks: list[dict[str, Any]] = [{"type": "text", "text": content}] if content else []
+    else:
+        blocks = [dict(block) for block in content]
+    if not blocks:
+        return turns
+    blocks[-1]["cache_control"] = EPHEMERAL
+    before["content"] = blocks
+    marked[-2] = before
+    return marked
 
 
 def _anthropic_turns(messages: list[Message]) -> list[dict[str, Any]]:

@@ -133,6 +133,8 @@ class Completion:
     data: Any = None
     """Offline handlers may answer with the parsed JSON directly."""
     tool_calls: list[ToolCall] = field(default_factory=list)
+    headers: Any = None
+    """The answer's HTTP headers (a case-insensitive mapping), where the vendor's rate limits are read."""
 
 
 @dataclass

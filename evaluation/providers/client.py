@@ -1,5 +1,6 @@
-"""The one way to call an LLM: retries with backoff, a per-provider concurrency limit, JSON with one
-repair, record/replay and usage accounting wrapped around whichever vendor serves the role."""
+"""The one way to call an LLM: retries with backoff, a per-provider concurrency limit, a rate-limit
+budget shared by every worker, JSON with one repair, record/replay and usage accounting wrapped
+around whichever vendor serves the role."""
 
 import asyncio
 import json
@@ -14,7 +15,7 @@ from typing import Any
 from jsonschema import Draft202012Validator
 
 from evaluation.conf import setting
-from evaluation.providers import replay
+from evaluation.providers import ratelimit, replay
 from evaluation.providers.accounting import Meter, estimate_cost
 from evaluation.providers.base import (
     Completion,
@@ -82,6 +83,15 @@ class LLM:
         self.max_attempts: int = setting("LLM_MAX_ATTEMPTS")
         self.backoff: list[float] = list(setting("LLM_BACKOFF_SECONDS"))
         self.timeout: float = setting("LLM_TIMEOUT_SECONDS")
+        self.budget = self._budget()
+
+    def _budget(self) -> ratelimit.Budget | None:
+        """The shared rate-limit budget of the key, URL and model this role calls (None for providers that
+        send nothing over HTTP, and where the config's options say {"rate_limit_budget": false})."""
+        provider = self.provider
+        if provider.name in ("offline", "replay") or provider.options.get("rate_limit_budget", True) is False:
+            return None
+        return ratelimit.budget_for(provider.name, provider.base_url, provider.model, provider.api_key)
 
     @property
     def label(self) -> str:
@@ -170,21 +180,40 @@ class LLM:
 
     def _generate(self, request: Request) -> tuple[Completion, int]:
         last: RetryableError | None = None
+        budget = self.budget
         for attempt in range(1, self.max_attempts + 1):
+            ticket = None
             try:
+                if budget is not None and budget.active:
+                    needs = {"requests": 1, "tokens": self._estimate(request)}
+                    ticket = budget.acquire(needs, request.timeout)
                 with _semaphore(self.provider.name):
                     completion = self.provider.generate(request)
             except RetryableError as exc:
                 last = exc
+                if budget is not None:
+                    budget.settle(ticket, None)
+                    if exc.retry_after:  # the server's word pauses every worker's calls on this budget
+                        budget.pause(exc.retry_after)
                 if attempt < self.max_attempts:
                     time.sleep(retry_delay(attempt, exc.retry_after, self.backoff))
                 continue
+            except BaseException:
+                if budget is not None:
+                    budget.settle(ticket, None)
+                raise
+            if budget is not None:
+                budget.settle(ticket, completion.headers)
             if self.record_dir is not None:
                 replay.record(self.record_dir, request, completion, self.provider.name)
             return completion, attempt
         raise RetriesExhausted(
             f"{self.label} ({self.role}): gave up after {self.max_attempts} attempts; last error: {last}", last
         )
+
+    @staticmethod
+    def _estimate(request: Request) -> int:
+        return ratelimit.estimate_tokens(request.messages, request.schema, request.tools)
 
 
 def get_llm(

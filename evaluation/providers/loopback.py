@@ -5,10 +5,18 @@ SSE streaming and thinking blocks). Replies come from a script (a queue of Reply
 from a responder that answers any JSON schema with a valid example. Faults: latency, status codes
 with Retry-After, a hang, a dropped connection, a malformed or truncated body, and a random
 fault rate. Every request is recorded, so tests count calls at the server.
+
+Prompt caching is reported as the vendors do: Anthropic's cache_control breakpoints (a prefix written
+at a breakpoint within 5 minutes is read from the cache, else it is written) and OpenAI's automatic caching (the
+longest prefix seen before, in whole blocks of 1024 tokens, from 1024 on). Rate limits: `rpm` requests
+and `tpm` prompt tokens per `rate_window` seconds (a fixed window from its first request), answered
+with the vendors' rate-limit headers, and with 429 and Retry-After when a request would exceed one.
 """
 
+import hashlib
 import itertools
 import json
+import math
 import random
 import re
 import sys
@@ -17,10 +25,15 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 ENDPOINTS = {"/v1/chat/completions": "chat", "/v1/responses": "responses", "/v1/messages": "messages"}
+CACHE_TTL = 300.0
+"""Seconds a cached prefix lives after its last use (Anthropic's ephemeral cache)."""
+OPENAI_CACHE_BLOCK = 1024
+"""OpenAI caches prefixes in whole blocks of this many tokens, from the first block on."""
 
 
 @dataclass
@@ -109,6 +122,51 @@ def _tokens(text: str) -> int:
     return max(1, len(text) // 4)
 
 
+def go_duration(seconds: float) -> str:
+    """A duration as OpenAI's x-ratelimit-reset-* headers write it: "20ms", "1s", "6m0s", "1h2m3s"."""
+    if seconds < 1:
+        return f"{max(0, int(seconds * 1000))}ms"
+    whole = math.ceil(seconds)
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h{minutes}m{secs}s"
+    return f"{minutes}m{secs}s" if minutes else f"{secs}s"
+
+
+def _without_cache_control(block: Any) -> Any:
+    return {k: v for k, v in block.items() if k != "cache_control"} if isinstance(block, dict) else block
+
+
+def anthropic_segments(body: dict[str, Any]) -> list[tuple[str, bool]]:
+    """The prompt in Anthropic's cache order (tools, system, messages) as (text, ends at a breakpoint)."""
+    segments: list[tuple[str, bool]] = []
+    for tool in body.get("tools") or []:
+        segments.append((json.dumps(_without_cache_control(tool)), "cache_control" in tool))
+    # A string is the same prompt as one text block holding it: both hash alike.
+    system = body.get("system") or []
+    if isinstance(system, str):
+        system = [{"type": "text", "text": system}]
+    segments += [(json.dumps(_without_cache_control(b)), "cache_control" in b) for b in system]
+    for message in body.get("messages") or []:
+        content = message.get("content")
+        if isinstance(content, str):
+            content = [{"type": "text", "text": content}]
+        for block in content or []:
+            marked = isinstance(block, dict) and "cache_control" in block
+            segments.append((json.dumps([message.get("role"), _without_cache_control(block)]), marked))
+    return segments
+
+
+@dataclass
+class RateWindow:
+    """One fixed window of the server's rate limits."""
+
+    started: float = 0.0
+    requests: int = 0
+    tokens: int = 0
+
+
 class _QuietServer(ThreadingHTTPServer):
     """A client that hangs up mid-reply (a killed worker or web process, in a fault drill) is its own
     business: no traceback on the console for it; any other error is printed as before."""
@@ -131,12 +189,27 @@ class LoopbackLLMServer:
         responder: Callable[[str, dict[str, Any], int], Reply] = default_responder,
         hang_seconds: float = 30.0,
         port: int = 0,
+        rpm: int | None = None,
+        tpm: int | None = None,
+        rate_window: float = 60.0,
     ):
         self.latency = latency
         self.fault_rate = fault_rate
         self.responder = responder
         self.hang_seconds = hang_seconds
+        self.rpm = rpm
+        """Requests per rate window (None: no limit, and no rate-limit headers)."""
+        self.tpm = tpm
+        """Prompt tokens (counted as the usage reports them) per rate window (None: no limit)."""
+        self.rate_window = rate_window
+        """Seconds of a rate window: 60 for per-minute limits; tests shorten it."""
+        self.rate_limited = 0
+        """How many requests it refused with 429 for its rate limits, since the last reset."""
+        self._window = RateWindow()
+        self._cache: dict[str, float] = {}
+        """Prefix hash -> when it was last used (the prompt cache)."""
         self._defaults = (latency, fault_rate, responder)
+        self._limit_defaults = (rpm, tpm, rate_window)
         self.requests: list[RecordedRequest] = []
         self._scripts: dict[str | None, deque[Reply]] = {}
         self._lock = threading.Lock()
@@ -206,7 +279,105 @@ class LoopbackLLMServer:
             self.requests.clear()
             self._scripts.clear()
             self.latency, self.fault_rate, self.responder = self._defaults
+            self.rpm, self.tpm, self.rate_window = self._limit_defaults
             self.most_at_once = 0
+            self.rate_limited = 0
+            self._window = RateWindow()
+            self._cache.clear()
+
+    def rate_check(self, endpoint: str, body: dict[str, Any]) -> tuple[float | None, dict[str, str]]:
+        """Count a request against the rate limits: (None, headers) when it may be answered, else
+        (seconds until the window resets, headers) for a 429. No limits set: (None, {})."""
+        if self.rpm is None and self.tpm is None:
+            return None, {}
+        tokens = self._input_tokens(body)
+        with self._lock:
+            now = time.time()
+            window = self._window
+            if window.requests == 0 or now >= window.started + self.rate_window:
+                window = self._window = RateWindow(started=now)
+            reset = window.started + self.rate_window - now
+            over_requests = self.rpm is not None and window.requests + 1 > self.rpm
+            # A request larger than the whole token limit is let through in an empty window.
+            over_tokens = self.tpm is not None and window.tokens + tokens > self.tpm and window.requests > 0
+            refused = over_requests or over_tokens
+            if refused:
+                self.rate_limited += 1
+            else:
+                window.requests += 1
+                window.tokens += tokens
+            headers = self._rate_headers(endpoint, window, reset)
+        if refused:
+            headers["retry-after"] = str(max(1, math.ceil(reset)))
+            return reset, headers
+        return None, headers
+
+    def _rate_headers(self, endpoint: str, window: RateWindow, reset: float) -> dict[str, str]:
+        dims: list[tuple[str, str, int, int]] = []
+        if self.rpm is not None:
+            dims.append(("requests", "requests", self.rpm, max(0, self.rpm - window.requests)))
+        if self.tpm is not None:
+            dims.append(("tokens", "input-tokens", self.tpm, max(0, self.tpm - window.tokens)))
+        headers: dict[str, str] = {}
+        if endpoint == "messages":
+            at = datetime.fromtimestamp(time.time() + reset, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+            for _, name, limit, remaining in dims:
+                headers[f"anthropic-ratelimit-{name}-limit"] = str(limit)
+                headers[f"anthropic-ratelimit-{name}-remaining"] = str(remaining)
+                headers[f"anthropic-ratelimit-{name}-reset"] = at
+            return headers
+        for name, _, limit, remaining in dims:
+            headers[f"x-ratelimit-limit-{name}"] = str(limit)
+            headers[f"x-ratelimit-remaining-{name}"] = str(remaining)
+            headers[f"x-ratelimit-reset-{name}"] = go_duration(reset)
+        return headers
+
+    def _anthropic_cache(self, body: dict[str, Any], total: int) -> tuple[int, int]:
+        """(tokens read from the cache, tokens written to it) for a Messages request: a breakpoint's prefix
+        is written; it is read back by a later request whose breakpoint ends it, or ends within the 20
+        blocks after it (Anthropic's lookback, which lets a conversation's breakpoint move on a turn)."""
+        digest = hashlib.sha256(str(body.get("model")).encode())
+        prefixes: list[tuple[str, int]] = []
+        breakpoints: list[int] = []
+        chars = 0
+        for text, marked in anthropic_segments(body):
+            digest.update(text.encode())
+            chars += len(text)
+            prefixes.append((digest.hexdigest(), chars))
+            if marked:
+                breakpoints.append(len(prefixes) - 1)
+        if not breakpoints:
+            return 0, 0
+        now = time.time()
+        with self._lock:
+            hit = 0
+            for index in breakpoints:
+                for key, length in reversed(prefixes[max(0, index - 19) : index + 1]):
+                    if now - self._cache.get(key, -math.inf) < CACHE_TTL:
+                        self._cache[key] = now  # a read refreshes the entry's lifetime
+                        hit = max(hit, length)
+                        break
+            for index in breakpoints:
+                self._cache[prefixes[index][0]] = now
+        read = min(total, hit // 4)
+        written = min(total - read, max(0, prefixes[breakpoints[-1]][1] // 4 - read))
+        return read, written
+
+    def _openai_cache(self, body: dict[str, Any], total: int) -> int:
+        """Tokens of the longest prefix, in whole blocks of 1024 tokens, seen before (0 under 1024)."""
+        text = json.dumps(body.get("tools") or []) + json.dumps(body.get("messages") or body.get("input") or "")
+        block = OPENAI_CACHE_BLOCK * 4
+        now = time.time()
+        digest = hashlib.sha256(str(body.get("model")).encode())
+        cached = 0
+        with self._lock:
+            for end in range(block, len(text) + 1, block):
+                digest.update(text[end - block : end].encode())
+                key = digest.hexdigest()
+                if now - self._cache.get(key, -math.inf) < CACHE_TTL:
+                    cached = end // 4
+                self._cache[key] = now
+        return min(cached, total)
 
     def _next_reply(self, endpoint: str, body: dict[str, Any]) -> Reply:
         with self._lock:
@@ -233,11 +404,16 @@ class LoopbackLLMServer:
             def log_message(self, format: str, *args: Any) -> None:  # quiet
                 pass
 
+            rate_headers: dict[str, str] = {}
+            """This request's rate-limit headers (set per request: a connection serves many)."""
+
             def do_GET(self) -> None:
+                self.rate_headers = {}
                 if not self._route("GET", b""):
                     self._send_json(404, {"error": {"message": f"no route GET {self.path}"}})
 
             def do_POST(self) -> None:
+                self.rate_headers = {}
                 endpoint = ENDPOINTS.get(self.path.split("?")[0])
                 length = int(self.headers.get("content-length") or 0)
                 raw = self.rfile.read(length) if length else b""
@@ -249,6 +425,12 @@ class LoopbackLLMServer:
                     body = json.loads(raw or b"{}")
                 except json.JSONDecodeError:
                     return self._send_json(400, {"error": {"message": "request body is not JSON"}})
+                wait, self.rate_headers = server.rate_check(endpoint, body)
+                if wait is not None:
+                    with server._lock:
+                        server.requests.append(RecordedRequest(endpoint, body, dict(self.headers.items())))
+                    limited = Reply(status=429, error_message="rate limit reached", headers=self.rate_headers)
+                    return self._send_error(endpoint, limited)
                 reply = server._next_reply(endpoint, body)
                 with server._lock:
                     server.requests[-1].headers = {k.lower(): v for k, v in self.headers.items()}
@@ -315,7 +497,7 @@ class LoopbackLLMServer:
                 self.send_response(status)
                 self.send_header("content-type", content_type)
                 self.send_header("content-length", str(len(data)))
-                for key, value in (headers or {}).items():
+                for key, value in {**self.rate_headers, **(headers or {})}.items():
                     self.send_header(key, value)
                 self.end_headers()
                 self.wfile.write(data)
@@ -340,6 +522,8 @@ class LoopbackLLMServer:
                 self.send_header("content-type", "text/event-stream")
                 self.send_header("cache-control", "no-cache")
                 self.send_header("connection", "close")
+                for key, value in self.rate_headers.items():
+                    self.send_header(key, value)
                 self.end_headers()
                 for event, data in server._anthropic_events(body, reply, text):
                     self.wfile.write(f"event: {event}\ndata: {json.dumps(data)}\n\n".encode())
@@ -379,7 +563,12 @@ class LoopbackLLMServer:
             "choices": [
                 {"index": 0, "message": message, "finish_reason": "tool_calls" if reply.tool_calls else "stop"}
             ],
-            "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion},
+            "usage": {
+                "prompt_tokens": prompt,
+                "completion_tokens": completion,
+                "total_tokens": prompt + completion,
+                "prompt_tokens_details": {"cached_tokens": self._openai_cache(body, prompt)},
+            },
         }
 
     def _responses(self, body: dict[str, Any], reply: Reply, text: str) -> dict[str, Any]:
@@ -421,7 +610,7 @@ class LoopbackLLMServer:
             "tools": [],
             "usage": {
                 "input_tokens": prompt,
-                "input_tokens_details": {"cached_tokens": 0},
+                "input_tokens_details": {"cached_tokens": self._openai_cache(body, prompt)},
                 "output_tokens": completion + reasoning,
                 "output_tokens_details": {"reasoning_tokens": reasoning},
                 "total_tokens": prompt + completion + reasoning,
@@ -439,6 +628,8 @@ class LoopbackLLMServer:
             ]
         else:
             content.append({"type": "text", "text": text})
+        total = self._input_tokens(body)
+        read, written = self._anthropic_cache(body, total)
         return {
             "id": "msg_loopback",
             "type": "message",
@@ -448,7 +639,9 @@ class LoopbackLLMServer:
             "stop_reason": "end_turn",
             "stop_sequence": None,
             "usage": {
-                "input_tokens": self._input_tokens(body),
+                "input_tokens": total - read - written,
+                "cache_creation_input_tokens": written,
+                "cache_read_input_tokens": read,
                 "output_tokens": _tokens(text) + _tokens(reply.thinking),
             },
         }
@@ -459,7 +652,7 @@ class LoopbackLLMServer:
             **message,
             "content": [],
             "stop_reason": None,
-            "usage": {"input_tokens": message["usage"]["input_tokens"], "output_tokens": 1},
+            "usage": {**message["usage"], "output_tokens": 1},
         }
         events: list[tuple[str, dict[str, Any]]] = [("message_start", {"type": "message_start", "message": start})]
         index = 0

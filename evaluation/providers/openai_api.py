@@ -2,6 +2,8 @@
 OpenAI-compatible base URL (Ollama, vLLM, llama.cpp server, LM Studio)."""
 
 import functools
+import hashlib
+import itertools
 import json
 import os
 import ssl
@@ -89,9 +91,13 @@ class OpenAIProvider(Provider):
             kwargs["text"] = {
                 "format": {"type": "json_schema", "name": "result", "schema": request.schema, "strict": False}
             }
-        response = self.client.responses.create(**kwargs)
+        if self.options.get("prompt_cache", True) is not False:
+            kwargs["prompt_cache_key"] = prompt_cache_key(request)
+        raw = self.client.responses.with_raw_response.create(**kwargs)
+        response = raw.parse()
         usage = response.usage
         details = getattr(usage, "output_tokens_details", None) if usage else None
+        input_details = getattr(usage, "input_tokens_details", None) if usage else None
         calls = [
             ToolCall(item.call_id, item.name, _arguments(item.arguments))
             for item in response.output or []
@@ -102,17 +108,19 @@ class OpenAIProvider(Provider):
             text=response.output_text or "",
             usage=Usage(
                 input_tokens=getattr(usage, "input_tokens", 0) or 0,
+                cached_input_tokens=getattr(input_details, "cached_tokens", 0) or 0,
                 output_tokens=getattr(usage, "output_tokens", 0) or 0,
                 thinking_tokens=getattr(details, "reasoning_tokens", 0) or 0,
                 calls=1,
             ),
             model=response.model or request.model,
+            headers=raw.headers,
         )
 
     def _compat_chat(self, request: Request) -> Completion:
         assert self.compat is not None
         try:
-            data = self.compat.create(_chat_body(request), request.timeout)
+            data, headers = self.compat.create(_chat_body(request), request.timeout)
         except urllib3.exceptions.HTTPError as exc:
             # urllib3 makes a refused connection (NewConnectionError) a kind of connect timeout.
             timed_out = isinstance(exc, urllib3.exceptions.TimeoutError) and not isinstance(
@@ -137,17 +145,20 @@ class OpenAIProvider(Provider):
                 text=message.get("content") or "",
                 usage=Usage(
                     input_tokens=usage.get("prompt_tokens") or 0,
+                    cached_input_tokens=(usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0,
                     output_tokens=usage.get("completion_tokens") or 0,
                     calls=1,
                 ),
                 model=data.get("model") or request.model,
+                headers=headers,
             )
         except (AttributeError, KeyError, TypeError) as exc:
             raise RetryableError(f"{self.name}: malformed response ({type(exc).__name__}: {exc})") from exc
 
     def _chat(self, request: Request) -> Completion:
         kwargs: dict[str, Any] = {**_chat_body(request), "timeout": request.timeout}
-        response = self.client.chat.completions.create(**kwargs)
+        raw = self.client.chat.completions.with_raw_response.create(**kwargs)
+        response = raw.parse()
         choice = response.choices[0] if response.choices else None
         usage = response.usage
         raw_calls = (choice.message.tool_calls if choice and choice.message else None) or []
@@ -161,10 +172,12 @@ class OpenAIProvider(Provider):
             text=(choice.message.content if choice and choice.message else "") or "",
             usage=Usage(
                 input_tokens=getattr(usage, "prompt_tokens", 0) or 0,
+                cached_input_tokens=getattr(getattr(usage, "prompt_tokens_details", None), "cached_tokens", 0) or 0,
                 output_tokens=getattr(usage, "completion_tokens", 0) or 0,
                 calls=1,
             ),
             model=response.model or request.model,
+            headers=raw.headers,
         )
 
 
@@ -212,8 +225,8 @@ class CompatChat:
         auth = urllib3.make_headers(proxy_basic_auth=unquote(parsed.auth)) if parsed.auth else None
         self.pool = urllib3.ProxyManager(proxy, proxy_headers=auth, headers=headers, maxsize=self.POOL_SIZE, **tls)
 
-    def create(self, body: dict[str, Any], timeout: float) -> dict[str, Any]:
-        """The reply's JSON; CompatStatusError on an error status, urllib3 errors on transport failures
+    def create(self, body: dict[str, Any], timeout: float) -> tuple[dict[str, Any], Any]:
+        """The reply's JSON and headers; CompatStatusError on an error status, urllib3 errors on transport failures
         (urllib3.exceptions.TimeoutError for no connection or reply within `timeout`), ValueError
         when the body is not a JSON object."""
         response = self.pool.request(
@@ -229,7 +242,7 @@ class CompatChat:
         data = json.loads(response.data)
         if not isinstance(data, dict):
             raise ValueError("the reply is not a JSON object")
-        return data
+        return data, response.headers
 
 
 @functools.cache
@@ -264,6 +277,14 @@ def _error_text(response: urllib3.BaseHTTPResponse) -> str:
     if isinstance(error, dict) and error.get("message"):
         return str(error["message"])
     return str(error)[:300]
+
+
+def prompt_cache_key(request: Request) -> str:
+    """OpenAI routes calls with the same key to the same prompt cache: the role and its leading system
+    messages (the stable prefix) make it, so the judge's calls over one rubric share a cache and the tutor's share another."""
+    leading = itertools.takewhile(lambda m: m.role == "system", request.messages)
+    system = "\n".join(m.content for m in leading)  # not a directive placed after the conversation
+    return hashlib.sha256(f"{request.role}\n{system}".encode()).hexdigest()[:32]
 
 
 def _chat_body(request: Request) -> dict[str, Any]:

@@ -73,7 +73,7 @@ def test_json_schema_call_parses_the_reply(vendor, loopback):
     elif endpoint == "chat":
         assert body["response_format"]["json_schema"]["schema"] == SCORE_SCHEMA
     else:
-        assert '"score"' in body["system"] and body["thinking"] == {"type": "enabled", "budget_tokens": 20000}
+        assert '"score"' in body["system"][-1]["text"] and body["thinking"] == {"type": "enabled", "budget_tokens": 20000}
         assert body["stream"] is True
 
 
