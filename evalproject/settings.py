@@ -429,6 +429,8 @@ EVALUATION = {
     "LLM_BACKOFF_SECONDS": [5.0, 10.0, 15.0],
     "LLM_TIMEOUT_SECONDS": float(os.environ.get("EVAL_LLM_TIMEOUT", "120")),
     "LLM_CONCURRENCY": int(os.environ.get("EVAL_LLM_CONCURRENCY", "8")),
+    # Seconds between two polls of a vendor's batch (docs/batches.md).
+    "BATCH_POLL_SECONDS": float(os.environ.get("EVAL_BATCH_POLL_SECONDS", "30")),
     "SERVER_URL": os.environ.get("EVAL_SERVER_URL", "http://127.0.0.1:8000"),
     "SERVE_STATIC": _env_bool("EVAL_SERVE_STATIC", True),
     # HTTP requests a web process works on at once (until their response starts); the others wait in

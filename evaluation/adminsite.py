@@ -50,7 +50,7 @@ GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "axes.AccessFailureLog",
         ),
     ),
-    ("Background work", ("django_q.Schedule", "django_q.Failure", "django_q.Success")),
+    ("Background work", ("django_q.Schedule", "django_q.Failure", "django_q.Success", "evaluation.ProviderBatch")),
     (
         "Judging",
         (

@@ -5,6 +5,7 @@ real: the prompt claims no persona and no simulation."""
 import hashlib
 import json
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from typing import Any
@@ -14,7 +15,8 @@ from django.db import transaction
 from evaluation.judging.offline import DimensionScale, RubricJudgeRule
 from evaluation.judging.values import RubricSpec
 from evaluation.models import CanarySet, Item, JudgeConfiguration, JudgeScore
-from evaluation.providers import LLM, Message, ProviderError, get_llm
+from evaluation.providers import LLM, LLMResult, Message, ProviderError, get_llm
+from evaluation.providers.batch import BatchCall, batch_run, wants_batch
 
 ROLE = "rubric_judge"
 USER_TEMPLATE_VERSION = "1"
@@ -46,11 +48,26 @@ class JudgeReport:
     canary_items: int
     """Canary items judged first (0 when the configuration had already judged them)."""
     seconds: float
+    batch: str | None = None
+    """The provider batch that carried the calls (None: direct calls)."""
+    retried: int = 0
+    """Batch lines that failed and were answered by a direct call."""
+    resumed: bool = False
+    """A stored batch was polled again rather than a new one sent."""
+    cost_usd: float = 0.0
+    """What the batch cost (batch lines at the batch price); direct calls are not summed here."""
 
     def __str__(self) -> str:
         fails = f", {len(self.failed)} failed" if self.failed else ""
         canary = f"; canary: {self.canary_items} items first" if self.canary_items else ""
-        return f"{self.configuration}: {self.judged} judged, {self.skipped} already judged{fails}{canary} ({self.seconds:.1f} s)"
+        batch = ""
+        if self.batch:
+            again = ", resumed" if self.resumed else ""
+            batch = f"; by {self.batch}{again}, {self.retried} line(s) retried directly, ${self.cost_usd:.4f}"
+        return (
+            f"{self.configuration}: {self.judged} judged, {self.skipped} already judged{fails}{canary}{batch} "
+            f"({self.seconds:.1f} s)"
+        )
 
 
 def render_dimensions(spec: RubricSpec) -> str:
@@ -130,27 +147,38 @@ def configuration_for(llm: LLM, spec: RubricSpec) -> tuple[JudgeConfiguration, b
     )
 
 
-def judge_one(llm: LLM, spec: RubricSpec, item: ItemInput, repeat: int) -> dict[str, tuple[str, float, str]]:
-    """{dimension: (level, score, rationale)} for one item in one repeat; raises ProviderError."""
+def judge_call(spec: RubricSpec, item: ItemInput, repeat: int) -> BatchCall:
+    """The call that judges one item in one repeat (direct or as a line of a batch)."""
     rule = RubricJudgeRule(
         dimensions=tuple(DimensionScale(d.name, d.scale.levels, d.scale.integer) for d in spec.dimensions),
         messages=item.messages,
         response=item.response if spec.unit == "response" else "",
     )
-    result = llm.call(
-        [Message("system", system_prompt(spec)), Message("user", build_user_message(spec, item))],
+    return BatchCall(
+        messages=(Message("system", system_prompt(spec)), Message("user", build_user_message(spec, item))),
         schema=schema(spec),
         offline=rule,
-        seed=repeat,
+        settings=(("seed", repeat),),
     )
+
+
+def judge_read(spec: RubricSpec, data: Any) -> dict[str, tuple[str, float, str]]:
+    """{dimension: (level, score, rationale)} from the judge's JSON; raises ProviderError off the scale."""
     out = {}
     for dim in spec.dimensions:
-        answer = result.data["scores"][dim.name]
+        answer = data["scores"][dim.name]
         level = dim.scale.level_of(answer["value"])
         if level is None:  # the schema allows only the scale; a vendor ignoring it is a failed call
             raise ProviderError(f"{dim.name}: {answer['value']!r} is not on the scale")
         out[dim.name] = (level, float(dim.scale.score_of(level)), str(answer.get("rationale", ""))[:2000])
     return out
+
+
+def judge_one(llm: LLM, spec: RubricSpec, item: ItemInput, repeat: int) -> dict[str, tuple[str, float, str]]:
+    """{dimension: (level, score, rationale)} for one item in one repeat; raises ProviderError."""
+    call = judge_call(spec, item, repeat)
+    result = llm.call(list(call.messages), schema=call.schema, offline=call.offline, **dict(call.settings))
+    return judge_read(spec, result.data)
 
 
 def _inputs(spec: RubricSpec, item_ids: list[int] | None) -> list[ItemInput]:
@@ -174,7 +202,14 @@ def judge_items(
     workers: int,
     only_missing: bool = True,
     item_ids: list[int] | None = None,
+    batch: bool | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
 ) -> JudgeReport:
+    """Judge the items (all of the rubric's unit, or item_ids and the canary) `repeats` times each.
+
+    batch: True sends the calls through the vendor's batch API (waiting for it), False calls directly,
+    None follows the judge's LLM config (options {"batch": true}). on_progress(done, total) follows
+    each poll of a batch."""
     started = time.perf_counter()
     llm = get_llm(ROLE, override=provider or None)
     configuration, _ = configuration_for(llm, spec)
@@ -206,6 +241,11 @@ def judge_items(
                 update_fields=["value", "score", "rationale"],
             )
         pending.clear()
+
+    if batch or (batch is None and wants_batch(llm)):
+        return _judge_by_batch(
+            llm, spec, configuration, jobs, inputs, repeats, canary_jobs, started, on_progress=on_progress
+        )
 
     with ThreadPoolExecutor(max_workers=workers) as pool:
         futures = {pool.submit(judge_one, llm, spec, item, r): (item, r) for item, r in jobs}
@@ -239,4 +279,101 @@ def judge_items(
         failed=tuple(failed),
         canary_items=canary_jobs,
         seconds=time.perf_counter() - started,
+    )
+
+
+def _judge_by_batch(
+    llm: LLM,
+    spec: RubricSpec,
+    configuration: JudgeConfiguration,
+    jobs: list[tuple[ItemInput, int]],
+    inputs: list[ItemInput],
+    repeats: int,
+    canary_jobs: int,
+    started: float,
+    *,
+    on_progress: Callable[[int, int], None] | None,
+) -> JudgeReport:
+    """The same judging as one provider batch; a stored batch of the same job is resumed, not sent again."""
+    by_id = {item.item_id: item for item in inputs}
+    targets = {f"item-{item.item_id}-r{r}": [item.item_id, r] for item, r in jobs}
+    dims = {d.name: d.id for d in spec.dimensions}
+    failed: list[str] = []
+
+    def call_for(target: list[int]) -> BatchCall:
+        item_id, repeat = target
+        item = by_id.get(item_id) or _inputs(spec, [item_id])[0]
+        return judge_call(spec, item, repeat)
+
+    def store(answers: dict[str, LLMResult], lost: dict[str, str]) -> None:
+        rows = []
+        for custom_id, result in answers.items():
+            item_id, repeat = targets_of[custom_id]
+            try:
+                values = judge_read(spec, result.data)
+            except (ProviderError, KeyError, TypeError) as exc:
+                failed.append(f"item {item_id} repeat {repeat}: {type(exc).__name__}: {exc}")
+                continue
+            rows += [
+                JudgeScore(
+                    item_id=item_id,
+                    dimension_id=dims[name],
+                    configuration=configuration,
+                    repeat=repeat,
+                    value=level,
+                    score=score,
+                    rationale=why,
+                )
+                for name, (level, score, why) in values.items()
+            ]
+        failed.extend(
+            f"item {targets_of[cid][0]} repeat {targets_of[cid][1]}: {why}" for cid, why in sorted(lost.items())
+        )
+        JudgeScore.objects.bulk_create(
+            rows,
+            batch_size=500,
+            update_conflicts=True,
+            unique_fields=["item", "dimension", "configuration", "repeat"],
+            update_fields=["value", "score", "rationale"],
+        )
+
+    from evaluation.models import ProviderBatch
+
+    job = {"configuration": configuration.key, "rubric": spec.slug, "repeats": repeats}
+    open_batch = _open_batch(llm, job)
+    targets_of: dict[str, list[int]] = dict(open_batch.custom_ids) if open_batch is not None else targets
+    outcome = batch_run(
+        llm, kind=BATCH_KIND, job=job, targets=targets, call_for=call_for, store=store, on_progress=on_progress
+    )
+    judged = 0 if outcome is None else len(targets_of) - len(failed)
+    row = ProviderBatch.objects.filter(pk=outcome.batch_pk).first() if outcome is not None else None
+    return JudgeReport(
+        configuration=configuration.key,
+        judged=judged,
+        skipped=max(len(inputs) * repeats - len(targets_of), 0),
+        failed=tuple(failed),
+        canary_items=canary_jobs,
+        seconds=time.perf_counter() - started,
+        batch=None if row is None else f"{row.vendor} batch {row.provider_batch_id}",
+        retried=0 if outcome is None else outcome.retried,
+        resumed=bool(outcome and outcome.resumed),
+        cost_usd=0.0 if outcome is None else outcome.cost_usd,
+    )
+
+
+BATCH_KIND = "judge_items"
+
+
+def _open_batch(llm: LLM, job: dict[str, Any]) -> Any:
+    from evaluation.models import BatchState, ProviderBatch
+    from evaluation.providers.batch import job_key
+
+    return (
+        ProviderBatch.objects.filter(
+            kind=BATCH_KIND,
+            job_key=job_key(BATCH_KIND, llm, job),
+            state__in=(BatchState.SUBMITTING, BatchState.WAITING),
+        )
+        .order_by("created_at")
+        .first()
     )

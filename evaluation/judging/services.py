@@ -1,5 +1,6 @@
 """Judging's writes: import transcripts, load rubrics, judge items, label items, keep canaries."""
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -549,8 +550,13 @@ def transcripts_judge(
     workers: int = 4,
     only_missing: bool = True,
     item_ids: list[int] | None = None,
+    batch: bool | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
 ) -> JudgeReport:
-    """Judge imported items with a rubric (canary items first, under a new configuration)."""
+    """Judge imported items with a rubric (canary items first, under a new configuration).
+
+    batch: True sends the calls as one provider batch and waits for it (a stored batch of the same job
+    is resumed), False calls directly, None follows the judge's LLM config (options {"batch": true})."""
     if repeats < 1 or repeats > 20:
         raise InvalidInput([FieldProblem("repeats", "must be from 1 to 20")])
     if workers < 1 or workers > 64:
@@ -564,15 +570,19 @@ def transcripts_judge(
         workers=workers,
         only_missing=only_missing,
         item_ids=item_ids,
+        batch=batch,
+        on_progress=on_progress,
     )
 
 
-def canary_rejudge(*, rubric: str, provider: str | None = None, repeats: int = 1) -> JudgeReport:
+def canary_rejudge(
+    *, rubric: str, provider: str | None = None, repeats: int = 1, batch: bool | None = None
+) -> JudgeReport:
     """Judge the rubric's canary items under the current judge configuration (nothing else); items it
     already judged are skipped, so a configuration that did not change costs no call."""
     if not CanarySet.objects.filter(rubric__slug=rubric).exists():
         raise NotFound(f"rubric {rubric!r} has no canary set: mark labelled items as one in the admin first")
-    return transcripts_judge(rubric=rubric, provider=provider, repeats=repeats, item_ids=[])
+    return transcripts_judge(rubric=rubric, provider=provider, repeats=repeats, item_ids=[], batch=batch)
 
 
 def canary_rejudge_later(*, rubric: str) -> bool:

@@ -1,6 +1,7 @@
 """The data model, one module per domain, re-exported here."""
 
 from evaluation.models.agents import Agent, AgentEvaluationConfig, AgentMessage
+from evaluation.models.batches import BatchState, ProviderBatch
 from evaluation.models.catalog import Persona, Topic
 from evaluation.models.drift import CorrectionLog, DriftRun, Proposition, PropositionScore, PropositionSet
 from evaluation.models.judging import (
@@ -41,6 +42,7 @@ __all__ = [
     "Annotation",
     "Agent",
     "BaselineGate",
+    "BatchState",
     "AgentEvaluationConfig",
     "AgentMessage",
     "CacheEntry",
@@ -56,6 +58,7 @@ __all__ = [
     "LLMConfig",
     "Persona",
     "Problem",
+    "ProviderBatch",
     "Proposition",
     "PropositionScore",
     "PropositionSet",

@@ -4,7 +4,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from evaluation.errors import InvalidInput, NotFound
 from evaluation.judging import services
-from evaluation.providers import MissingKeyError
+from evaluation.providers import ProviderError
 
 
 class Command(BaseCommand):
@@ -24,12 +24,21 @@ class Command(BaseCommand):
             action="store_true",
             help="Judge only the rubric's canary set (after a configuration change)",
         )
+        parser.add_argument(
+            "--batch",
+            action="store_true",
+            help="Send the calls through the vendor's batch API and wait for it (cheaper, slower); a batch of "
+            "the same job that is already stored is resumed, not sent again",
+        )
 
     def handle(self, *args, **opts):
         try:
             if opts["canary_only"]:
                 report = services.canary_rejudge(
-                    rubric=opts["rubric"], provider=opts["provider"], repeats=opts["repeats"]
+                    rubric=opts["rubric"],
+                    provider=opts["provider"],
+                    repeats=opts["repeats"],
+                    batch=opts["batch"] or None,
                 )
                 self.stdout.write(f"Judged {report}")
                 return
@@ -39,11 +48,16 @@ class Command(BaseCommand):
                 repeats=opts["repeats"],
                 workers=opts["workers"],
                 only_missing=not opts["again"],
+                batch=opts["batch"] or None,
+                on_progress=self._progress,
             )
-        except (InvalidInput, NotFound, MissingKeyError, ValueError) as exc:
+        except (InvalidInput, NotFound, ProviderError, ValueError) as exc:
             raise CommandError(str(exc)) from None
         for line in report.failed[:20]:
             self.stderr.write(self.style.WARNING(f"failed: {line}"))
         self.stdout.write(f"Judged {report}")
         if report.failed:
             raise CommandError(f"{len(report.failed)} call(s) failed; the others are stored. Run again to retry them.")
+
+    def _progress(self, done: int, total: int) -> None:
+        self.stderr.write(f"waiting on the provider's batch ({done}/{total} done)")

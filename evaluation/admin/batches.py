@@ -1,0 +1,21 @@
+"""Admin for provider batches: read-only, one row per batch sent to a vendor's batch API."""
+
+from django.contrib import admin
+
+from evaluation.models import ProviderBatch
+
+
+@admin.register(ProviderBatch)
+class ProviderBatchAdmin(admin.ModelAdmin):
+    """What each batch serves and how far it is; the rows are written by the batch runner only."""
+
+    list_display = ("__str__", "state", "provider_state", "done", "failed", "retried", "lost", "cost_usd", "updated_at")
+    list_filter = ("state", "vendor", "kind")
+    search_fields = ("provider_batch_id", "job_key", "run_id")
+    readonly_fields = tuple(f.name for f in ProviderBatch._meta.fields)
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False

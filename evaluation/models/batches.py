@@ -1,0 +1,52 @@
+"""Provider batches: work sent through a vendor's batch API, stored so a restarted worker resumes polling."""
+
+from django.db import models
+
+
+class BatchState(models.TextChoices):
+    SUBMITTING = "submitting", "submitting"
+    """The row exists; the vendor has not yet confirmed the batch (no provider id)."""
+    WAITING = "waiting", "waiting on the provider"
+    APPLIED = "applied", "results stored"
+    FAILED = "failed", "failed"
+
+
+class ProviderBatch(models.Model):
+    """One batch at one vendor: what it serves, how far it is, and how its custom ids map back."""
+
+    vendor = models.CharField(max_length=40, help_text="The provider that serves it (openai, anthropic, offline, ...)")
+    model = models.CharField(max_length=200, blank=True)
+    base_url = models.CharField(max_length=500, blank=True)
+    provider_batch_id = models.CharField(
+        max_length=200, blank=True, db_index=True, help_text="The vendor's id for the batch (empty until it is created)"
+    )
+    kind = models.CharField(max_length=40, help_text="The work it serves: judge_items, drift_scores, run_judge")
+    job_key = models.CharField(max_length=64, db_index=True, help_text="Hash of the job: the same job resumes this row")
+    job = models.JSONField(default=dict, help_text="What the work is (rubric, repeats, runs, configuration)")
+    custom_ids = models.JSONField(default=dict, help_text="{custom id: what its answer maps back to}")
+    state = models.CharField(max_length=20, choices=BatchState.choices, default=BatchState.SUBMITTING)
+    provider_state = models.CharField(max_length=40, blank=True, help_text="The vendor's own status, as last read")
+    total = models.PositiveIntegerField(default=0)
+    done = models.PositiveIntegerField(default=0, help_text="Lines the vendor answered")
+    failed = models.PositiveIntegerField(default=0, help_text="Lines the vendor failed (retried one by one)")
+    retried = models.PositiveIntegerField(default=0, help_text="Lines answered by a direct call instead")
+    lost = models.PositiveIntegerField(default=0, help_text="Lines that failed in the batch and again directly")
+    polls = models.PositiveIntegerField(default=0)
+    usage = models.JSONField(default=dict, blank=True)
+    cost_usd = models.FloatField(default=0.0, help_text="Batch lines at the batch price, direct retries at theirs")
+    error = models.TextField(blank=True)
+    run_id = models.CharField(max_length=64, blank=True, help_text="The run it serves, when it serves one")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["kind", "job_key", "state"], name="batch_job_state")]
+
+    def __str__(self) -> str:
+        return f"{self.vendor} batch {self.provider_batch_id or '(submitting)'}: {self.kind}, {self.done}/{self.total}"
+
+    @property
+    def stage_text(self) -> str:
+        """What a run or judging job waiting on it shows."""
+        return f"waiting on the provider's batch ({self.done}/{self.total} done)"

@@ -1,0 +1,571 @@
+"""Work that can wait, through a vendor's batch API: OpenAI's Batch API (an input file, a batch, an output
+file) and Anthropic's Message Batches, with the official SDKs; the offline provider completes a batch at
+once, and replay answers its lines from the recordings.
+
+A batch is stored (ProviderBatch) before it is sent, with its custom ids and what each maps back to, so a
+process that dies while it waits is resumed by the next one that asks for the same job: it polls the
+stored batch instead of sending another. Lines the vendor failed (or answered with JSON that does not fit
+the schema) are retried one by one as direct calls through the normal client, and counted. Batch lines
+are priced with estimate_cost(model, usage, batch=True) and added to the caller's meter as any call is.
+"""
+
+import hashlib
+import io
+import json
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import transaction
+
+from evaluation.conf import setting
+from evaluation.providers import replay
+from evaluation.providers.accounting import estimate_cost
+from evaluation.providers.base import (
+    BadRequestError,
+    Completion,
+    LLMResult,
+    Message,
+    OfflineRule,
+    ProviderError,
+    Request,
+    RetryableError,
+    Usage,
+    error_message,
+    parse_retry_after,
+    status_error,
+)
+from evaluation.providers.client import LLM, parse_json
+from evaluation.providers.registry import settings_for
+
+BATCH_VENDORS = ("openai", "anthropic", "anthropic-haiku", "offline", "replay")
+"""Providers that take a batch: the two vendors' batch APIs, and the two that answer locally."""
+
+
+@dataclass(frozen=True)
+class BatchCall:
+    """One call of a batch, as LLM.call would take it (so a failed line is retried with the same arguments)."""
+
+    messages: tuple[Message, ...]
+    schema: dict[str, Any] | None = None
+    offline: OfflineRule | None = field(default=None, compare=False)
+    directive: str | None = None
+    settings: tuple[tuple[str, Any], ...] = ()
+    """Generation settings for this call (seed=repeat, ...), as (name, value) pairs."""
+
+
+@dataclass(frozen=True)
+class BatchProgress:
+    """What the vendor says of a batch it holds."""
+
+    provider_state: str
+    ended: bool
+    total: int
+    done: int
+    failed: int
+
+
+@dataclass(frozen=True)
+class BatchOutcome:
+    """What a batch gave its caller, once every line is answered or given up."""
+
+    batch_pk: int
+    answers: dict[str, LLMResult]
+    """custom id -> the answer (from the batch, or a direct retry)."""
+    failed: dict[str, str]
+    """custom id -> why it failed in the batch and again as a direct call."""
+    retried: int
+    """Lines answered by a direct call after the batch failed them."""
+    usage: Usage
+    cost_usd: float
+    resumed: bool
+    """True when a stored batch was polled instead of a new one sent."""
+
+
+def wants_batch(llm: LLM) -> bool:
+    """The LLM config asks for batches (options {"batch": true})."""
+    return bool(llm.spec.options.get("batch"))
+
+
+def request_for(llm: LLM, call: BatchCall) -> Request:
+    """The request LLM.call would send for this call (the directive placed, the role's settings applied)."""
+    messages = list(call.messages)
+    placed = llm.provider.place_directive(messages, call.directive) if call.directive else messages
+    return Request(
+        role=llm.role,
+        model=llm.provider.model,
+        messages=placed,
+        settings=settings_for(llm.role, llm.spec, **dict(call.settings)),
+        schema=call.schema,
+        directive=call.directive,
+        offline=call.offline,
+        timeout=llm.timeout,
+    )
+
+
+def job_key(kind: str, llm: LLM, job: dict[str, Any]) -> str:
+    """The same kind of work, for the same job and judge, resumes the same stored batch."""
+    where = llm.spec.base_url
+    body = json.dumps([kind, llm.label, where, job], sort_keys=True, default=str)
+    return hashlib.sha256(body.encode()).hexdigest()
+
+
+# --- the vendors' wire formats --------------------------------------------------------------------
+class _Vendor:
+    """Submit, poll and fetch one batch at one vendor."""
+
+    def __init__(self, llm: LLM):
+        self.llm = llm
+        self.provider = llm.provider
+
+    def submit(self, requests: dict[str, Request]) -> str:
+        raise NotImplementedError
+
+    def poll(self, batch_id: str, total: int) -> BatchProgress:
+        raise NotImplementedError
+
+    def fetch(self, batch_id: str, requests: dict[str, Request]) -> dict[str, Completion | str]:
+        """custom id -> the completion, or why the line failed."""
+        raise NotImplementedError
+
+
+class _Local(_Vendor):
+    """offline and replay: the batch is answered now, line by line, by the provider itself."""
+
+    def submit(self, requests: dict[str, Request]) -> str:
+        return f"{self.provider.name}-{uuid.uuid4().hex}"
+
+    def poll(self, batch_id: str, total: int) -> BatchProgress:
+        return BatchProgress("completed", True, total, total, 0)
+
+    def fetch(self, batch_id: str, requests: dict[str, Request]) -> dict[str, Completion | str]:
+        out: dict[str, Completion | str] = {}
+        for custom_id, request in requests.items():
+            try:
+                out[custom_id] = self.provider.generate(request)
+            except ProviderError as exc:
+                out[custom_id] = str(exc)
+        return out
+
+
+def _sdk_errors(vendor: str, key_hint: str, sdk: Any) -> Callable[[Exception], ProviderError]:
+    def convert(exc: Exception) -> ProviderError:
+        if isinstance(exc, sdk.APIStatusError):
+            return status_error(
+                vendor, exc.status_code, error_message(exc), parse_retry_after(exc.response.headers), key_hint
+            )
+        if isinstance(exc, sdk.APIConnectionError):
+            return RetryableError(f"{vendor}: connection failed ({exc.__cause__ or exc})")
+        return ProviderError(f"{vendor}: {type(exc).__name__}: {exc}")
+
+    return convert
+
+
+class _OpenAI(_Vendor):
+    """POST /v1/files (purpose batch) with one JSONL line per request, POST /v1/batches, then the output and
+    error files. A typed base URL (an OpenAI-compatible server) gets chat-completion lines."""
+
+    def __init__(self, llm: LLM):
+        super().__init__(llm)
+        import openai
+
+        self.sdk = openai
+        self.client = openai.OpenAI(
+            api_key=self.provider.api_key or "none", base_url=self.provider.base_url or None, max_retries=2
+        )
+        self.api = getattr(self.provider, "api", "responses")
+        self.url = "/v1/chat/completions" if self.api == "chat" else "/v1/responses"
+        self.convert = _sdk_errors(self.provider.name, self.provider.key_hint, openai)
+
+    def body(self, request: Request) -> dict[str, Any]:
+        from evaluation.providers.openai_api import _chat_body, _responses_input
+
+        if self.api == "chat":
+            return _chat_body(request)
+        s = request.settings
+        body: dict[str, Any] = {
+            "model": request.model,
+            "input": _responses_input(request.messages),
+            "max_output_tokens": s.max_tokens,
+        }
+        if s.reasoning_effort:
+            body["reasoning"] = {"effort": s.reasoning_effort}
+        if s.temperature is not None and not s.reasoning_effort:
+            body["temperature"] = s.temperature
+        if request.schema is not None:
+            body["text"] = {
+                "format": {"type": "json_schema", "name": "result", "schema": request.schema, "strict": False}
+            }
+        return body
+
+    def submit(self, requests: dict[str, Request]) -> str:
+        lines = "".join(
+            json.dumps({"custom_id": cid, "method": "POST", "url": self.url, "body": self.body(r)}) + "\n"
+            for cid, r in requests.items()
+        )
+        try:
+            uploaded = self.client.files.create(file=("batch.jsonl", io.BytesIO(lines.encode())), purpose="batch")
+            batch = self.client.batches.create(
+                input_file_id=uploaded.id,
+                endpoint=self.url,  # type: ignore[arg-type]
+                completion_window="24h",
+            )
+        except self.sdk.OpenAIError as exc:
+            raise self.convert(exc) from exc
+        return batch.id
+
+    def poll(self, batch_id: str, total: int) -> BatchProgress:
+        try:
+            batch = self.client.batches.retrieve(batch_id)
+        except self.sdk.OpenAIError as exc:
+            raise self.convert(exc) from exc
+        counts = batch.request_counts
+        ended = batch.status in ("completed", "failed", "expired", "cancelled")
+        return BatchProgress(
+            provider_state=batch.status,
+            ended=ended,
+            total=(counts.total if counts else 0) or total,
+            done=counts.completed if counts else 0,
+            failed=counts.failed if counts else 0,
+        )
+
+    def _lines(self, file_id: str | None) -> list[dict[str, Any]]:
+        if not file_id:
+            return []
+        try:
+            text = self.client.files.content(file_id).text
+        except self.sdk.OpenAIError as exc:
+            raise self.convert(exc) from exc
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+    def fetch(self, batch_id: str, requests: dict[str, Request]) -> dict[str, Completion | str]:
+        try:
+            batch = self.client.batches.retrieve(batch_id)
+        except self.sdk.OpenAIError as exc:
+            raise self.convert(exc) from exc
+        out: dict[str, Completion | str] = {}
+        for line in self._lines(batch.output_file_id) + self._lines(batch.error_file_id):
+            custom_id = line.get("custom_id")
+            if custom_id not in requests:
+                continue
+            response = line.get("response") or {}
+            if line.get("error") or response.get("status_code") != 200:
+                error = line.get("error") or (response.get("body") or {}).get("error") or {}
+                out[custom_id] = f"HTTP {response.get('status_code')}: {error.get('message', error)}"
+                continue
+            try:
+                out[custom_id] = self.completion(response["body"], requests[custom_id])
+            except (KeyError, TypeError, ValueError) as exc:
+                out[custom_id] = f"malformed line ({type(exc).__name__}: {exc})"
+        for custom_id in requests:
+            out.setdefault(custom_id, f"the batch ended {batch.status} without an answer for this line")
+        return out
+
+    def completion(self, body: dict[str, Any], request: Request) -> Completion:
+        usage = body.get("usage") or {}
+        if self.api == "chat":
+            message = (body["choices"][0] or {}).get("message") or {}
+            details = usage.get("prompt_tokens_details") or {}
+            return Completion(
+                text=message.get("content") or "",
+                model=body.get("model") or request.model,
+                usage=Usage(
+                    input_tokens=usage.get("prompt_tokens") or 0,
+                    output_tokens=usage.get("completion_tokens") or 0,
+                    calls=1,
+                    cached_input_tokens=details.get("cached_tokens") or 0,
+                ),
+            )
+        text = "".join(
+            part.get("text", "")
+            for item in body.get("output") or []
+            if item.get("type") == "message"
+            for part in item.get("content") or []
+            if part.get("type") == "output_text"
+        )
+        out_details = usage.get("output_tokens_details") or {}
+        in_details = usage.get("input_tokens_details") or {}
+        return Completion(
+            text=text,
+            model=body.get("model") or request.model,
+            usage=Usage(
+                input_tokens=usage.get("input_tokens") or 0,
+                output_tokens=usage.get("output_tokens") or 0,
+                thinking_tokens=out_details.get("reasoning_tokens") or 0,
+                calls=1,
+                cached_input_tokens=in_details.get("cached_tokens") or 0,
+            ),
+        )
+
+
+class _Anthropic(_Vendor):
+    """POST /v1/messages/batches with {custom_id, params} per request (never streamed), then its results."""
+
+    def __init__(self, llm: LLM):
+        super().__init__(llm)
+        import anthropic
+
+        self.sdk = anthropic
+        self.client = anthropic.Anthropic(
+            api_key=self.provider.api_key or "none", base_url=self.provider.base_url or None, max_retries=2
+        )
+        self.convert = _sdk_errors(self.provider.name, self.provider.key_hint, anthropic)
+
+    def params(self, request: Request) -> dict[str, Any]:
+        from evaluation.providers.anthropic_api import _anthropic_turns
+
+        s = request.settings
+        system = "\n\n".join(m.content for m in request.messages if m.role == "system")
+        if request.schema is not None:
+            system += (
+                "\n\nReply with one JSON object and nothing else. It must match this JSON schema:\n"
+                f"```json\n{json.dumps(request.schema)}\n```"
+            )
+        params: dict[str, Any] = {
+            "model": request.model,
+            "max_tokens": s.max_tokens + (s.thinking_budget or 0),
+            "messages": _anthropic_turns(request.messages) or [{"role": "user", "content": "(begin)"}],
+        }
+        if system.strip():
+            params["system"] = system.strip()
+        if s.thinking_budget:
+            params["thinking"] = {"type": "enabled", "budget_tokens": s.thinking_budget}
+        elif s.temperature is not None:
+            params["temperature"] = s.temperature
+        return params
+
+    def submit(self, requests: dict[str, Request]) -> str:
+        try:
+            batch = self.client.messages.batches.create(
+                requests=[{"custom_id": cid, "params": self.params(r)} for cid, r in requests.items()]  # type: ignore[typeddict-item]
+            )
+        except self.sdk.AnthropicError as exc:
+            raise self.convert(exc) from exc
+        return batch.id
+
+    def poll(self, batch_id: str, total: int) -> BatchProgress:
+        try:
+            batch = self.client.messages.batches.retrieve(batch_id)
+        except self.sdk.AnthropicError as exc:
+            raise self.convert(exc) from exc
+        c = batch.request_counts
+        return BatchProgress(
+            provider_state=batch.processing_status,
+            ended=batch.processing_status == "ended",
+            total=(c.processing + c.succeeded + c.errored + c.canceled + c.expired) or total,
+            done=c.succeeded,
+            failed=c.errored + c.canceled + c.expired,
+        )
+
+    def fetch(self, batch_id: str, requests: dict[str, Request]) -> dict[str, Completion | str]:
+        out: dict[str, Completion | str] = {}
+        try:
+            for line in self.client.messages.batches.results(batch_id):
+                if line.custom_id not in requests:
+                    continue
+                result = line.result
+                if result.type != "succeeded":
+                    detail = getattr(getattr(getattr(result, "error", None), "error", None), "message", "")
+                    out[line.custom_id] = f"{result.type}{': ' + detail if detail else ''}"
+                    continue
+                message = result.message
+                usage = message.usage
+                read = getattr(usage, "cache_read_input_tokens", 0) or 0
+                write = getattr(usage, "cache_creation_input_tokens", 0) or 0
+                thinking = "".join(getattr(b, "thinking", "") for b in message.content if b.type == "thinking")
+                out[line.custom_id] = Completion(
+                    text="".join(getattr(b, "text", "") for b in message.content if b.type == "text"),
+                    model=message.model or requests[line.custom_id].model,
+                    usage=Usage(
+                        input_tokens=(usage.input_tokens or 0) + read + write,
+                        output_tokens=usage.output_tokens or 0,
+                        thinking_tokens=len(thinking) // 4,
+                        calls=1,
+                        cached_input_tokens=read,
+                        cache_write_tokens=write,
+                    ),
+                )
+        except self.sdk.AnthropicError as exc:
+            raise self.convert(exc) from exc
+        for custom_id in requests:
+            out.setdefault(custom_id, "the batch ended without an answer for this line")
+        return out
+
+
+def vendor_for(llm: LLM) -> _Vendor:
+    name = llm.provider.name
+    if name in ("offline", "replay"):
+        return _Local(llm)
+    if name == "openai":
+        return _OpenAI(llm)
+    if name in ("anthropic", "anthropic-haiku"):
+        return _Anthropic(llm)
+    raise BadRequestError(f"{name}: has no batch API; leave batch off for this provider")
+
+
+# --- the runner -------------------------------------------------------------------------------------
+def poll_seconds() -> float:
+    return float(setting("BATCH_POLL_SECONDS"))
+
+
+def batch_run(
+    llm: LLM,
+    *,
+    kind: str,
+    job: dict[str, Any],
+    targets: dict[str, Any],
+    call_for: Callable[[Any], BatchCall],
+    store: Callable[[dict[str, LLMResult], dict[str, str]], None],
+    on_progress: Callable[[int, int], None] | None = None,
+    run_id: str = "",
+    wait: bool = True,
+) -> BatchOutcome | None:
+    """Send `targets` (custom id -> what its answer maps back to, JSON-able) as one batch, or resume the
+    stored batch of the same job, wait for it (polling every BATCH_POLL_SECONDS), retry failed lines one by
+    one, and hand every answer to `store` in the same transaction that marks the batch applied.
+
+    call_for(target) builds a line's call; it is called again on a resume, from the stored targets.
+    on_progress(done, total) follows each poll. With wait=False it polls once and returns None while
+    the batch is still open (a worker's polling task). Returns None also when there was nothing to send.
+    """
+    from evaluation.models import BatchState, ProviderBatch
+
+    key = job_key(kind, llm, job)
+    row = ProviderBatch.objects.filter(kind=kind, job_key=key, state__in=(BatchState.SUBMITTING, BatchState.WAITING))
+    stored = row.order_by("created_at").first()
+    resumed = stored is not None and bool(stored.provider_batch_id)
+    vendor = vendor_for(llm)
+    if stored is None or not stored.provider_batch_id:
+        if not targets:
+            return None
+        if stored is None:
+            stored = ProviderBatch.objects.create(
+                vendor=llm.provider.name,
+                model=llm.provider.model,
+                base_url=llm.spec.base_url,
+                kind=kind,
+                job_key=key,
+                job=job,
+                custom_ids=targets,
+                total=len(targets),
+                run_id=run_id,
+            )
+        # A row left submitting by a process that died before the vendor answered is sent again: the
+        # vendor never gave it an id, so there is nothing to resume.
+        requests = {cid: request_for(llm, call_for(t)) for cid, t in stored.custom_ids.items()}
+        try:
+            stored.provider_batch_id = vendor.submit(requests)
+        except ProviderError as exc:
+            ProviderBatch.objects.filter(pk=stored.pk).update(state=BatchState.FAILED, error=str(exc)[:2000])
+            raise
+        stored.state = BatchState.WAITING
+        stored.save(update_fields=["provider_batch_id", "state", "updated_at"])
+    return batch_resume(
+        stored, llm, call_for=call_for, store=store, on_progress=on_progress, wait=wait, resumed=resumed
+    )
+
+
+def batch_resume(
+    stored: Any,
+    llm: LLM,
+    *,
+    call_for: Callable[[Any], BatchCall],
+    store: Callable[[dict[str, LLMResult], dict[str, str]], None],
+    on_progress: Callable[[int, int], None] | None = None,
+    wait: bool = True,
+    resumed: bool = True,
+) -> BatchOutcome | None:
+    """Poll a stored batch until it ends (or once, with wait=False), then fetch, retry and store."""
+    from evaluation.models import BatchState, ProviderBatch
+
+    vendor = vendor_for(llm)
+    calls = {cid: call_for(t) for cid, t in stored.custom_ids.items()}
+    while True:
+        progress = vendor.poll(stored.provider_batch_id, stored.total)
+        ProviderBatch.objects.filter(pk=stored.pk).update(
+            provider_state=progress.provider_state,
+            done=progress.done,
+            failed=progress.failed,
+            polls=stored.polls + 1,
+        )
+        stored.polls += 1
+        stored.done, stored.failed = progress.done, progress.failed
+        if on_progress is not None:
+            on_progress(progress.done, stored.total)
+        if progress.ended:
+            break
+        if not wait:
+            return None
+        time.sleep(poll_seconds())
+    requests = {cid: request_for(llm, call) for cid, call in calls.items()}
+    lines = vendor.fetch(stored.provider_batch_id, requests)
+    answers: dict[str, LLMResult] = {}
+    usage, cost = Usage(), 0.0
+    retry: list[str] = []
+    for cid, line in lines.items():
+        if isinstance(line, str):
+            retry.append(cid)
+            continue
+        if llm.record_dir is not None:
+            replay.record(llm.record_dir, requests[cid], line, llm.provider.name)
+        line_cost = estimate_cost(llm.provider.model, line.usage, batch=True)
+        usage, cost = usage + line.usage, cost + line_cost
+        if llm.meter is not None:
+            llm.meter.add(llm.role, line.usage, line_cost, provider=llm.provider.name)
+        data = line.data
+        schema = calls[cid].schema
+        if schema is not None and data is None:
+            data, reason = parse_json(line.text, schema)
+            if reason is not None:
+                retry.append(cid)  # the direct call repairs the JSON once, as every call does
+                continue
+        answers[cid] = LLMResult(
+            text=line.text,
+            data=data,
+            usage=line.usage,
+            latency_ms=0.0,
+            provider=llm.provider.name,
+            model=line.model,
+            role=llm.role,
+            cost_usd=line_cost,
+            request=requests[cid],
+        )
+    failed: dict[str, str] = {}
+    for cid in sorted(retry):
+        call = calls[cid]
+        try:
+            result = llm.call(
+                list(call.messages),
+                schema=call.schema,
+                directive=call.directive,
+                offline=call.offline,
+                **dict(call.settings),
+            )
+        except ProviderError as exc:
+            failed[cid] = f"{lines[cid] if isinstance(lines[cid], str) else 'invalid JSON'}; direct call: {exc}"
+            continue
+        answers[cid] = result
+        usage, cost = usage + result.usage, cost + result.cost_usd
+    with transaction.atomic():
+        # Conditional: two processes that fetched the same ended batch store it once.
+        won = ProviderBatch.objects.filter(pk=stored.pk, state=BatchState.WAITING).update(
+            state=BatchState.APPLIED,
+            retried=len(retry) - len(failed),
+            lost=len(failed),
+            usage=usage.as_dict(),
+            cost_usd=cost,
+            error="\n".join(f"{cid}: {why}" for cid, why in list(failed.items())[:50]),
+        )
+        if won:
+            store(answers, failed)
+    return BatchOutcome(
+        batch_pk=stored.pk,
+        answers=answers if won else {},
+        failed=failed,
+        retried=len(retry) - len(failed),
+        usage=usage,
+        cost_usd=cost,
+        resumed=resumed,
+    )

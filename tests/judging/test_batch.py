@@ -1,0 +1,202 @@
+"""Judging by provider batch: the same scores as direct calls, failed lines retried one by one, the batch
+stored so a process killed while it waits is resumed (not resubmitted) and its results stored once."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from evaluation.judging import services
+from evaluation.models import BatchState, Item, JudgeConfiguration, JudgeScore, LLMConfig, ProviderBatch
+from evaluation.providers import Usage, estimate_cost
+from evaluation.providers.loopback import LoopbackLLMServer, Reply, default_responder, example_for
+from tests.judging.test_judge import POOR, import_set
+from tests.servers import ROOT, database_url_for_tests
+
+DIMENSIONS = 8  # the tutor-response rubric's
+
+
+@pytest.fixture
+def desk(loopback):
+    loopback.batch_desk.reset()
+    yield loopback.batch_desk
+    loopback.batch_desk.reset()
+
+
+def scores() -> dict[tuple[str, int, str], str]:
+    rows = JudgeScore.objects.select_related("item", "dimension")
+    return {(s.item.key, s.repeat, s.dimension.name): s.value for s in rows}
+
+
+def custom_id(key: str, repeat: int = 1) -> str:
+    return f"item-{Item.objects.get(key=key).pk}-r{repeat}"
+
+
+@pytest.mark.django_db
+def test_offline_batch_gives_the_direct_scores_and_is_stored_applied(capsys):
+    import_set()
+    call_command("judge_imported", "--rubric", "tutor-response", "--provider", "offline", "--repeats", "2", "--batch")
+    out = capsys.readouterr()
+    assert "4 judged, 0 already judged; by offline batch offline-" in out.out
+    assert "waiting on the provider's batch (4/4 done)" in out.err
+    batch = ProviderBatch.objects.get()
+    assert (batch.state, batch.vendor, batch.kind, batch.total, batch.done, batch.retried) == (
+        BatchState.APPLIED,
+        "offline",
+        "judge_items",
+        4,
+        4,
+        0,
+    )
+    assert sorted(batch.custom_ids) == sorted(custom_id(k, r) for k in ("good", "poor") for r in (1, 2))
+    by_batch = scores()
+    assert len(by_batch) == 2 * 2 * DIMENSIONS
+    call_command("judge_imported", "--rubric", "tutor-response", "--provider", "offline", "--repeats", "2", "--again")
+    assert scores() == by_batch  # the direct calls give what the batch gave
+    assert ProviderBatch.objects.count() == 1  # the direct path sends no batch
+
+
+@pytest.mark.django_db
+def test_openai_batch_retries_a_failed_line_directly_and_prices_lines_at_the_batch_price(loopback, desk):
+    import_set()
+    desk.polls_to_end = 1
+    desk.fail_ids = {custom_id("poor")}
+    report = services.transcripts_judge(
+        rubric="tutor-response", provider=f"openai/gpt-5.2@{loopback.openai_url}", batch=True
+    )
+    assert (report.judged, report.failed, report.retried) == (2, (), 1)
+    assert desk.creates == 1
+    assert loopback.count("chat") == 3  # two lines in the batch, one direct call for the failed line
+    batch = ProviderBatch.objects.get()
+    assert (batch.state, batch.total, batch.done, batch.failed, batch.retried, batch.lost) == ("applied", 2, 1, 1, 1, 0)
+    assert batch.polls == 2  # once in progress, once ended
+    assert JudgeScore.objects.count() == 2 * DIMENSIONS
+    assert scores()[("poor", 1, "Mistake_Identification")] == "Yes"  # the loopback's first allowed value
+    assert JudgeConfiguration.objects.get().key == report.configuration
+    # the usage the loopback reported, line by line: the good line at the batch price, the retry at the direct one
+    chat = [r.body for r in loopback.requests if r.endpoint == "chat"]
+    good_line = next(b for b in chat[:2] if POOR not in str(b["messages"]))
+    answer = json.dumps(example_for(good_line["response_format"]["json_schema"]["schema"]))
+
+    def usage_of(body):
+        return Usage(input_tokens=LoopbackLLMServer._input_tokens(body), output_tokens=len(answer) // 4, calls=1)
+
+    assert Usage.from_dict(batch.usage) == usage_of(good_line) + usage_of(chat[2])
+    expected = estimate_cost("gpt-5.2", usage_of(good_line), batch=True) + estimate_cost("gpt-5.2", usage_of(chat[2]))
+    assert batch.cost_usd == pytest.approx(expected) and report.cost_usd == pytest.approx(expected)
+
+
+@pytest.mark.django_db
+def test_a_line_that_fails_in_the_batch_and_again_directly_is_counted_and_the_command_fails(loopback, desk, capsys):
+    import_set()
+
+    def refuse_poor(endpoint, body, n):
+        if POOR in str(body.get("messages")):
+            return Reply(status=400, error_message="refused for the test")
+        return default_responder(endpoint, body, n)
+
+    loopback.responder = refuse_poor
+    with pytest.raises(CommandError, match=r"1 call\(s\) failed; the others are stored"):
+        call_command(
+            "judge_imported", "--rubric", "tutor-response", "--provider", f"openai/gpt-5.2@{loopback.openai_url}",
+            "--batch",
+        )  # fmt: skip
+    err = capsys.readouterr().err
+    assert f"item {Item.objects.get(key='poor').pk} repeat 1: HTTP 400: refused for the test; direct call:" in err
+    batch = ProviderBatch.objects.get()
+    assert (batch.state, batch.failed, batch.retried, batch.lost) == ("applied", 1, 0, 1)
+    assert "refused for the test" in batch.error
+    assert {key for key, _, _ in scores()} == {"good"}
+    # run again: only the missing item is sent, in a new batch
+    loopback.responder = default_responder
+    call_command(
+        "judge_imported", "--rubric", "tutor-response", "--provider", f"openai/gpt-5.2@{loopback.openai_url}",
+        "--batch",
+    )  # fmt: skip
+    assert desk.creates == 2
+    assert ProviderBatch.objects.order_by("-pk").first().custom_ids == {
+        custom_id("poor"): [Item.objects.get(key="poor").pk, 1]
+    }
+    assert {key for key, _, _ in scores()} == {"good", "poor"}
+
+
+@pytest.mark.django_db
+def test_the_llm_config_option_sends_anthropic_message_batches_without_a_flag(loopback, desk):
+    import_set()
+    LLMConfig.objects.create(
+        role="rubric_judge",
+        provider="anthropic",
+        model="claude-opus-4-6",
+        base_url=loopback.anthropic_url,
+        options={"batch": True, "thinking_budget": 0},
+    )
+    seen = []
+    report = services.transcripts_judge(rubric="tutor-response", on_progress=lambda k, n: seen.append((k, n)))
+    assert (report.judged, report.failed, report.retried) == (2, (), 0) and report.batch.startswith("anthropic batch")
+    assert desk.creates == 1 and seen == [(2, 2)]
+    bodies = [r.body for r in loopback.requests if r.endpoint == "messages"]
+    assert len(bodies) == 2 and not any(b.get("stream") for b in bodies)
+    assert JudgeScore.objects.count() == 2 * DIMENSIONS
+    # without the option the same config calls directly
+    LLMConfig.objects.filter(role="rubric_judge").update(options={"thinking_budget": 0})
+    services.transcripts_judge(rubric="tutor-response", only_missing=False)
+    assert desk.creates == 1 and loopback.count("messages") == 4
+    assert all(r.body.get("stream") for r in loopback.requests[2:])
+
+
+def _judge_process(url: str, log) -> subprocess.Popen:
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url_for_tests(),
+        "EVAL_BATCH_POLL_SECONDS": "0.05",
+        "OPENAI_API_KEY": "sk-test-loopback",
+    }
+    command = [sys.executable, "manage.py", "judge_imported", "--rubric", "tutor-response", "--batch"]
+    return subprocess.Popen(
+        [*command, "--provider", f"openai/gpt-5.2@{url}"],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_process_killed_while_it_waits_is_resumed_by_the_next_without_a_second_batch(loopback, desk, tmp_path):
+    import_set()
+    desk.polls_to_end = 10**6  # the batch stays in progress until the test lets it end
+    with (tmp_path / "first.log").open("wb") as log:
+        first = _judge_process(loopback.openai_url, log)
+        deadline = time.monotonic() + 60
+        while desk.polls < 3:
+            assert first.poll() is None, (tmp_path / "first.log").read_text()
+            assert time.monotonic() < deadline, "the command never polled its batch"
+            time.sleep(0.05)
+        os.killpg(first.pid, signal.SIGKILL)
+        first.wait(10)
+    waiting = ProviderBatch.objects.get()
+    assert waiting.state == BatchState.WAITING and waiting.provider_batch_id.startswith("batch_")
+    assert JudgeScore.objects.count() == 0 and desk.creates == 1 and loopback.count("chat") == 2
+
+    desk.polls_to_end = 0  # the next poll finds it ended
+    with (tmp_path / "second.log").open("wb") as log:
+        second = _judge_process(loopback.openai_url, log)
+        assert second.wait(120) == 0, (tmp_path / "second.log").read_text()
+    out = (tmp_path / "second.log").read_text()
+    assert f"2 judged, 0 already judged; by openai batch {waiting.provider_batch_id}, resumed" in out
+    assert desk.creates == 1 and loopback.count("chat") == 2  # one batch, each line answered once, no direct call
+    assert ProviderBatch.objects.get().state == BatchState.APPLIED
+    assert JudgeScore.objects.count() == 2 * DIMENSIONS  # stored once
+
+    # a third run finds everything judged and sends nothing
+    with (tmp_path / "third.log").open("wb") as log:
+        third = _judge_process(loopback.openai_url, log)
+        assert third.wait(120) == 0
+    assert "0 judged, 2 already judged" in (tmp_path / "third.log").read_text()
+    assert desk.creates == 1 and ProviderBatch.objects.count() == 1
