@@ -19,6 +19,7 @@ from typing import IO, Any
 
 import websockets
 
+from evaluation.conf import setting
 from evaluation.errors import PlainMessage
 from evaluation.providers import LLM, CostLimitReached, Message, ProviderError
 from evaluation.providers.base import AuthError, NoReplyError, RetriesExhausted
@@ -163,6 +164,16 @@ class Conversation:
         self.log(f"tutor unreachable: {reason}")
 
 
+def refused_protocol_key(url: str, status: int) -> str:
+    """Why a run's reference tutor refused to create a session: the server at url is not this install's."""
+    return (
+        f"the server at {url} refused this install's protocol key (POST /sessions answered {status}): "
+        "it belongs to another install, or the key changed since it started. Point EVAL_SERVER_URL at this "
+        "install's tutor server, restart that server with this install's settings, or give both installs the "
+        "same EVAL_PROTOCOL_KEY"
+    )
+
+
 CLOSED_AS_PLANNED = (1000,)
 """WebSocket close codes by which a tutor ends a conversation itself (judged as far as it went); any other
 close (a dropped connection, 1001 going away, 1011 server error, 1012 restart, 4401 refused) is the tutor
@@ -183,6 +194,12 @@ class ProtocolTarget:
         (the reference tutor does), else the same credential as creation (external servers)."""
         token = created.get("session_token")
         return {"Authorization": f"Bearer {token}"} if isinstance(token, str) and token else self.headers
+
+    @property
+    def sends_protocol_key(self) -> bool:
+        """Whether this target is reached with this install's protocol key (the reference tutor), not an
+        external server's own credential: a refusal then means the server is not this install's."""
+        return self.headers.get("Authorization") == f"Bearer {setting('PROTOCOL_KEY')}"
 
     @property
     def ws_base(self) -> str:
@@ -216,6 +233,8 @@ class ProtocolTarget:
                 30,
             )
         except urllib.error.HTTPError as exc:
+            if exc.code in (401, 403) and self.sends_protocol_key:
+                raise TutorUnavailable(refused_protocol_key(self.base_url, exc.code)) from exc
             raise TutorUnavailable(
                 f"POST /sessions answered HTTP {exc.code}: {exc.read()[:300].decode(errors='replace')}"
             ) from exc
