@@ -180,7 +180,7 @@ class _OpenAI(_Vendor):
         self.convert = _sdk_errors(self.provider.name, self.provider.key_hint, openai)
 
     def body(self, request: Request) -> dict[str, Any]:
-        from evaluation.providers.openai_api import _chat_body, _responses_input
+        from evaluation.providers.openai_api import _chat_body, _responses_input, prompt_cache_key
 
         if self.api == "chat":
             return _chat_body(request)
@@ -198,6 +198,8 @@ class _OpenAI(_Vendor):
             body["text"] = {
                 "format": {"type": "json_schema", "name": "result", "schema": request.schema, "strict": False}
             }
+        if self.provider.options.get("prompt_cache", True) is not False:
+            body["prompt_cache_key"] = prompt_cache_key(request)
         return body
 
     def submit(self, requests: dict[str, Request]) -> str:
@@ -314,22 +316,29 @@ class _Anthropic(_Vendor):
         self.convert = _sdk_errors(self.provider.name, self.provider.key_hint, anthropic)
 
     def params(self, request: Request) -> dict[str, Any]:
-        from evaluation.providers.anthropic_api import _anthropic_turns
+        """The direct call's body (cache breakpoints included: a batch's lines share the rubric's prefix),
+        without stream and timeout."""
+        from evaluation.providers.anthropic_api import EPHEMERAL, _anthropic_turns, _mark_conversation
 
         s = request.settings
-        system = "\n\n".join(m.content for m in request.messages if m.role == "system")
+        cache = self.provider.options.get("prompt_cache", True) is not False
+        system = [m.content for m in request.messages if m.role == "system" and m.content.strip()]
         if request.schema is not None:
-            system += (
-                "\n\nReply with one JSON object and nothing else. It must match this JSON schema:\n"
+            system.append(
+                "Reply with one JSON object and nothing else. It must match this JSON schema:\n"
                 f"```json\n{json.dumps(request.schema)}\n```"
             )
+        turns = _anthropic_turns(request.messages) or [{"role": "user", "content": "(begin)"}]
         params: dict[str, Any] = {
             "model": request.model,
             "max_tokens": s.max_tokens + (s.thinking_budget or 0),
-            "messages": _anthropic_turns(request.messages) or [{"role": "user", "content": "(begin)"}],
+            "messages": _mark_conversation(turns) if cache else turns,
         }
-        if system.strip():
-            params["system"] = system.strip()
+        if system:
+            blocks: list[dict[str, Any]] = [{"type": "text", "text": text.strip()} for text in system]
+            if cache:
+                blocks[-1]["cache_control"] = dict(EPHEMERAL)
+            params["system"] = blocks
         if s.thinking_budget:
             params["thinking"] = {"type": "enabled", "budget_tokens": s.thinking_budget}
         elif s.temperature is not None:

@@ -69,6 +69,7 @@ def test_openai_responses_batch_answers_each_line_as_the_single_endpoint(loopbac
     assert len(bodies) == 3 and all(b["model"] == "gpt-5.2" for b in bodies)
     assert bodies[0]["text"]["format"]["schema"] == SCHEMA and "stream" not in bodies[0]
     assert bodies[0]["input"][1] == {"role": "user", "content": "Reply number 1."}
+    assert len({b["prompt_cache_key"] for b in bodies}) == 1  # one stable prefix, one cache
     good = lines["line-1"]
     assert json.loads(good.text) == {"verdict": "good", "score": 2}  # the loopback's example of the schema
     assert good.usage.input_tokens > 0 and good.usage.output_tokens > 0 and good.usage.calls == 1
@@ -95,7 +96,9 @@ def test_anthropic_message_batch_sends_params_without_stream_and_reads_results(l
     assert (seen[-1].total, seen[-1].done, seen[-1].failed) == (2, 1, 1)
     bodies = [r.body for r in loopback.requests if r.endpoint == "messages"]
     assert len(bodies) == 2 and not any("stream" in b for b in bodies)
-    assert "It must match this JSON schema" in bodies[0]["system"]
+    # the direct call's body: the system prompt as blocks, the last one a cache breakpoint
+    assert "It must match this JSON schema" in bodies[0]["system"][-1]["text"]
+    assert bodies[0]["system"][-1]["cache_control"] == {"type": "ephemeral"}
     assert lines["line-1"].startswith("errored") and "loopback error 500" in lines["line-1"]
     assert json.loads(lines["line-2"].text) == {"verdict": "good", "score": 2}
 
