@@ -49,6 +49,13 @@ def fast_llm_settings(settings, tmp_path):
     return settings
 
 
+@pytest.fixture(autouse=True)
+def quick_password_hashes(settings):
+    """Users made in the test process get hashes of a thousand PBKDF2 iterations instead of a million
+    (about half a second of CPU per user on a quiet core, and most tests make one)."""
+    settings.PASSWORD_HASHERS = ["tests.hashers.QuickPBKDF2PasswordHasher", *settings.PASSWORD_HASHERS]
+
+
 @pytest.fixture
 def stale_mark_made(monkeypatch):
     """A status read marks stale runs at most once every few seconds a process, which costs a query or two
