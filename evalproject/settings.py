@@ -454,15 +454,11 @@ EVALUATION = {
     # SECRET_KEY, so the web tier and the workers of one install agree with nothing to configure.
     "PROTOCOL_KEY": os.environ.get("EVAL_PROTOCOL_KEY")
     or hmac.new(SECRET_KEY.encode(), b"evaluation.protocol.key", hashlib.sha256).hexdigest(),
-    # USD per million tokens (input, output); thinking tokens are billed as output.
-    "PRICES": {
-        "gpt-5.2": (1.75, 14.0),
-        "gpt-5-mini": (0.25, 2.0),
-        "gpt-4o-mini": (0.15, 0.60),
-        "claude-opus-4-6": (5.0, 25.0),
-        "claude-sonnet-4-6": (3.0, 15.0),
-        "claude-haiku-4-5": (1.0, 5.0),
-    },
+    # Prices live in the price table (prices/vendors.yaml, the admin's model prices: docs/costs.md). PRICES
+    # is only a fallback for a model the table does not list: {model: (input, output)} USD per million tokens.
+    "PRICES": {},
+    # How long a process keeps the price table it read (another process's admin edit shows within this).
+    "PRICE_CACHE_SECONDS": float(os.environ.get("EVAL_PRICE_CACHE_SECONDS", "60")),
 }
 
 LOGGING = {

@@ -1,9 +1,9 @@
-"""Admin for the per-role LLM configuration."""
+"""Admin for the per-role LLM configuration and the price table."""
 
 from django import forms
 from django.contrib import admin
 
-from evaluation.models import EndpointCredential, LLMConfig
+from evaluation.models import EndpointCredential, LLMConfig, ModelPrice
 from evaluation.providers import vendor_choices
 
 
@@ -50,3 +50,28 @@ class EndpointCredentialAdmin(admin.ModelAdmin):
     form = EndpointCredentialForm
     list_display = ("base_url", "updated_at")
     search_fields = ("base_url",)
+
+
+@admin.register(ModelPrice)
+class ModelPriceAdmin(admin.ModelAdmin):
+    """Prices per million tokens from a date on. A row saved here is marked edited_in_admin, and
+    load_prices leaves it as staff set it; a new price is a new row with a later date."""
+
+    list_display = (
+        "vendor",
+        "model",
+        "effective_from",
+        "input_per_mtok",
+        "cached_input_per_mtok",
+        "cache_write_per_mtok",
+        "output_per_mtok",
+        "batch_discount",
+        "edited_in_admin",
+    )
+    list_filter = ("vendor", "edited_in_admin")
+    search_fields = ("model",)
+    readonly_fields = ("edited_in_admin", "updated_at")
+
+    def save_model(self, request, obj, form, change):
+        obj.edited_in_admin = True
+        super().save_model(request, obj, form, change)

@@ -16,6 +16,7 @@ from evaluation.models.judging import (
     Transcript,
 )
 from evaluation.models.llm import EndpointCredential, LLMConfig
+from evaluation.models.prices import ModelPrice
 from evaluation.models.ratelimits import RateLimitBudget
 from evaluation.models.runs import (
     BaselineGate,
@@ -56,6 +57,7 @@ __all__ = [
     "EvaluationRun",
     "FailedRun",
     "LLMConfig",
+    "ModelPrice",
     "Persona",
     "Problem",
     "ProviderBatch",

@@ -1,0 +1,194 @@
+"""Prices as data: the shipped file, the table, the price in force on a date, cached and batch prices, the limit."""
+
+import datetime as dt
+from decimal import Decimal
+from io import StringIO
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from evaluation.models import ModelPrice
+from evaluation.providers import CostLimitReached, Meter, Usage, estimate_cost
+from evaluation.providers.pricing import price_file, price_for, read_price_file
+
+pytestmark = pytest.mark.django_db
+
+TODAY = dt.datetime.now(dt.UTC).date()
+
+
+def row(model="acme-1", *, vendor="acme", on=dt.date(2025, 1, 1), **prices):
+    values = {"input": 2.0, "output": 10.0, "cached_input": 0.2, "cache_write": 2.5, "batch_discount": 0.5} | prices
+    return ModelPrice.objects.create(
+        vendor=vendor,
+        model=model,
+        effective_from=on,
+        input_per_mtok=Decimal(str(values["input"])),
+        output_per_mtok=Decimal(str(values["output"])),
+        cached_input_per_mtok=Decimal(str(values["cached_input"])),
+        cache_write_per_mtok=Decimal(str(values["cache_write"])),
+        batch_discount=Decimal(str(values["batch_discount"])),
+    )
+
+
+def test_each_kind_of_token_at_its_price_and_the_batch_discount():
+    row()
+    usage = Usage(input_tokens=10_000, output_tokens=3_000, cached_input_tokens=6_000, cache_write_tokens=1_000)
+    # Worked by hand: 3,000 plain input at $2, 6,000 cached at $0.20, 1,000 written at $2.50, 3,000 output at $10.
+    direct = (3_000 * 2.0 + 6_000 * 0.2 + 1_000 * 2.5 + 3_000 * 10.0) / 1e6
+    assert direct == pytest.approx(0.0397)
+    assert estimate_cost("acme-1", usage) == pytest.approx(0.0397)
+    assert estimate_cost("acme-1", usage, batch=True) == pytest.approx(0.0397 * 0.5)
+
+
+def test_thinking_is_billed_inside_output_tokens_not_on_top():
+    # Both vendors report thinking inside output_tokens (OpenAI's reasoning_tokens are a part of output_tokens;
+    # Anthropic bills thinking as output): thinking_tokens is a breakdown, never priced a second time.
+    row()
+    with_thinking = Usage(input_tokens=0, output_tokens=1_000, thinking_tokens=400)
+    assert estimate_cost("acme-1", with_thinking) == pytest.approx(1_000 * 10.0 / 1e6)
+
+
+def test_the_shipped_file_loads_and_prices_the_vendors_models():
+    call_command("load_prices")
+    entries = {(e.vendor, e.model): e for e in read_price_file()}
+    assert {"gpt-5.2", "claude-opus-4-6", "claude-haiku-4-5"} <= {m for _, m in entries}
+    assert all(e.batch_discount == Decimal("0.5") for e in entries.values())
+    opus = entries[("anthropic", "claude-opus-4-6")]
+    # Anthropic: cache writes 1.25x input, cache reads 0.1x input.
+    assert opus.prices["cache_write"] == opus.prices["input"] * Decimal("1.25")
+    assert opus.prices["cached_input"] == opus.prices["input"] / 10
+    usage = Usage(input_tokens=2_000_000, output_tokens=1_000_000, cached_input_tokens=1_000_000)
+    assert estimate_cost("gpt-5.2", usage) == pytest.approx(1 * 1.75 + 1 * 0.175 + 1 * 14.0)
+
+
+def test_a_dated_snapshot_prices_as_its_base_name_and_a_variant_does_not():
+    row("acme-1")
+    usage = Usage(input_tokens=1_000_000)
+    assert estimate_cost("acme-1-2026-01-15", usage) == pytest.approx(2.0)
+    assert estimate_cost("acme-1-20260115", usage) == pytest.approx(2.0)
+    assert estimate_cost("acme-1-pro", usage) == 0.0
+    assert price_for("acme-1-pro") is None
+
+
+def test_the_price_in_force_on_the_call_date():
+    row(on=dt.date(2025, 1, 1), input=2.0)
+    row(on=TODAY + dt.timedelta(days=30), input=1.0)
+    row(on=dt.date(2025, 6, 1), input=3.0)
+    assert price_for("acme-1", dt.date(2025, 3, 1)).input == 2.0
+    assert price_for("acme-1", dt.date(2025, 6, 1)).input == 3.0
+    assert price_for("acme-1", dt.date(2024, 12, 31)) is None  # not in force yet
+    assert estimate_cost("acme-1", Usage(input_tokens=1_000_000)) == pytest.approx(3.0)  # today's, not next month's
+
+
+def test_an_unknown_model_costs_0_and_the_meter_names_it():
+    meter = Meter()
+    usage = Usage(input_tokens=500, output_tokens=50, calls=1)
+    assert estimate_cost("mystery-7b", usage) == 0.0
+    meter.add("judge", usage, 0.0, "openai", model="mystery-7b")
+    meter.add("simulator", usage, 0.0, "offline", model="offline-rules-v1")
+    assert meter.unpriced == {"mystery-7b"}
+    assert meter.as_dict()["unpriced"] == ["mystery-7b"]
+    assert Meter().restore(meter.as_dict(), meter.cost_usd).unpriced == {"mystery-7b"}
+
+
+def test_the_cache_is_read_once_and_a_saved_row_is_seen_at_once(django_assert_num_queries):
+    price = row()
+    usage = Usage(input_tokens=1_000_000)
+    assert estimate_cost("acme-1", usage) == pytest.approx(2.0)
+    with django_assert_num_queries(0):
+        for _ in range(100):
+            estimate_cost("acme-1", usage)
+    price.input_per_mtok = Decimal("4")
+    price.save()
+    assert estimate_cost("acme-1", usage) == pytest.approx(4.0)
+    price.delete()
+    assert estimate_cost("acme-1", usage) == 0.0
+
+
+def test_cost_limit_counts_cached_and_batch_prices():
+    row()
+    limit = 0.05
+    # 10 calls of 10,000 input tokens and 1,000 output: uncached, each costs $0.03 and the limit stops the third.
+    call = Usage(input_tokens=10_000, output_tokens=1_000, calls=1)
+    cached = Usage(input_tokens=10_000, output_tokens=1_000, cached_input_tokens=9_000, calls=1)
+    assert estimate_cost("acme-1", call) == pytest.approx(0.03)
+    assert estimate_cost("acme-1", cached) == pytest.approx((1_000 * 2 + 9_000 * 0.2 + 1_000 * 10) / 1e6)
+
+    def calls_before_the_limit(usage, *, batch=False):
+        meter = Meter(limit_usd=limit)
+        made = 0
+        with pytest.raises(CostLimitReached):
+            for _ in range(100):
+                meter.check()
+                meter.add("judge", usage, estimate_cost("acme-1", usage, batch=batch), "acme", model="acme-1")
+                made += 1
+        return made
+
+    assert calls_before_the_limit(call) == 2  # $0.03, $0.06 >= $0.05
+    assert calls_before_the_limit(call, batch=True) == 4  # $0.015 each
+    assert calls_before_the_limit(cached) == 4  # $0.0138 each
+
+
+def test_load_prices_keeps_a_row_staff_edited_in_the_admin(staff_client, tmp_path):
+    call_command("load_prices")
+    gpt = ModelPrice.objects.get(vendor="openai", model="gpt-5.2", effective_from=dt.date(2025, 12, 11))
+    page = staff_client.get(f"/admin/evaluation/modelprice/{gpt.pk}/change/")
+    assert page.status_code == 200
+    form = {
+        "vendor": "openai",
+        "model": "gpt-5.2",
+        "effective_from": "2025-12-11",
+        "input_per_mtok": "1.5",
+        "output_per_mtok": "14",
+        "cached_input_per_mtok": "0.175",
+        "cache_write_per_mtok": "1.75",
+        "batch_discount": "0.5",
+        "source": "negotiated",
+    }
+    assert staff_client.post(f"/admin/evaluation/modelprice/{gpt.pk}/change/", form).status_code == 302
+    gpt.refresh_from_db()
+    assert gpt.edited_in_admin and gpt.input_per_mtok == Decimal("1.5")
+    assert estimate_cost("gpt-5.2", Usage(input_tokens=1_000_000)) == pytest.approx(1.5)
+
+    edited = tmp_path / "prices.yaml"
+    text = price_file().read_text(encoding="utf-8")
+    edited.write_text(text.replace("input: 1.75", "input: 2.0").replace("input: 0.25", "input: 0.3"), encoding="utf-8")
+    out = StringIO()
+    call_command("load_prices", "--file", str(edited), stdout=out)
+    assert "kept (edited in the admin): openai/gpt-5.2 from 2025-12-11" in out.getvalue()
+    assert "updated: openai/gpt-5-mini from 2025-08-07" in out.getvalue()
+    gpt.refresh_from_db()
+    assert gpt.input_per_mtok == Decimal("1.5")
+    assert ModelPrice.objects.get(model="gpt-5-mini").input_per_mtok == Decimal("0.3")
+    out = StringIO()
+    call_command("load_prices", "--file", str(edited), stdout=out)
+    assert "0 created, 0 updated" in out.getvalue()
+
+
+@pytest.mark.parametrize(
+    "body, field",
+    [
+        ("prices: 3", "prices"),
+        ("prices:\n  - {vendor: a, model: m, effective_from: '1 May'}", "effective_from"),
+        ("prices:\n  - {vendor: a, model: m, effective_from: 2025-13-01}", "month must be in 1..12"),
+        (
+            "prices:\n  - {vendor: a, model: m, effective_from: 2025-01-01, input: -1, output: 1,"
+            " cached_input: 1, cache_write: 1, batch_discount: 0.5}",
+            "input",
+        ),
+        (
+            "prices:\n  - {vendor: a, model: m, effective_from: 2025-01-01, input: 1, output: 1,"
+            " cached_input: 1, cache_write: 1, batch_discount: 1.5}",
+            "batch_discount",
+        ),
+        ("prices:\n  - {model: m}", "vendor"),
+        ("prices: [&a {vendor: a}, *a]", ""),
+    ],
+    ids=["not-a-list", "not-a-date", "bad-date", "negative", "discount-over-1", "no-vendor", "alias"],
+)
+def test_a_bad_price_file_is_refused_naming_the_field(tmp_path, body, field):
+    bad = tmp_path / "prices.yaml"
+    bad.write_text(body, encoding="utf-8")
+    with pytest.raises(CommandError, match=rf"prices.yaml.*{field}"):
+        call_command("load_prices", "--file", str(bad))
+    assert not ModelPrice.objects.filter(vendor="a").exists()
