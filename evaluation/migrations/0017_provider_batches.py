@@ -88,6 +88,14 @@ class Migration(migrations.Migration):
                 ),
                 ("error", models.TextField(blank=True)),
                 (
+                    "results",
+                    models.JSONField(
+                        blank=True,
+                        default=dict,
+                        help_text="{custom id: the answer}, kept when each run takes its own answer later",
+                    ),
+                ),
+                (
                     "run_id",
                     models.CharField(blank=True, help_text="The run it serves, when it serves one", max_length=64),
                 ),

@@ -35,6 +35,9 @@ class ProviderBatch(models.Model):
     usage = models.JSONField(default=dict, blank=True)
     cost_usd = models.FloatField(default=0.0, help_text="Batch lines at the batch price, direct retries at theirs")
     error = models.TextField(blank=True)
+    results = models.JSONField(
+        default=dict, blank=True, help_text="{custom id: the answer}, kept when each run takes its own answer later"
+    )
     run_id = models.CharField(max_length=64, blank=True, help_text="The run it serves, when it serves one")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

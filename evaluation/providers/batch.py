@@ -16,6 +16,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from django.db import transaction
@@ -430,12 +431,16 @@ def batch_run(
     on_progress: Callable[[int, int], None] | None = None,
     run_id: str = "",
     wait: bool = True,
+    keep_results: bool = False,
 ) -> BatchOutcome | None:
     """Send `targets` (custom id -> what its answer maps back to, JSON-able) as one batch, or resume the
     stored batch of the same job, wait for it (polling every BATCH_POLL_SECONDS), retry failed lines one by
     one, and hand every answer to `store` in the same transaction that marks the batch applied.
 
     call_for(target) builds a line's call; it is called again on a resume, from the stored targets.
+    keep_results stores every answer on the row too (ProviderBatch.results), for callers that each take
+    their own answer later (one run per line); the caller's LLM should then carry no meter, as each
+    line's cost goes to its own run.
     on_progress(done, total) follows each poll. With wait=False it polls once and returns None while
     the batch is still open (a worker's polling task). Returns None also when there was nothing to send.
     """
@@ -444,36 +449,76 @@ def batch_run(
     key = job_key(kind, llm, job)
     row = ProviderBatch.objects.filter(kind=kind, job_key=key, state__in=(BatchState.SUBMITTING, BatchState.WAITING))
     stored = row.order_by("created_at").first()
-    resumed = stored is not None and bool(stored.provider_batch_id)
-    vendor = vendor_for(llm)
-    if stored is None or not stored.provider_batch_id:
+    resumed = stored is not None and stored.state == BatchState.WAITING
+    if stored is None:
         if not targets:
             return None
-        if stored is None:
-            stored = ProviderBatch.objects.create(
-                vendor=llm.provider.name,
-                model=llm.provider.model,
-                base_url=llm.spec.base_url,
-                kind=kind,
-                job_key=key,
-                job=job,
-                custom_ids=targets,
-                total=len(targets),
-                run_id=run_id,
-            )
-        # A row left submitting by a process that died before the vendor answered is sent again: the
-        # vendor never gave it an id, so there is nothing to resume.
-        requests = {cid: request_for(llm, call_for(t)) for cid, t in stored.custom_ids.items()}
-        try:
-            stored.provider_batch_id = vendor.submit(requests)
-        except ProviderError as exc:
-            ProviderBatch.objects.filter(pk=stored.pk).update(state=BatchState.FAILED, error=str(exc)[:2000])
-            raise
-        stored.state = BatchState.WAITING
-        stored.save(update_fields=["provider_batch_id", "state", "updated_at"])
+        stored = ProviderBatch.objects.create(
+            vendor=llm.provider.name,
+            model=llm.provider.model,
+            base_url=llm.spec.base_url,
+            kind=kind,
+            job_key=key,
+            job=job,
+            custom_ids=targets,
+            total=len(targets),
+            run_id=run_id,
+        )
+    if stored.state == BatchState.SUBMITTING:
+        _send(stored, llm, call_for)
     return batch_resume(
-        stored, llm, call_for=call_for, store=store, on_progress=on_progress, wait=wait, resumed=resumed
+        stored,
+        llm,
+        call_for=call_for,
+        store=store,
+        on_progress=on_progress,
+        wait=wait,
+        resumed=resumed,
+        keep_results=keep_results,
     )
+
+
+SENDING = "sending:"
+"""The provider id of a row one process is sending now (its claim); others wait for the real id."""
+SEND_TAKEOVER_SECONDS = 120.0
+"""A claim older than this belongs to a process that died while sending: another sends the batch again."""
+
+
+def _send(stored: Any, llm: LLM, call_for: Callable[[Any], BatchCall]) -> None:
+    """Send a stored batch that has no provider id yet, once across processes: the process whose conditional
+    update claims the row sends it; the others wait for the id it stores. A claim older than
+    SEND_TAKEOVER_SECONDS is taken over (its process died before the vendor answered, so there is nothing
+    to resume: the vendor never gave it an id)."""
+    from django.utils import timezone
+
+    from evaluation.models import BatchState, ProviderBatch
+
+    while True:
+        stored.refresh_from_db()
+        if stored.state != BatchState.SUBMITTING:
+            if stored.state == BatchState.FAILED:
+                raise ProviderError(f"batch {stored.pk} could not be sent: {stored.error}")
+            return
+        token = f"{SENDING}{uuid.uuid4().hex}"
+        claim = ProviderBatch.objects.filter(pk=stored.pk, state=BatchState.SUBMITTING)
+        stale = timezone.now() - timedelta(seconds=SEND_TAKEOVER_SECONDS)
+        if stored.provider_batch_id.startswith(SENDING) and stored.updated_at > stale:
+            time.sleep(min(poll_seconds(), 5.0))  # another process is sending it
+            continue
+        if claim.filter(provider_batch_id=stored.provider_batch_id).update(
+            provider_batch_id=token, updated_at=timezone.now()
+        ):
+            break
+    requests = {cid: request_for(llm, call_for(t)) for cid, t in stored.custom_ids.items()}
+    try:
+        batch_id = vendor_for(llm).submit(requests)
+    except ProviderError as exc:
+        ProviderBatch.objects.filter(pk=stored.pk).update(state=BatchState.FAILED, error=str(exc)[:2000])
+        raise
+    ProviderBatch.objects.filter(pk=stored.pk, provider_batch_id=token).update(
+        provider_batch_id=batch_id, state=BatchState.WAITING, updated_at=timezone.now()
+    )
+    stored.refresh_from_db()
 
 
 def batch_resume(
@@ -485,6 +530,7 @@ def batch_resume(
     on_progress: Callable[[int, int], None] | None = None,
     wait: bool = True,
     resumed: bool = True,
+    keep_results: bool = False,
 ) -> BatchOutcome | None:
     """Poll a stored batch until it ends (or once, with wait=False), then fetch, retry and store."""
     from evaluation.models import BatchState, ProviderBatch
@@ -566,6 +612,7 @@ def batch_resume(
             usage=usage.as_dict(),
             cost_usd=cost,
             error="\n".join(f"{cid}: {why}" for cid, why in list(failed.items())[:50]),
+            results=_kept(answers, failed) if keep_results else {},
         )
         if won:
             store(answers, failed)
@@ -577,4 +624,39 @@ def batch_resume(
         usage=usage,
         cost_usd=cost,
         resumed=resumed,
+    )
+
+
+def _kept(answers: dict[str, LLMResult], failed: dict[str, str]) -> dict[str, Any]:
+    kept: dict[str, Any] = {
+        cid: {
+            "text": r.text,
+            "data": r.data,
+            "provider": r.provider,
+            "model": r.model,
+            "usage": r.usage.as_dict(),
+            "cost_usd": r.cost_usd,
+        }
+        for cid, r in answers.items()
+    }
+    kept.update({cid: {"error": why} for cid, why in failed.items()})
+    return kept
+
+
+def kept_result(stored: Any, custom_id: str, role: str) -> LLMResult:
+    """One line's answer from a batch kept with keep_results; ProviderError with the reason when it failed."""
+    kept = (stored.results or {}).get(custom_id)
+    if kept is None:
+        raise ProviderError(f"batch {stored.provider_batch_id}: no answer kept for {custom_id}")
+    if "error" in kept:
+        raise ProviderError(f"batch {stored.provider_batch_id}: {custom_id} failed: {kept['error']}")
+    return LLMResult(
+        text=kept["text"],
+        data=kept["data"],
+        usage=Usage.from_dict(kept["usage"]),
+        latency_ms=0.0,
+        provider=kept["provider"],
+        model=kept["model"],
+        role=role,
+        cost_usd=float(kept["cost_usd"]),
     )
