@@ -275,6 +275,35 @@ class CoverageOutput(Output):
         return coverage.share >= setting("MIN_COVERAGE")
 
 
+class RoleUsageOutput(Output):
+    """One role's calls and tokens (cache-read and cache-write tokens are parts of input_tokens)."""
+
+    role = serializers.CharField()
+    calls = serializers.IntegerField()
+    input_tokens = serializers.IntegerField()
+    cached_input_tokens = serializers.IntegerField(help_text="Of input_tokens, read from the prompt cache.")
+    cache_write_tokens = serializers.IntegerField(help_text="Of input_tokens, written to the prompt cache.")
+    output_tokens = serializers.IntegerField(help_text="Thinking included.")
+    thinking_tokens = serializers.IntegerField()
+
+
+class UsageOutput(Output):
+    """What a run's calls used and cost, from its recorded usage."""
+
+    calls = serializers.IntegerField()
+    input_tokens = serializers.IntegerField()
+    cached_input_tokens = serializers.IntegerField(help_text="Of input_tokens, read from the prompt cache.")
+    cache_write_tokens = serializers.IntegerField(help_text="Of input_tokens, written to the prompt cache.")
+    output_tokens = serializers.IntegerField(help_text="Thinking included.")
+    thinking_tokens = serializers.IntegerField()
+    cost_usd = serializers.FloatField(help_text="Estimated from the price table; leaves out the unpriced models.")
+    offline = serializers.BooleanField(help_text="Every call went to the offline provider: nothing was paid.")
+    unpriced = serializers.ListField(
+        child=serializers.CharField(), help_text="Models called that have no price: their calls are not in cost_usd."
+    )
+    by_role = RoleUsageOutput(many=True)
+
+
 class RunDetailOutput(RunSummaryOutput):
     """One run: its summary, status, configuration, conversation, judgement and usage."""
 
@@ -286,6 +315,7 @@ class RunDetailOutput(RunSummaryOutput):
     evaluation = serializers.SerializerMethodField()
     token_usage = serializers.DictField()
     cost_usd = serializers.FloatField()
+    usage = serializers.SerializerMethodField(help_text="Calls, tokens (cache reads and writes per role) and cost.")
     error = BlankAsNullField()
     files = serializers.SerializerMethodField(help_text="The run's report files (names; the dashboard serves them).")
 
@@ -293,6 +323,10 @@ class RunDetailOutput(RunSummaryOutput):
     def get_coverage(self, run: EvaluationRun) -> Any:
         coverage = tutoring_selectors.run_coverage(run)
         return CoverageOutput(coverage).data if coverage is not None else None
+
+    @extend_schema_field(UsageOutput())
+    def get_usage(self, run: EvaluationRun) -> Any:
+        return UsageOutput(run_selectors.run_usage(run)).data
 
     @extend_schema_field(serializers.ListField(child=serializers.CharField()))
     def get_files(self, run: EvaluationRun) -> Any:

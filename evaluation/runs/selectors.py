@@ -10,6 +10,7 @@ from django.db.models import Count, F, Prefetch, Q, QuerySet
 from evaluation.errors import FieldProblem, InvalidInput, NotFound
 from evaluation.models import Agent, DimensionScore, EvaluationRun, Problem, RunMessage
 from evaluation.models.runs import ACTIVE_STATUSES, RunStatus
+from evaluation.providers.accounting import unpriced
 
 
 def run_url_id(run: EvaluationRun) -> str:
@@ -367,6 +368,19 @@ def problem_trends(*, weeks: int = 12, within: QuerySet[EvaluationRun] | None = 
 
 
 @dataclass(frozen=True)
+class RoleUsage:
+    """One role's share of a run's usage (cached-read and cache-write tokens are parts of input_tokens)."""
+
+    role: str
+    calls: int
+    input_tokens: int
+    cached_input_tokens: int
+    cache_write_tokens: int
+    output_tokens: int
+    thinking_tokens: int
+
+
+@dataclass(frozen=True)
 class RunUsage:
     """A run's recorded usage as every page shows it: the meter's totals, and whether any LLM was called."""
 
@@ -379,6 +393,25 @@ class RunUsage:
     offline: bool
     """Every call went to the rule-based offline provider: its token counts are estimates of the text's
     size, not an LLM's bill."""
+    cached_input_tokens: int = 0
+    """Of input_tokens, those read from the vendor's prompt cache."""
+    cache_write_tokens: int = 0
+    """Of input_tokens, those written to the vendor's prompt cache."""
+    by_role: tuple[RoleUsage, ...] = ()
+    unpriced: tuple[str, ...] = ()
+    """Models called that the price table does not price: cost_usd leaves their calls out (it is not free)."""
+
+
+def _unpriced(run: EvaluationRun, usage: dict[str, Any]) -> tuple[str, ...]:
+    """The meter's record of unpriced models, and those the run's roles name that have no price."""
+    found = {str(m) for m in usage.get("unpriced") or ()}
+    roles = usage.get("by_role") or {}
+    for role, record in ((run.config or {}).get("llm") or {}).items():
+        if isinstance(record, dict) and (roles.get(role) or {}).get("calls"):
+            model, provider = str(record.get("model") or ""), str(record.get("provider") or "")
+            if unpriced(model, provider):
+                found.add(model)
+    return tuple(sorted(found))
 
 
 def run_usage(run: EvaluationRun) -> RunUsage:
@@ -388,12 +421,38 @@ def run_usage(run: EvaluationRun) -> RunUsage:
     providers = usage.get("by_provider") or {}
     offline = set(providers) == {"offline"} if providers else (run.config or {}).get("provider") == "offline"
     calls = int(usage.get("calls") or 0)
+
+    def count(d: dict[str, Any], name: str) -> int:
+        return int(d.get(name) or 0)
+
+    by_role = tuple(
+        RoleUsage(
+            role=str(role),
+            **{
+                name: count(d, name)
+                for name in (
+                    "calls",
+                    "input_tokens",
+                    "cached_input_tokens",
+                    "cache_write_tokens",
+                    "output_tokens",
+                    "thinking_tokens",
+                )
+            },
+        )
+        for role, d in sorted((usage.get("by_role") or {}).items())
+        if isinstance(d, dict)
+    )
     return RunUsage(
         calls=calls,
-        input_tokens=int(usage.get("input_tokens") or 0),
-        output_tokens=int(usage.get("output_tokens") or 0),
-        thinking_tokens=int(usage.get("thinking_tokens") or 0),
+        input_tokens=count(usage, "input_tokens"),
+        output_tokens=count(usage, "output_tokens"),
+        thinking_tokens=count(usage, "thinking_tokens"),
         cost_usd=float(run.cost_usd or 0.0),
         offline_calls=calls if offline and not providers else int(providers.get("offline") or 0),
         offline=offline,
+        cached_input_tokens=count(usage, "cached_input_tokens"),
+        cache_write_tokens=count(usage, "cache_write_tokens"),
+        by_role=by_role,
+        unpriced=() if offline else _unpriced(run, usage),
     )

@@ -192,3 +192,63 @@ def test_a_bad_price_file_is_refused_naming_the_field(tmp_path, body, field):
     with pytest.raises(CommandError, match=rf"prices.yaml.*{field}"):
         call_command("load_prices", "--file", str(bad))
     assert not ModelPrice.objects.filter(vendor="a").exists()
+
+
+def priced_run(catalog, **fields):
+    from evaluation.models import EvaluationRun, Persona, Topic
+
+    defaults = {
+        "run_id": "run_priced_1",
+        "persona": Persona.objects.get(persona_id="simplicity_seeker"),
+        "topic": Topic.objects.get(topic_id="comparing-decimals"),
+        "status": "completed",
+        "stage": "completed",
+        "config": {
+            "llm": {
+                "tutor": {"provider": "openai", "model": "gpt-5.2"},
+                "judge": {"provider": "openai", "model": "mystery-7b"},
+            }
+        },
+        "token_usage": {
+            "calls": 5,
+            "input_tokens": 9000,
+            "cached_input_tokens": 4000,
+            "cache_write_tokens": 1000,
+            "output_tokens": 700,
+            "by_provider": {"openai": 5},
+            "by_role": {
+                "tutor": {"calls": 4, "input_tokens": 8000, "cached_input_tokens": 4000, "cache_write_tokens": 1000},
+                "judge": {"calls": 1, "input_tokens": 1000, "output_tokens": 100},
+            },
+        },
+        "cost_usd": 0.0123,
+    }
+    return EvaluationRun.objects.create(**(defaults | fields))
+
+
+def test_the_run_page_and_the_api_show_cache_tokens_per_role_and_name_an_unpriced_model(staff_client, catalog):
+    call_command("load_prices")
+    run = priced_run(catalog)
+    html = staff_client.get(f"/admin/evaluation/runs/{run.run_id}/").content.decode()
+    usage = html.split('<section class="usage">')[1].split("</section>")[0]
+    assert "5 LLM calls · 9,000 input tokens (4,000 read from the prompt cache, 1,000 written to it)" in usage
+    assert "estimated cost $0.0123 without the calls to mystery-7b: no price for model mystery-7b" in usage
+    assert "<td>tutor</td><td>4</td><td>8,000</td><td>4,000</td><td>1,000</td>" in usage
+
+    body = staff_client.get(f"/api/evaluation/runs/{run.run_id}").json()
+    assert body["usage"]["unpriced"] == ["mystery-7b"]
+    assert body["usage"]["cached_input_tokens"] == 4000 and body["usage"]["cache_write_tokens"] == 1000
+    tutor = next(r for r in body["usage"]["by_role"] if r["role"] == "tutor")
+    assert (tutor["cached_input_tokens"], tutor["cache_write_tokens"]) == (4000, 1000)
+
+
+def test_a_run_whose_only_model_has_no_price_does_not_show_as_free(staff_client, catalog):
+    run = priced_run(
+        catalog,
+        config={"llm": {"judge": {"provider": "openai", "model": "mystery-7b"}}},
+        token_usage={"calls": 1, "input_tokens": 10, "by_provider": {"openai": 1}, "by_role": {"judge": {"calls": 1}}},
+        cost_usd=0.0,
+    )
+    html = staff_client.get(f"/admin/evaluation/runs/{run.run_id}/").content.decode()
+    usage = html.split('<section class="usage">')[1].split("</section>")[0]
+    assert "no price for model mystery-7b" in usage and "$0.0000" not in usage
