@@ -20,6 +20,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.db import transaction
+from django.utils import timezone
 
 from evaluation.conf import setting
 from evaluation.providers import replay
@@ -478,6 +479,26 @@ def batch_run(
     )
 
 
+def batch_continue(
+    stored: Any,
+    llm: LLM,
+    *,
+    call_for: Callable[[Any], BatchCall],
+    store: Callable[[dict[str, LLMResult], dict[str, str]], None] = lambda answers, failed: None,
+    on_progress: Callable[[int, int], None] | None = None,
+    keep_results: bool = False,
+) -> BatchOutcome | None:
+    """Drive a stored batch to its end whatever state it was left in: send it if nobody has, then wait,
+    fetch, retry and store. None when it had already ended (applied or failed)."""
+    from evaluation.models import BatchState
+
+    if stored.state == BatchState.SUBMITTING:
+        _send(stored, llm, call_for)
+    if stored.state != BatchState.WAITING:
+        return None
+    return batch_resume(stored, llm, call_for=call_for, store=store, on_progress=on_progress, keep_results=keep_results)
+
+
 SENDING = "sending:"
 """The provider id of a row one process is sending now (its claim); others wait for the real id."""
 SEND_TAKEOVER_SECONDS = 120.0
@@ -489,8 +510,6 @@ def _send(stored: Any, llm: LLM, call_for: Callable[[Any], BatchCall]) -> None:
     update claims the row sends it; the others wait for the id it stores. A claim older than
     SEND_TAKEOVER_SECONDS is taken over (its process died before the vendor answered, so there is nothing
     to resume: the vendor never gave it an id)."""
-    from django.utils import timezone
-
     from evaluation.models import BatchState, ProviderBatch
 
     while True:
@@ -544,6 +563,7 @@ def batch_resume(
             done=progress.done,
             failed=progress.failed,
             polls=stored.polls + 1,
+            updated_at=timezone.now(),
         )
         stored.polls += 1
         stored.done, stored.failed = progress.done, progress.failed

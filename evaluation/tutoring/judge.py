@@ -7,7 +7,8 @@ import re
 from typing import Any
 
 from evaluation.models.runs import RootCause, Severity
-from evaluation.providers import LLM, Message
+from evaluation.providers import LLM, LLMResult, Message
+from evaluation.providers.batch import BatchCall
 from evaluation.tutoring.offline import JudgeRule
 from evaluation.tutoring.rubric import ANCHORS, DIMENSIONS, GENERIC_CRITERIA, PERSONA_CRITERIA, SLUG, VERSION
 from evaluation.tutoring.values import DimensionScore, Finding, Judgement, PersonaSpec, TopicSpec
@@ -134,6 +135,18 @@ def quote_in_transcript(quote: str, messages: list[dict[str, Any]]) -> bool:
     return any(all(piece in _normalise(m["content"]) for piece in pieces) for m in messages)
 
 
+def judge_call(
+    messages: list[dict[str, Any]], persona: PersonaSpec | None, topic: TopicSpec | None, *, seed: int | None
+) -> BatchCall:
+    """The judge's call for one conversation (made directly, or as one line of a provider batch)."""
+    return BatchCall(
+        messages=(Message("system", system_prompt()), Message("user", build_user_message(messages, persona, topic))),
+        schema=judge_schema(),
+        offline=JudgeRule(messages=tuple(messages), persona=persona),
+        settings=(("seed", seed),),
+    )
+
+
 def judge_conversation(
     messages: list[dict[str, Any]],
     persona: PersonaSpec | None,
@@ -141,15 +154,15 @@ def judge_conversation(
     llm: LLM,
     *,
     seed: int | None = None,
+    answer: LLMResult | None = None,
 ) -> Judgement:
     """Ask the judge (seeded with the run's seed, where the vendor takes one); every finding gets
-    quote_found. Raises InvalidJSONError if it never answers validly."""
-    result = llm.call(
-        [Message("system", system_prompt()), Message("user", build_user_message(messages, persona, topic))],
-        schema=judge_schema(),
-        offline=JudgeRule(messages=tuple(messages), persona=persona),
-        seed=seed,
-    )
+    quote_found. Raises InvalidJSONError if it never answers validly. `answer`: the judge's answer to
+    judge_call's call, already given (a line of a provider batch); then nothing is sent."""
+    if answer is None:
+        call = judge_call(messages, persona, topic, seed=seed)
+        answer = llm.call(list(call.messages), schema=call.schema, offline=call.offline, **dict(call.settings))
+    result = answer
     data = result.data
     summary = data["summary"]
     if llm.is_offline and not summary.startswith("[offline"):

@@ -8,6 +8,7 @@ a retry never mixes with it; the reason lands in the run's error and in error.tx
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
@@ -19,10 +20,21 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from evaluation.conf import setting
-from evaluation.models import BaselineGate, DimensionScore, EvaluationRun, Problem, RunMessage, statements
+from evaluation.models import (
+    BaselineGate,
+    BatchState,
+    DimensionScore,
+    EvaluationRun,
+    Problem,
+    ProviderBatch,
+    RunMessage,
+    statements,
+)
 from evaluation.models.runs import RunSource, RunStage, RunStatus
 from evaluation.providers import Meter, ProviderSpec, allowed_env_value, estimate_cost, get_llm
-from evaluation.providers.base import InvalidJSONError
+from evaluation.providers import batch as provider_batch
+from evaluation.providers.base import InvalidJSONError, LLMResult, ProviderError
+from evaluation.providers.batch import BatchCall
 from evaluation.providers.registry import tutor_provider_env
 from evaluation.runs.outage import retrying
 from evaluation.runs.services import RunHandle, RunStopped
@@ -324,9 +336,10 @@ def tutor_record(agent: Any, target: Any, result: SessionResult, seed: int | Non
     }
 
 
-def evaluate(handle: RunHandle) -> tuple[list[dict[str, Any]], Judged]:
+def evaluate(handle: RunHandle, answer: LLMResult | None = None) -> tuple[list[dict[str, Any]], Judged]:
     """Judge the stored conversation and store scores and problems (replacing any earlier ones);
-    returns the conversation as read and the rows stored, for the reports."""
+    returns the conversation as read and the rows stored, for the reports. `answer`: the judge's answer
+    already given by a provider batch (then no call is made)."""
     run, detail = handle.run, "Judging the conversation"
     try:
         llm = get_llm("judge", override=_override(run), meter=_meter(run))
@@ -338,7 +351,7 @@ def evaluate(handle: RunHandle) -> tuple[list[dict[str, Any]], Judged]:
     messages = run_messages(run)
     if not messages:
         raise ValueError("nothing to evaluate: the run has no messages")
-    verdict = judge.judge_conversation(messages, run_persona(run), run_topic(run), llm, seed=run.seed)
+    verdict = judge.judge_conversation(messages, run_persona(run), run_topic(run), llm, seed=run.seed, answer=answer)
     scores = [
         DimensionScore(run=run, dimension=s.dimension, score=s.score, analysis=s.analysis) for s in verdict.scores
     ]
@@ -391,6 +404,56 @@ def judge_again(handle: RunHandle) -> dict[str, Any]:
     """Re-judge the stored conversation without simulating it again."""
     run_folder(handle.run).mkdir(parents=True, exist_ok=True)
     return finish(handle, evaluate(handle))
+
+
+BATCH_KIND = "run_judge"
+"""The provider batches that judge finished runs, one line per run (its run id is the custom id)."""
+
+
+def run_batch(run: EvaluationRun) -> ProviderBatch | None:
+    """The newest provider batch that carries this run's judging."""
+    return ProviderBatch.objects.filter(kind=BATCH_KIND, custom_ids__has_key=run.run_id).order_by("-created_at").first()
+
+
+def batch_judge_call(run_id: str) -> BatchCall:
+    """One run's line of a judging batch: the judge's call over its stored conversation."""
+    run = EvaluationRun.objects.get(run_id=run_id)
+    return judge.judge_call(run_messages(run), run_persona(run), run_topic(run), seed=run.seed)
+
+
+def judge_again_by_batch(handle: RunHandle) -> dict[str, Any]:
+    """Re-judge the stored conversation with the answer its provider batch gives; the run shows "waiting on
+    the provider's batch (k/n done)" meanwhile. One run of the batch drives it (sends, polls, fetches:
+    the first by run id; any other when that one is not running or the batch has not been polled for a
+    while, so a driver that died or waits in the queue holds nobody up); the others wait for its answers."""
+    run = handle.run
+    run_folder(run).mkdir(parents=True, exist_ok=True)
+    stored = run_batch(run)
+    if stored is None:
+        return judge_again(handle)
+    llm = get_llm("judge", override=_override(run))  # no meter: each run pays for its own line below
+
+    def waiting(done: int, total: int) -> None:
+        handle.progress(stage=RunStage.EVALUATING, detail=f"waiting on the provider's batch ({done}/{total} done)")
+
+    leader = min(stored.custom_ids)
+    idle_after = 2 * provider_batch.poll_seconds() + 30.0
+    while stored.state in (BatchState.SUBMITTING, BatchState.WAITING):
+        waiting(stored.done, stored.total)
+        idle = (timezone.now() - stored.updated_at).total_seconds() > idle_after
+        leader_away = not EvaluationRun.objects.filter(run_id=leader, status=RunStatus.RUNNING).exists()
+        if leader == run.run_id or leader_away or idle:
+            provider_batch.batch_continue(
+                stored, llm, call_for=batch_judge_call, on_progress=waiting, keep_results=True
+            )
+        else:
+            time.sleep(min(provider_batch.poll_seconds(), 5.0))
+        stored.refresh_from_db()
+    if stored.state == BatchState.FAILED:
+        raise ProviderError(f"the provider's batch failed: {stored.error}")
+    answer = provider_batch.kept_result(stored, run.run_id, "judge")
+    _meter(run).add("judge", answer.usage, answer.cost_usd, provider=answer.provider)
+    return finish(handle, evaluate(handle, answer=answer))
 
 
 def after_run(run: EvaluationRun) -> None:

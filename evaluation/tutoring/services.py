@@ -4,13 +4,15 @@ import random
 import uuid
 from typing import Any
 
+from django.db import transaction
 from django.utils import timezone
 
 from evaluation.conf import setting
 from evaluation.errors import Conflict, FieldProblem, InvalidInput, NotFound, PlainMessage
-from evaluation.models import Agent, EvaluationRun, Persona, RunMessage, Topic, TutoringSession
+from evaluation.models import Agent, EvaluationRun, Persona, ProviderBatch, RunMessage, Topic, TutoringSession
 from evaluation.models.runs import RunKind, RunSource
 from evaluation.providers import ProviderSpec, get_llm, keys_check
+from evaluation.providers import batch as provider_batch
 from evaluation.runs import services as runs
 from evaluation.runs.broadcast import Listener
 from evaluation.tutoring import pipeline, selectors
@@ -44,6 +46,7 @@ __all__ = [
     "resolve_personas",
     "run_execute",
     "run_retry_evaluation_start",
+    "runs_retry_evaluation_by_batch",
     "run_start",
     "runs_execute_here",
     "session_advance",
@@ -309,6 +312,51 @@ def run_retry_evaluation_start(*, run: EvaluationRun, user: Any = None) -> Evalu
     return runs.run_requeue(run, action="evaluate", detail="Waiting to re-evaluate", user=user)
 
 
+BATCH_ACTION = "batch_eval"
+"""The queue action of a re-evaluation whose judge's answer comes from a provider batch."""
+
+
+def runs_retry_evaluation_by_batch(*, run_ids: list[str], user: Any = None) -> list[Any]:
+    """Re-judge many finished runs through the judge's batch API: one provider batch per judge (one line a
+    run, its run id the custom id), stored before any run is queued; each run's new attempt waits on it
+    ("waiting on the provider's batch (k/n done)") and takes its own answer. Returns the stored batches."""
+    if not run_ids:
+        raise InvalidInput([FieldProblem("runs", "name at least one finished run")])
+    runs_to_judge = list(EvaluationRun.objects.filter(run_id__in=run_ids))
+    unknown = sorted(set(run_ids) - {r.run_id for r in runs_to_judge})
+    if unknown:
+        raise NotFound(f"no run {', '.join(unknown[:20])}")
+    empty = [r.run_id for r in runs_to_judge if r.kind != RunKind.TUTOR or not r.messages.exists()]
+    if empty:
+        raise Conflict(f"no stored tutor conversation to evaluate: {', '.join(sorted(empty)[:20])}")
+    by_judge: dict[str, tuple[Any, list[EvaluationRun]]] = {}
+    for run in runs_to_judge:
+        llm = get_llm("judge", override=run.config.get("provider") or None)
+        provider_batch.vendor_for(llm)  # a provider without a batch API is refused before anything is queued
+        key = f"{llm.label}@{llm.spec.base_url}"
+        by_judge.setdefault(key, (llm, []))[1].append(run)
+    stored = []
+    with transaction.atomic():
+        for llm, group in by_judge.values():
+            ids = sorted(r.run_id for r in group)
+            job = {"runs": ids, "judge": llm.label, "attempts": {r.run_id: r.attempt + 1 for r in group}}
+            stored.append(
+                ProviderBatch.objects.create(
+                    vendor=llm.provider.name,
+                    model=llm.provider.model,
+                    base_url=llm.spec.base_url,
+                    kind=pipeline.BATCH_KIND,
+                    job_key=provider_batch.job_key(pipeline.BATCH_KIND, llm, job),
+                    job=job,
+                    custom_ids={run_id: run_id for run_id in ids},
+                    total=len(ids),
+                )
+            )
+            for run in group:
+                runs.run_requeue(run, action=BATCH_ACTION, detail="Waiting to re-evaluate by batch", user=user)
+    return stored
+
+
 def run_execute(
     run_pk: Any,
     attempt: int,
@@ -320,6 +368,8 @@ def run_execute(
     """One attempt of a tutor run, through the kernel's lifecycle ('evaluate' re-judges only)."""
     if action == "evaluate":
         work = pipeline.judge_again
+    elif action == BATCH_ACTION:
+        work = pipeline.judge_again_by_batch
     else:
 
         def work(handle: runs.RunHandle) -> dict[str, Any]:

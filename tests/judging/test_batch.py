@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+from io import StringIO
 
 import pytest
 from django.core.management import CommandError, call_command
@@ -200,3 +201,51 @@ def test_a_process_killed_while_it_waits_is_resumed_by_the_next_without_a_second
         assert third.wait(120) == 0
     assert "0 judged, 2 already judged" in (tmp_path / "third.log").read_text()
     assert desk.creates == 1 and ProviderBatch.objects.count() == 1
+
+
+def test_finished_runs_rejudged_by_one_batch_wait_on_it_and_each_takes_its_own_answer(server, loopback, desk):
+    """Two finished tutor runs re-judged by batch: one batch of two lines; a run shows the stage text while it
+    waits; the other run takes its answer from the stored batch; each run pays for its own line."""
+    import threading
+
+    from evaluation.models import EvaluationRun
+    from evaluation.tutoring import services as tutoring
+    from tests.tutoring.test_pipeline import JUDGE, TOPIC, cli, scripted
+
+    loopback.responder = scripted(JUDGE)
+    provider = f"openai/gpt-5.2@{loopback.openai_url}"
+    cli(persona="average_student", provider=provider, topic_id=TOPIC, max_turns=2, seed=4, runs_per_persona=2)
+    runs = list(EvaluationRun.objects.order_by("run_id"))
+    assert [r.status for r in runs] == ["completed", "completed"]
+    before = {r.run_id: r.token_usage["by_role"]["judge"]["calls"] for r in runs}
+    loopback.reset()
+    loopback.responder = scripted(dict(JUDGE, summary="Judged by batch."))
+    desk.polls_to_end = 10**6
+
+    out = StringIO()
+    call_command("judge_runs", "--batch", *[f"--run={r.run_id}" for r in runs], stdout=out)
+    assert "openai batch for 2 run(s) stored" in out.getvalue()
+    stored = ProviderBatch.objects.get()
+    assert stored.kind == "run_judge" and sorted(stored.custom_ids) == [r.run_id for r in runs]
+    leader, follower = (EvaluationRun.objects.get(pk=r.pk) for r in runs)
+    assert leader.status == "queued" and leader.queue_action == "batch_eval"
+
+    worker = threading.Thread(target=tutoring.run_execute, args=(leader.pk, leader.attempt, "batch_eval"))
+    worker.start()
+    deadline = time.monotonic() + 60
+    while "waiting on the provider's batch (0/2 done)" not in EvaluationRun.objects.get(pk=leader.pk).detail:
+        assert time.monotonic() < deadline and worker.is_alive(), "the run never showed the batch it waits on"
+        time.sleep(0.05)
+    assert EvaluationRun.objects.get(pk=leader.pk).stage == "evaluating"
+    desk.polls_to_end = 0
+    worker.join(60)
+    tutoring.run_execute(follower.pk, follower.attempt, "batch_eval")
+
+    assert desk.creates == 1 and loopback.count("chat") == 2  # one batch, one line a run, nothing direct
+    stored.refresh_from_db()
+    assert stored.state == BatchState.APPLIED and set(stored.results) == {r.run_id for r in runs}
+    for run in runs:
+        run.refresh_from_db()
+        assert run.status == "completed", run.error
+        assert run.summary == "Judged by batch." and run.overall_score == 5.0
+        assert run.messages.count() > 0 and run.token_usage["by_role"]["judge"]["calls"] == before[run.run_id] + 1
