@@ -199,17 +199,20 @@ def load_entries(model_price: Any, entries: list[PriceEntry]) -> PricesLoadRepor
     return report
 
 
-# The table, read once and kept for PRICE_CACHE_SECONDS: estimate_cost runs on every LLM call.
+# The table, read once and kept for PRICE_CACHE_SECONDS: estimate_cost runs on every LLM call. Today's price
+# per model is remembered with it (so "today" is the date the table was read, at most that long ago).
 _cache: dict[str, tuple[Price, ...]] | None = None
-_cache_read_at = 0.0
+_expires_at = 0.0
+_today = dt.date.min
+_memo: dict[str, "Price | None"] = {}
 _cache_lock = threading.Lock()
 _warned = False
 
 
 def prices_changed(**_: Any) -> None:
     """Forget the cached table, so the next price read sees the rows as they are now."""
-    global _cache
-    _cache = None
+    global _cache, _expires_at
+    _cache, _expires_at = None, 0.0
 
 
 @receiver(post_save, sender="evaluation.ModelPrice", dispatch_uid="prices-saved")
@@ -278,15 +281,16 @@ def _read_table() -> dict[str, tuple[Price, ...]] | None:
 
 
 def _table() -> dict[str, tuple[Price, ...]]:
-    global _cache, _cache_read_at
+    global _cache, _expires_at, _today, _memo
     table = _cache
-    if table is not None and time.monotonic() - _cache_read_at < setting("PRICE_CACHE_SECONDS"):
+    if table is not None and time.monotonic() < _expires_at:
         return table
     with _cache_lock:
         read = _read_table()
         if read is None:
             return {}
-        _cache, _cache_read_at = read, time.monotonic()
+        _cache, _memo, _today = read, {}, dt.datetime.now(dt.UTC).date()
+        _expires_at = time.monotonic() + setting("PRICE_CACHE_SECONDS")
         return read
 
 
@@ -310,11 +314,17 @@ def price_for(model: str, on: dt.date | None = None) -> Price | None:
     """The price in force for model on a date (today by default), or None: no row for the model (nor for
     its base name), or none in force yet on that date."""
     table = _table()
+    if on is None and table is _cache and model in _memo:
+        return _memo[model]
     rows = table.get(model) or table.get(base_name(model))
     if rows is None:
-        return _fallback(model)
-    on = on or dt.datetime.now(dt.UTC).date()
-    return next((row for row in rows if row.effective_from <= on), None)
+        found = _fallback(model)
+    else:
+        day = on or _today
+        found = next((row for row in rows if row.effective_from <= day), None)
+    if on is None and table is _cache:
+        _memo[model] = found
+    return found
 
 
 def prices_load(*, path: Path | None = None) -> PricesLoadReport:

@@ -19,6 +19,7 @@ from evaluation.tutoring import pipeline, selectors
 from evaluation.tutoring.batch import execute_batch
 from evaluation.tutoring.catalog_files import file_changes, fingerprint, persona_fields, topic_fields
 from evaluation.tutoring.client import TutorUnavailable
+from evaluation.tutoring.forecast import run_forecast
 from evaluation.tutoring.judge import judge_config
 from evaluation.tutoring.personas import KNOWN_KEYS as PERSONA_KEYS
 from evaluation.tutoring.personas import split_known, validate_persona
@@ -45,6 +46,7 @@ __all__ = [
     "persona_fields",
     "resolve_personas",
     "run_execute",
+    "run_forecast",
     "run_retry_evaluation_start",
     "runs_retry_evaluation_by_batch",
     "run_start",
