@@ -19,6 +19,7 @@ from evaluation.providers import (
     ProviderError,
     ReplayMiss,
 )
+from evaluation.providers.batch import BatchCall, request_for
 
 # Not a judge's bad day but a setup that cannot work: stop the run instead of scoring around it.
 FATAL = (ReplayMiss, AuthError, MissingKeyError, CostLimitReached)
@@ -88,6 +89,57 @@ class MockJudge:
             (who,) = used
             return who if who == self.replay.label else f"{who} (no recording matched)"
         return ", ".join(f"{who} ({n} call(s))" for who, n in sorted(used.items()))
+
+
+@dataclass
+class CollectingJudge:
+    """Pass one of judging by provider batch: every call the scorers make is recorded (in order) and
+    answered by the offline rule, which costs nothing; the recorded calls are then sent as one batch."""
+
+    llm: LLM
+    offline: LLM
+    calls: list[BatchCall] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        return self.llm.label
+
+    def call(self, messages: list[Message], **kwargs: Any) -> LLMResult:
+        self.calls.append(_batch_call(messages, kwargs))
+        return self.offline.call(messages, **kwargs)
+
+
+@dataclass
+class BatchedJudge:
+    """Pass two: the provider batch's answer where the request is one the batch carried (by fingerprint),
+    the reason where its line failed there and again directly, else (a repair) a direct call."""
+
+    llm: LLM
+    answers: dict[str, LLMResult]
+    failed: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        return self.llm.label
+
+    def call(self, messages: list[Message], **kwargs: Any) -> LLMResult:
+        key = request_for(self.llm, _batch_call(messages, kwargs)).fingerprint()
+        if key in self.answers:
+            return self.answers[key]
+        if key in self.failed:
+            raise ProviderError(self.failed[key])
+        return self.llm.call(messages, **kwargs)
+
+
+def _batch_call(messages: list[Message], kwargs: dict[str, Any]) -> BatchCall:
+    rest = {k: v for k, v in kwargs.items() if k not in ("schema", "offline", "directive")}
+    return BatchCall(
+        messages=tuple(messages),
+        schema=kwargs.get("schema"),
+        offline=kwargs.get("offline"),
+        directive=kwargs.get("directive"),
+        settings=tuple(sorted(rest.items())),
+    )
 
 
 @dataclass(frozen=True)

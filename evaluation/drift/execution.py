@@ -2,26 +2,30 @@
 
 import hashlib
 import json
+from dataclasses import replace
 from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
 
 from evaluation.conf import setting
-from evaluation.drift.engine import Judge, MockJudge
+from evaluation.drift.engine import BatchedJudge, CollectingJudge, Judge, MockJudge
 from evaluation.drift.scorers import DIMENSIONS, DimensionResult, DriftInput, Msg, Prop, scorer_for
 from evaluation.errors import FieldProblem, InvalidInput, NotFound
 from evaluation.models import (
     Agent,
     AgentMessage,
+    BatchState,
     DimensionScore,
     DriftRun,
     EvaluationRun,
     PropositionScore,
     PropositionSet,
+    ProviderBatch,
 )
 from evaluation.models.runs import RunKind, RunStage
-from evaluation.providers import LLM, Meter, ProviderSpec, get_llm, keys_check
+from evaluation.providers import LLM, LLMResult, Meter, ProviderError, ProviderSpec, get_llm, keys_check
+from evaluation.providers.batch import batch_run, job_key, kept_result, request_for, wants_batch
 from evaluation.runs import services as runs
 
 SAMPLE_SIZE_RANGE = (1, 500)
@@ -97,8 +101,10 @@ def drift_run_create(
     source: str = "",
     is_baseline: bool = False,
     user: Any = None,
+    batch: bool = False,
 ) -> EvaluationRun:
-    """A queued drift run for the agent (validated; nothing is judged yet)."""
+    """A queued drift run for the agent (validated; nothing is judged yet). batch: the judge's calls go
+    through its vendor's batch API (as they do when its LLM config has options {"batch": true})."""
     chosen = list(dimensions or known_dimensions())
     _validate(chosen, sample_size, judge)
     with runs.capacity_reserved(1):
@@ -107,7 +113,7 @@ def drift_run_create(
             kind=RunKind.DRIFT,
             agent=agent,
             user=user,
-            config={"judge": judge},
+            config={"judge": judge, "batch": True} if batch else {"judge": judge},
         )
         DriftRun.objects.create(
             run=run,
@@ -184,6 +190,8 @@ def _score(handle: runs.RunHandle, judge: str | ProviderSpec | None, record_dir:
         batch_size=detail.batch_size or setting("DRIFT_BATCH_SIZE"),
         names=dict(Agent.objects.filter(kind="character").values_list("id", "display_name")),
     )
+    if isinstance(llm, LLM) and (run.config.get("batch") or wants_batch(llm)):
+        given = replace(given, llm=_answered_by_batch(handle, llm, given, detail.dimensions, agent))
     results: list[DimensionResult] = []
     judged_by: dict[str, str] = {}
     for index, dimension in enumerate(detail.dimensions, start=1):
@@ -228,6 +236,60 @@ def _score(handle: runs.RunHandle, judge: str | ProviderSpec | None, record_dir:
     }
 
 
+BATCH_KIND = "drift_scores"
+
+
+def _answered_by_batch(
+    handle: runs.RunHandle, llm: LLM, given: DriftInput, dimensions: list[str], agent: Agent
+) -> BatchedJudge:
+    """Score once with the offline rule to learn every call the scorers make, send those calls as one
+    provider batch (or resume the stored one of this run and these calls), and answer the real scoring
+    from it. The run shows "waiting on the provider's batch (k/n done)" meanwhile."""
+    collecting = CollectingJudge(llm=llm, offline=get_llm("proposition_judge", override="offline"))
+    probe = replace(given, llm=collecting)
+    for dimension in dimensions:
+        props, extra = propositions_for(agent, dimension)
+        scorer_for(dimension)(probe, props, extra)
+    calls = collecting.calls
+    keys = [request_for(llm, call).fingerprint() for call in calls]
+    job = {"run": handle.run.run_id, "calls": hashlib.sha256("".join(keys).encode()).hexdigest()}
+    targets = {f"call-{i}": i for i in range(len(calls))}
+
+    def waiting(done: int, total: int) -> None:
+        handle.progress(stage=RunStage.EVALUATING, detail=f"waiting on the provider's batch ({done}/{total} done)")
+
+    applied = (
+        ProviderBatch.objects.filter(kind=BATCH_KIND, job_key=job_key(BATCH_KIND, llm, job), state=BatchState.APPLIED)
+        .order_by("-created_at")
+        .first()
+    )
+    if applied is None:
+        batch_run(
+            llm,
+            kind=BATCH_KIND,
+            job=job,
+            targets=targets,
+            call_for=lambda i: calls[i],
+            store=lambda answers, failed: None,
+            on_progress=waiting,
+            run_id=handle.run.run_id,
+            keep_results=True,
+        )
+        applied = (
+            ProviderBatch.objects.filter(kind=BATCH_KIND, job_key=job_key(BATCH_KIND, llm, job))
+            .order_by("-created_at")
+            .first()
+        )
+    answers: dict[str, LLMResult] = {}
+    failed: dict[str, str] = {}
+    for cid, i in targets.items():
+        try:
+            answers[keys[i]] = kept_result(applied, cid, llm.role)
+        except ProviderError as exc:
+            failed[keys[i]] = str(exc)
+    return BatchedJudge(llm=llm, answers=answers, failed=failed)
+
+
 def drift_run_execute(
     run_pk: Any, attempt: int, *, judge: str | ProviderSpec | None = None, record_dir: Any = None
 ) -> EvaluationRun | None:
@@ -244,6 +306,7 @@ def drift_evaluate(
     source: str | None = "",
     is_baseline: bool = False,
     record_dir: Any = None,
+    batch: bool = False,
 ) -> EvaluationRun:
     """Create and execute a drift run in this process (the harness and the CLI)."""
     run = drift_run_create(
@@ -253,6 +316,7 @@ def drift_evaluate(
         judge=judge.label if isinstance(judge, ProviderSpec) else (judge or ""),
         source=source or "",
         is_baseline=is_baseline,
+        batch=batch,
     )
     drift_run_execute(run.pk, run.attempt, judge=judge, record_dir=record_dir)
     run.refresh_from_db()

@@ -389,6 +389,7 @@ def harness_run(
     rule: str = "interval",
     force: bool = False,
     threshold: float = REGRESSION_DROP,
+    batch: bool = False,
 ) -> Report:
     if mode not in MODES:
         raise ValueError(f"mode: {mode!r} is not one of {', '.join(MODES)}")
@@ -443,7 +444,7 @@ def harness_run(
     for agent in agents:
         baseline = baselines[agent.pk]
         runs = _evaluate(agent, report, judge=replay_judge(baselines_dir, baseline) if mode == "mock-judge" else judge,
-                         source=source)  # fmt: skip
+                         source=source, batch=batch)  # fmt: skip
         if not runs:
             continue
         if mode == "synthetic":
@@ -453,12 +454,13 @@ def harness_run(
 
 
 def _evaluate(
-    agent: Agent, report: Report, *, judge: str | ProviderSpec | None, source: str | None
+    agent: Agent, report: Report, *, judge: str | ProviderSpec | None, source: str | None, batch: bool = False
 ) -> list[EvaluationRun]:
-    """The agent's repeats; [] (and the reason kept) when one fails: a cut-short run is not a measurement."""
+    """The agent's repeats; [] (and the reason kept) when one fails: a cut-short run is not a measurement.
+    batch: the judge's calls go through its vendor's batch API (not in mock-judge mode, which replays)."""
     runs: list[EvaluationRun] = []
     for _ in range(report.repeats):
-        run = drift_evaluate(agent=agent, judge=judge, source=source, sample_size=report.max_messages)
+        run = drift_evaluate(agent=agent, judge=judge, source=source, sample_size=report.max_messages, batch=batch)
         report.runs.append(run)
         if run.status != "completed":
             report.failed[agent.pk] = f"{run.run_id} {run.status}: {run.error or 'no reason recorded'}"

@@ -249,3 +249,41 @@ def test_finished_runs_rejudged_by_one_batch_wait_on_it_and_each_takes_its_own_a
         assert run.status == "completed", run.error
         assert run.summary == "Judged by batch." and run.overall_score == 5.0
         assert run.messages.count() > 0 and run.token_usage["by_role"]["judge"]["calls"] == before[run.run_id] + 1
+
+
+@pytest.mark.django_db
+def test_drift_scoring_by_batch_sends_each_judge_call_once_in_one_batch_and_scores_as_directly(
+    catalog, loopback, desk, settings
+):
+    from pathlib import Path
+
+    from evaluation.drift import services as drift
+    from evaluation.drift.harness import ensure_cast_messages
+    from evaluation.models import Agent, DimensionScore, EvaluationRun
+    from tests.drift.test_comparability import scores as judge_scores
+
+    ensure_cast_messages(Path(settings.EVALUATION["CAST_DIR"]) / "messages.jsonl")
+    loopback.responder = judge_scores(6)
+    agent = Agent.objects.get(pk="rex")
+    judge = f"openai/gpt-5.2@{loopback.openai_url}"
+    direct = drift.drift_evaluate(agent=agent, judge=judge, source="cast")
+    calls = loopback.count("chat")
+    assert direct.status == "completed" and calls > 1 and desk.creates == 0
+
+    by_batch = drift.drift_evaluate(agent=agent, judge=judge, source="cast", batch=True)
+    assert by_batch.status == "completed", by_batch.error
+    assert desk.creates == 1 and loopback.count("chat") == 2 * calls  # every call once, all of them in the batch
+    stored = ProviderBatch.objects.get()
+    assert (stored.kind, stored.total, stored.run_id, stored.retried) == ("drift_scores", calls, by_batch.run_id, 0)
+
+    def scored(run: EvaluationRun) -> dict[str, float]:
+        return dict(DimensionScore.objects.filter(run=run).values_list("dimension", "score"))
+
+    assert scored(by_batch) == scored(direct) and scored(direct)
+    judge_usage = by_batch.token_usage["by_role"]["proposition_judge"]
+    direct_usage = direct.token_usage["by_role"]["proposition_judge"]
+    # the same calls and tokens (the loopback serves the repeated prefix from its prompt cache the second time)
+    assert {k: v for k, v in judge_usage.items() if k != "cached_input_tokens"} == {
+        k: v for k, v in direct_usage.items() if k != "cached_input_tokens"
+    }
+    assert by_batch.cost_usd == pytest.approx(estimate_cost("gpt-5.2", Usage.from_dict(judge_usage), batch=True))

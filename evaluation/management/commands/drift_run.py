@@ -41,6 +41,12 @@ class Command(BaseCommand):
             "fixed: the drop alone (what one repeat always uses)",
         )
         parser.add_argument(
+            "--batch",
+            action="store_true",
+            help="Send the judge's calls through its vendor's batch API and wait for it (cheaper, slower; live and "
+            "synthetic modes)",
+        )
+        parser.add_argument(
             "--force",
             action="store_true",
             help="Compare with baselines captured with another setup (judge, judge prompt, propositions, window); "
@@ -71,6 +77,7 @@ class Command(BaseCommand):
                 repeats=opts["repeats"],
                 rule=opts["rule"],
                 force=opts["force"],
+                batch=opts["batch"],
             )
         except (ValueError, RuntimeError, ProviderError, InvalidInput) as exc:
             raise CommandError(str(exc)) from None
