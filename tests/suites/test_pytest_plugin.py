@@ -23,8 +23,11 @@ def run_pytest(folder, *args):
         "EVAL_DATA_DIR": str(folder / "data"),
         "EVAL_SUITE_DIRS": str(folder),
     }
+    # Without the schema-testing plugins this environment also installs (they import Hypothesis, half a
+    # pytest start's CPU); the plugin under test and pytest-django load as they would anywhere.
+    quiet = ["-p", "no:cacheprovider", "-p", "no:schemathesis", "-p", "no:hypothesispytest"]
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rA", str(folder), *args],
+        [sys.executable, "-m", "pytest", *quiet, "-q", "-rA", str(folder), *args],
         cwd=folder,
         env=env,
         capture_output=True,
