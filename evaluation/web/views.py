@@ -348,7 +348,9 @@ def comparison(request: HttpRequest, group: str) -> HttpResponse:
     ctx["chart"] = grouped_bars(*_labelled(ctx["series"], ctx["dimensions"], names))
     topic_ids = {r.get("topic") for row in ctx["rows"] for r in row["runs"] if isinstance(r, dict)} - {None, ""}
     topics = sorted(t.name for t in selectors.topic_list().filter(topic_id__in=topic_ids))
-    ctx["title"] = (f"{', '.join(topics)}: " if topics else "") + f"comparison {group}"
+    # the CLI's group ids already say "comparison_..."
+    name = group if group.startswith("comparison") else f"comparison {group}"
+    ctx["title"] = (f"{', '.join(topics)}: " if topics else "") + name
     ctx["root_causes_json"] = json.dumps(ctx["root_causes"])
     total = sum(ctx["root_causes"].values()) or 1
     ctx["root_cause_rows"] = [(c, n, round(100 * n / total)) for c, n in ctx["root_causes"].items()]

@@ -68,6 +68,7 @@ def test_staff_read_the_judge_card_and_follow_a_disagreement_to_its_transcript(l
     assert rows.count() == 8
     tone = page.inner_text("#dim-Tutor_Tone")
     assert "n=288" in tone and "[" in tone  # an estimate with its interval and n
+    assert tone.startswith("Tutor Tone") and "Tutor_Tone" not in tone  # the dimension by its label
     matrices = page.locator("svg.confusion")
     assert matrices.count() == 8
     box = matrices.first.bounding_box()
@@ -81,6 +82,6 @@ def test_staff_read_the_judge_card_and_follow_a_disagreement_to_its_transcript(l
     page.wait_for_selector(f"#{target}")
     assert "judging/transcripts/" in page.url
     section = page.inner_text(f"#{target}")
-    assert "Tutor_Tone" in section and "ann:" in section
+    assert "Tutor Tone" in section and "Tutor_Tone" not in section and "ann:" in section
     page.screenshot(path=str(ARTIFACTS / "judged-transcript.png"), full_page=True)
     assert not [e for e in page.errors if "Content Security Policy" in e], page.errors
