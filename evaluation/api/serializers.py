@@ -275,6 +275,51 @@ class CoverageOutput(Output):
         return coverage.share >= setting("MIN_COVERAGE")
 
 
+class IntRangeOutput(Output):
+    low = serializers.IntegerField(help_text="With typical replies.")
+    high = serializers.IntegerField(help_text="With every reply at its role's max_tokens.")
+
+
+class UsdRangeOutput(Output):
+    low = serializers.FloatField(help_text="USD, with typical replies.")
+    high = serializers.FloatField(help_text="USD, with every reply at its role's max_tokens.")
+
+
+class ForecastRoleOutput(Output):
+    role = serializers.CharField()
+    provider = serializers.CharField()
+    model = serializers.CharField()
+    calls = serializers.IntegerField()
+    input_tokens = IntRangeOutput()
+    output_tokens = IntRangeOutput()
+    direct_usd = UsdRangeOutput(allow_null=True, help_text="null: the model has no price.")
+    batch_usd = UsdRangeOutput(allow_null=True, help_text="Through the vendor's batch API; null: no price.")
+    free = serializers.BooleanField(help_text="The offline provider: nothing is sent or paid.")
+
+
+class ForecastOutput(Output):
+    """A price before the work: calls, tokens and cost, direct and by batch, at today's prices; nothing was
+    created or sent."""
+
+    dry_run = serializers.BooleanField(help_text="Always true: nothing was started.")
+    calls = serializers.IntegerField()
+    input_tokens = IntRangeOutput()
+    output_tokens = IntRangeOutput()
+    direct_usd = UsdRangeOutput(help_text="Without the unpriced models.")
+    batch_usd = UsdRangeOutput(help_text="Without the unpriced models.")
+    unpriced = serializers.ListField(
+        child=serializers.CharField(), help_text="Models that would be paid for but have no price."
+    )
+    roles = ForecastRoleOutput(many=True)
+    notes = serializers.ListField(child=serializers.CharField())
+    text = serializers.CharField(help_text="The same forecast as lines of text.")
+
+
+def forecast_body(found: Any) -> dict[str, Any]:
+    """A Forecast (providers.forecast) as ForecastOutput's data."""
+    return ForecastOutput({**found.as_dict(), "dry_run": True, "text": found.text()}).data
+
+
 class RoleUsageOutput(Output):
     """One role's calls and tokens (cache-read and cache-write tokens are parts of input_tokens)."""
 

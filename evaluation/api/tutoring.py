@@ -9,7 +9,7 @@ from rest_framework.views import APIView
 from evaluation import limits
 from evaluation.api.parsers import JSONParser
 from evaluation.api.schema import field_error, group_parameter, operation, run_id_parameter
-from evaluation.api.serializers import RUN_STATUS, STAGE, Output, RunAcceptedOutput
+from evaluation.api.serializers import RUN_STATUS, STAGE, ForecastOutput, Output, RunAcceptedOutput, forecast_body
 from evaluation.models import EvaluationRun
 from evaluation.models.runs import RunStage, RunStatus
 from evaluation.runs import selectors as run_selectors
@@ -43,6 +43,12 @@ CAPACITY = "As many runs already wait as EVAL_MAX_QUEUED_RUNS allows; try again 
                 "provider": "offline",
                 "baseline": "comparison_20260101_120000_1a2b3c",
             },
+            request_only=True,
+        ),
+        OpenApiExample(
+            "price_it",
+            summary="The price of every persona on GPT-5.2, before anything starts (dry run)",
+            value={"topic_id": "comparing-decimals", "persona_file": "all", "provider": "openai", "dry_run": True},
             request_only=True,
         ),
     ],
@@ -107,6 +113,11 @@ class StartInput(serializers.Serializer):
         help_text="Compare with a baseline that does not match (judge, judge prompt, rubric version, topic, "
         "personas, max turns) anyway; the comparison is then labelled forced everywhere it shows.",
     )
+    dry_run = serializers.BooleanField(
+        default=False,
+        help_text="Answer 200 with the calls, tokens and price (direct and by batch) these runs would take, and "
+        "start nothing: no run is created, no LLM is called.",
+    )
 
 
 class StartOutput(Output):
@@ -151,9 +162,11 @@ class StartView(APIView):
         tag="tutoring",
         summary="Start simulated runs",
         description="Simulated students (one persona, or `all`, each repeated `runs_per_persona` times) talk to "
-        "the tutor in the background; each run is then judged. Poll `/api/evaluation/runs/{run_id}/status`.",
+        "the tutor in the background; each run is then judged. Poll `/api/evaluation/runs/{run_id}/status`. "
+        "With `dry_run: true` the answer is 200 with the price before the run (calls, tokens, USD direct and by "
+        "batch, from the prompts' sizes and today's price table) and nothing starts.",
         request=StartInput,
-        ok={202: StartOutput},
+        ok={202: StartOutput, 200: ForecastOutput},
         invalid="A field is not valid, e.g. max_turns out of range, an unknown provider, a persona path, "
         "a provider whose API key (OPENAI_API_KEY, ANTHROPIC_API_KEY) is not set, or a baseline that does "
         "not compare: another judge, judge prompt, rubric version, topic, max turns, or personas it lacks "
@@ -168,6 +181,17 @@ class StartView(APIView):
         body = StartInput(data=request.data)
         body.is_valid(raise_exception=True)
         data = body.validated_data
+        if data["dry_run"]:
+            found = services.run_forecast(
+                topic_id=data["topic_id"],
+                persona=data.get("persona_file") or data.get("persona") or "average_student.json",
+                max_turns=data["max_turns"],
+                runs_per_persona=data["runs_per_persona"],
+                agent_id=None if run_selectors.target_is_reference_tutor(data["target"]) else data["target"] or None,
+                provider=data["provider"] or None,
+                grade=data["grade"],
+            )
+            return Response(forecast_body(found), status=status.HTTP_200_OK)
         runs = services.run_start(
             user=request.user,
             topic_id=data["topic_id"],

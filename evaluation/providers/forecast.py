@@ -111,7 +111,7 @@ class Forecast:
         for line in self.lines:
             cost = "offline: free" if line.free else f"direct {usd(line.direct_usd)}, batch {usd(line.batch_usd)}"
             out.append(
-                f"{line.role}: {line.calls:,} calls to {line.provider}/{line.model}, "
+                f"{line.role}: {line.calls:,} call{'' if line.calls == 1 else 's'} to {line.provider}/{line.model}, "
                 f"{line.input_tokens[0]:,}-{line.input_tokens[1]:,} input and "
                 f"{line.output_tokens[0]:,}-{line.output_tokens[1]:,} output tokens; {cost}"
             )

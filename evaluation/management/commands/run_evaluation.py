@@ -82,11 +82,21 @@ class Command(BaseCommand):
             "anyway; the comparison is labelled forced",
         )
 
+        parser.add_argument(
+            "--dry-run",
+            action="store_true",
+            help="Print the calls, tokens and price (direct and by batch) these runs would take, from their prompts' "
+            "sizes and today's price table; create no run, start no server and send nothing",
+        )
+
     stealth_options = ("own_server",)
     """own_server: a started ServerProcess of this install's, for a caller that started it earlier
     (the demo, while it prepares the database); the caller stops it."""
 
     def handle(self, *args, **opts):
+        if opts["dry_run"]:
+            self.print_forecast(opts)
+            return
         told = self.told_server(opts)
         reference = self.needs_reference_server(opts["target"])
         given: services.ServerProcess | None = opts.get("own_server")
@@ -111,6 +121,25 @@ class Command(BaseCommand):
         finally:
             if own is not None and own is not given:
                 own.stop()
+
+    def print_forecast(self, opts) -> None:
+        topic_id = opts["topic_id"] or Topic.objects.filter(approved=True).values_list("topic_id", flat=True).first()
+        if not topic_id:
+            raise CommandError("--topic-id: no approved topic is loaded; run manage.py load_catalog first")
+        try:
+            found = services.run_forecast(
+                topic_id=topic_id,
+                persona=opts["persona"],
+                max_turns=opts["max_turns"],
+                runs_per_persona=opts["runs_per_persona"],
+                agent_id=opts["target"],
+                provider=opts["provider"],
+                grade=opts["grade"],
+            )
+        except (InvalidInput, NotFound) as exc:
+            raise CommandError(str(exc)) from exc
+        self.stdout.write(f"Dry run on topic {topic_id!r}: nothing was created or sent.")
+        self.stdout.write(found.text())
 
     def told_server(self, opts) -> str | None:
         """The server the command was told to use, or None: start one of its own."""
