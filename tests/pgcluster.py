@@ -1,5 +1,6 @@
 """A throwaway PostgreSQL cluster a test can stop and start again (pg_ctl), for database-fault tests."""
 
+import atexit
 import os
 import shutil
 import subprocess
@@ -46,37 +47,76 @@ class PgCluster:
         self._ctl("-w", "-m", mode, "stop")
 
 
-@contextmanager
-def pg_cluster() -> Iterator[PgCluster]:
-    """A new cluster (initdb), started and migrated; skips the test where PostgreSQL is not installed."""
-    from evaluation.tutoring.server import free_port
+_TEMPLATES: dict[Path, Path] = {}
 
+
+def _pgbin() -> Path:
     pgbins = sorted(Path("/usr/lib/postgresql").glob("*/bin"))
     if not pgbins:
         pytest.skip("PostgreSQL is not installed (/usr/lib/postgresql/*/bin)")
-    folder = Path(tempfile.mkdtemp(prefix="eval-test-pg."))
-    as_postgres = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+    return pgbins[-1]
+
+
+def _own_folder(prefix: str) -> Path:
+    folder = Path(tempfile.mkdtemp(prefix=prefix))
     if os.geteuid() == 0:
         shutil.chown(folder, "postgres")
-    cluster = PgCluster(folder, free_port(), pgbins[-1])
+    return folder
+
+
+def _template(pgbin: Path) -> Path:
+    """The data folder of a stopped cluster with an `evaluation` database, migrated: made once per
+    process (initdb and the migrations take most of a cluster's set-up), copied by every new cluster."""
+    if pgbin in _TEMPLATES:
+        return _TEMPLATES[pgbin]
+    from evaluation.tutoring.server import free_port
+
+    folder = _own_folder("eval-test-pg-template.")
+    as_postgres = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+    cluster = PgCluster(folder, free_port(), pgbin)
     try:
         subprocess.run(
-            [*as_postgres, str(cluster.pgbin / "initdb"), "-D", str(folder / "data"), "-A", "trust", "-U", "postgres"],
+            [*as_postgres, str(pgbin / "initdb"), "-D", str(folder / "data"), "-A", "trust", "-U", "postgres"],
             check=True,
             capture_output=True,
         )
         cluster.start()
-        import psycopg
+        try:
+            import psycopg
 
-        with psycopg.connect(f"postgresql://postgres@127.0.0.1:{cluster.port}/postgres", autocommit=True) as conn:
-            conn.execute("CREATE DATABASE evaluation")
-        subprocess.run(
-            [sys.executable, "manage.py", "migrate", "--no-input", "-v", "0"],
-            cwd=ROOT,
-            env={**os.environ, "DATABASE_URL": cluster.url},
-            check=True,
-            capture_output=True,
-        )
+            with psycopg.connect(f"postgresql://postgres@127.0.0.1:{cluster.port}/postgres", autocommit=True) as conn:
+                conn.execute("CREATE DATABASE evaluation")
+            subprocess.run(
+                [sys.executable, "manage.py", "migrate", "--no-input", "-v", "0"],
+                cwd=ROOT,
+                env={**os.environ, "DATABASE_URL": cluster.url},
+                check=True,
+                capture_output=True,
+            )
+        finally:
+            cluster.stop("fast")  # a clean shutdown: a copy starts without recovery
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    _TEMPLATES[pgbin] = folder / "data"
+    return folder / "data"
+
+
+@contextmanager
+def pg_cluster() -> Iterator[PgCluster]:
+    """A new cluster of its own (a copy of a migrated one's data folder), started; skips the test where
+    PostgreSQL is not installed."""
+    from evaluation.tutoring.server import free_port
+
+    pgbin = _pgbin()
+    template = _template(pgbin)
+    folder = _own_folder("eval-test-pg.")
+    cluster = PgCluster(folder, free_port(), pgbin)
+    try:
+        # cp -a keeps the owner (postgres) and the data folder's 0700 mode
+        subprocess.run(["cp", "-a", str(template), str(folder / "data")], check=True, capture_output=True)
+        cluster.start()
         yield cluster
     finally:
         try:
