@@ -105,6 +105,11 @@ def canary_task(rubric: str) -> str:
     return str(judging.canary_rejudge(rubric=rubric))
 
 
+def batch_poll_task(batch_pk: int) -> str:
+    """A provider batch of judging work: poll it once; store its answers when it has ended, else poll later."""
+    return judging.judging_batch_poll(batch_pk=batch_pk)
+
+
 def runs_sweep_task() -> list[str]:
     """django-q2 schedule (every minute): one sweep (run_services.runs_sweep). The sweeper thread of
     each worker process sweeps more often; this one also serves a cluster started before it."""

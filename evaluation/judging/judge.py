@@ -15,8 +15,8 @@ from django.db import transaction
 from evaluation.judging.offline import DimensionScale, RubricJudgeRule
 from evaluation.judging.values import RubricSpec
 from evaluation.models import CanarySet, Item, JudgeConfiguration, JudgeScore
-from evaluation.providers import LLM, LLMResult, Message, ProviderError, get_llm
-from evaluation.providers.batch import BatchCall, batch_run, wants_batch
+from evaluation.providers import LLM, LLMResult, Message, ProviderError, ProviderSpec, get_llm
+from evaluation.providers.batch import BatchCall, batch_continue, batch_run, job_key, wants_batch
 
 ROLE = "rubric_judge"
 USER_TEMPLATE_VERSION = "1"
@@ -55,7 +55,9 @@ class JudgeReport:
     resumed: bool = False
     """A stored batch was polled again rather than a new one sent."""
     cost_usd: float = 0.0
-    """What the batch cost (batch lines at the batch price); direct calls are not summed here."""
+    """What the batch cost (batch lines at the batch price, retried lines at the direct price)."""
+    batch_pk: int | None = None
+    """The stored batch still open when the caller did not wait for it (judge_batch_poll finishes it)."""
 
     def __str__(self) -> str:
         fails = f", {len(self.failed)} failed" if self.failed else ""
@@ -204,6 +206,7 @@ def judge_items(
     item_ids: list[int] | None = None,
     batch: bool | None = None,
     on_progress: Callable[[int, int], None] | None = None,
+    wait: bool = True,
 ) -> JudgeReport:
     """Judge the items (all of the rubric's unit, or item_ids and the canary) `repeats` times each.
 
@@ -244,7 +247,7 @@ def judge_items(
 
     if batch or (batch is None and wants_batch(llm)):
         return _judge_by_batch(
-            llm, spec, configuration, jobs, inputs, repeats, canary_jobs, started, on_progress=on_progress
+            llm, spec, configuration, jobs, inputs, repeats, canary_jobs, started, on_progress=on_progress, wait=wait
         )
 
     with ThreadPoolExecutor(max_workers=workers) as pool:
@@ -293,17 +296,62 @@ def _judge_by_batch(
     started: float,
     *,
     on_progress: Callable[[int, int], None] | None,
+    wait: bool = True,
 ) -> JudgeReport:
-    """The same judging as one provider batch; a stored batch of the same job is resumed, not sent again."""
-    by_id = {item.item_id: item for item in inputs}
+    """The same judging as one provider batch; a stored batch of the same job is resumed, not sent again.
+    wait=False sends it (or polls it once) and leaves the rest to judge_batch_poll."""
+    from evaluation.models import ProviderBatch
+
     targets = {f"item-{item.item_id}-r{r}": [item.item_id, r] for item, r in jobs}
-    dims = {d.name: d.id for d in spec.dimensions}
+    job = {"configuration": configuration.key, "rubric": spec.slug, "repeats": repeats, "options": llm.spec.options}
+    open_batch = _open_batch(llm, job)
+    targets_of: dict[str, list[int]] = dict(open_batch.custom_ids) if open_batch is not None else targets
     failed: list[str] = []
+    call_for, store = _batch_handlers(spec, configuration, {i.item_id: i for i in inputs}, targets_of, failed)
+    outcome = batch_run(
+        llm,
+        kind=BATCH_KIND,
+        job=job,
+        targets=targets,
+        call_for=call_for,
+        store=store,
+        on_progress=on_progress,
+        wait=wait,
+    )
+    row = ProviderBatch.objects.filter(kind=BATCH_KIND, job_key=job_key(BATCH_KIND, llm, job)).first()
+    waiting = outcome is None and row is not None and row.state in ("submitting", "waiting")
+    return JudgeReport(
+        configuration=configuration.key,
+        judged=0 if outcome is None else len(targets_of) - len(failed),
+        skipped=max(len(inputs) * repeats - len(targets_of), 0),
+        failed=tuple(failed),
+        canary_items=canary_jobs,
+        seconds=time.perf_counter() - started,
+        batch=None
+        if row is None or (outcome is None and not waiting)
+        else f"{row.vendor} batch {row.provider_batch_id}" + (f" (waiting: {row.stage_text})" if waiting else ""),
+        retried=0 if outcome is None else outcome.retried,
+        resumed=bool(outcome and outcome.resumed),
+        cost_usd=0.0 if outcome is None else outcome.cost_usd,
+        batch_pk=row.pk if waiting and row is not None else None,
+    )
+
+
+def _batch_handlers(
+    spec: RubricSpec,
+    configuration: JudgeConfiguration,
+    by_id: dict[int, ItemInput],
+    targets_of: dict[str, list[int]],
+    failed: list[str],
+) -> tuple[Callable[[list[int]], BatchCall], Callable[[dict[str, LLMResult], dict[str, str]], None]]:
+    """A batch line's call (custom id target -> call) and what stores the answers (as the direct path does)."""
+    dims = {d.name: d.id for d in spec.dimensions}
 
     def call_for(target: list[int]) -> BatchCall:
         item_id, repeat = target
-        item = by_id.get(item_id) or _inputs(spec, [item_id])[0]
-        return judge_call(spec, item, repeat)
+        if item_id not in by_id:
+            by_id.update({i.item_id: i for i in _inputs(spec, sorted({t[0] for t in targets_of.values()}))})
+        return judge_call(spec, by_id[item_id], repeat)
 
     def store(answers: dict[str, LLMResult], lost: dict[str, str]) -> None:
         rows = []
@@ -337,27 +385,39 @@ def _judge_by_batch(
             update_fields=["value", "score", "rationale"],
         )
 
-    from evaluation.models import ProviderBatch
+    return call_for, store
 
-    job = {"configuration": configuration.key, "rubric": spec.slug, "repeats": repeats}
-    open_batch = _open_batch(llm, job)
-    targets_of: dict[str, list[int]] = dict(open_batch.custom_ids) if open_batch is not None else targets
-    outcome = batch_run(
-        llm, kind=BATCH_KIND, job=job, targets=targets, call_for=call_for, store=store, on_progress=on_progress
-    )
-    judged = 0 if outcome is None else len(targets_of) - len(failed)
-    row = ProviderBatch.objects.filter(pk=outcome.batch_pk).first() if outcome is not None else None
+
+def judge_batch_poll(stored: Any) -> JudgeReport | None:
+    """Poll a stored judging batch once (a worker's polling task); when it has ended, store its answers
+    as judge_items would. None while it is still open."""
+    from evaluation.judging.values import rubric_spec
+    from evaluation.models import BatchState, Rubric
+
+    if stored.state not in (BatchState.SUBMITTING, BatchState.WAITING):
+        return None
+    started = time.perf_counter()
+    job = stored.job
+    spec = rubric_spec(Rubric.objects.get(slug=job["rubric"]))
+    configuration = JudgeConfiguration.objects.get(key=job["configuration"])
+    llm = get_llm(ROLE, override=ProviderSpec(stored.vendor, stored.model, stored.base_url, dict(job["options"])))
+    failed: list[str] = []
+    targets_of = dict(stored.custom_ids)
+    call_for, store = _batch_handlers(spec, configuration, {}, targets_of, failed)
+    outcome = batch_continue(stored, llm, call_for=call_for, store=store, wait=False)
+    if outcome is None:
+        return None
     return JudgeReport(
         configuration=configuration.key,
-        judged=judged,
-        skipped=max(len(inputs) * repeats - len(targets_of), 0),
+        judged=len(targets_of) - len(failed),
+        skipped=0,
         failed=tuple(failed),
-        canary_items=canary_jobs,
+        canary_items=0,
         seconds=time.perf_counter() - started,
-        batch=None if row is None else f"{row.vendor} batch {row.provider_batch_id}",
-        retried=0 if outcome is None else outcome.retried,
-        resumed=bool(outcome and outcome.resumed),
-        cost_usd=0.0 if outcome is None else outcome.cost_usd,
+        batch=f"{stored.vendor} batch {stored.provider_batch_id}",
+        retried=outcome.retried,
+        resumed=True,
+        cost_usd=outcome.cost_usd,
     )
 
 
@@ -366,7 +426,6 @@ BATCH_KIND = "judge_items"
 
 def _open_batch(llm: LLM, job: dict[str, Any]) -> Any:
     from evaluation.models import BatchState, ProviderBatch
-    from evaluation.providers.batch import job_key
 
     return (
         ProviderBatch.objects.filter(

@@ -2,6 +2,7 @@
 
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -9,16 +10,18 @@ from django.db import transaction
 from django.utils import timezone
 
 from evaluation.errors import FieldProblem, InvalidInput, NotFound
-from evaluation.judging import importing, versions
+from evaluation.judging import importing, judge, versions
 from evaluation.judging.judge import JudgeReport, judge_items
 from evaluation.judging.rubrics import SHIPPED_DIR, rubric_problems, rubric_rows
 from evaluation.judging.values import RubricSpec, rubric_spec
 from evaluation.models import (
     Annotation,
+    BatchState,
     CanarySet,
     Item,
     JudgeConfiguration,
     JudgeScore,
+    ProviderBatch,
     Rubric,
     RubricDimension,
     RubricVersion,
@@ -36,6 +39,7 @@ __all__ = [
     "canary_rejudge",
     "canary_rejudge_later",
     "canary_set",
+    "judging_batch_poll",
     "rubric_get",
     "run_labels_set",
     "rubric_load",
@@ -552,18 +556,20 @@ def transcripts_judge(
     item_ids: list[int] | None = None,
     batch: bool | None = None,
     on_progress: Callable[[int, int], None] | None = None,
+    wait: bool = True,
 ) -> JudgeReport:
     """Judge imported items with a rubric (canary items first, under a new configuration).
 
     batch: True sends the calls as one provider batch and waits for it (a stored batch of the same job
-    is resumed), False calls directly, None follows the judge's LLM config (options {"batch": true})."""
+    is resumed), False calls directly, None follows the judge's LLM config (options {"batch": true}).
+    wait=False (by batch) sends the batch and leaves it to a worker's polling task (judging_batch_poll)."""
     if repeats < 1 or repeats > 20:
         raise InvalidInput([FieldProblem("repeats", "must be from 1 to 20")])
     if workers < 1 or workers > 64:
         raise InvalidInput([FieldProblem("workers", "must be from 1 to 64")])
     found = rubric_get(rubric)
     rubric_version_record(rubric=found)  # the version the scores are made under is on record first
-    return judge_items(
+    report = judge_items(
         rubric_spec(found),
         provider=provider,
         repeats=repeats,
@@ -572,7 +578,44 @@ def transcripts_judge(
         item_ids=item_ids,
         batch=batch,
         on_progress=on_progress,
+        wait=wait,
     )
+    if report.batch_pk is not None:
+        judging_batch_poll_later(batch_pk=report.batch_pk)
+    return report
+
+
+def judging_batch_poll(*, batch_pk: int) -> str:
+    """Poll a judging batch once (django-q task); store its answers when it has ended, else poll again later."""
+    stored = ProviderBatch.objects.filter(pk=batch_pk, kind=judge.BATCH_KIND).first()
+    if stored is None:
+        return "missing"
+    report = judge.judge_batch_poll(stored)
+    if report is not None:
+        return str(report)
+    stored.refresh_from_db()
+    if stored.state in (BatchState.SUBMITTING, BatchState.WAITING):
+        judging_batch_poll_later(batch_pk=batch_pk)
+        return stored.stage_text
+    return stored.state
+
+
+def judging_batch_poll_later(*, batch_pk: int) -> None:
+    """A django-q schedule that runs the poll once, BATCH_POLL_SECONDS from now (after this transaction)."""
+    from django_q.models import Schedule
+
+    from evaluation.providers.batch import poll_seconds
+
+    def schedule() -> None:
+        Schedule.objects.create(
+            name=f"batch-poll-{batch_pk}-{timezone.now():%Y%m%d%H%M%S%f}",
+            func="evaluation.tasks.batch_poll_task",
+            args=str(int(batch_pk)),
+            schedule_type=Schedule.ONCE,
+            next_run=timezone.now() + timedelta(seconds=poll_seconds()),
+        )
+
+    transaction.on_commit(schedule)
 
 
 def canary_rejudge(

@@ -487,16 +487,20 @@ def batch_continue(
     store: Callable[[dict[str, LLMResult], dict[str, str]], None] = lambda answers, failed: None,
     on_progress: Callable[[int, int], None] | None = None,
     keep_results: bool = False,
+    wait: bool = True,
 ) -> BatchOutcome | None:
-    """Drive a stored batch to its end whatever state it was left in: send it if nobody has, then wait,
-    fetch, retry and store. None when it had already ended (applied or failed)."""
+    """Drive a stored batch to its end whatever state it was left in: send it if nobody has, then wait
+    (or, wait=False, poll once), fetch, retry and store. None when it had already ended (applied or
+    failed) or, not waiting, is still open."""
     from evaluation.models import BatchState
 
     if stored.state == BatchState.SUBMITTING:
         _send(stored, llm, call_for)
     if stored.state != BatchState.WAITING:
         return None
-    return batch_resume(stored, llm, call_for=call_for, store=store, on_progress=on_progress, keep_results=keep_results)
+    return batch_resume(
+        stored, llm, call_for=call_for, store=store, on_progress=on_progress, keep_results=keep_results, wait=wait
+    )
 
 
 SENDING = "sending:"

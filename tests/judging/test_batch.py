@@ -287,3 +287,29 @@ def test_drift_scoring_by_batch_sends_each_judge_call_once_in_one_batch_and_scor
         k: v for k, v in direct_usage.items() if k != "cached_input_tokens"
     }
     assert by_batch.cost_usd == pytest.approx(estimate_cost("gpt-5.2", Usage.from_dict(judge_usage), batch=True))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_batch_sent_without_waiting_is_finished_by_the_workers_polling_task(loopback, desk, capsys):
+    from django_q.models import Schedule
+
+    from evaluation.tasks import batch_poll_task
+
+    import_set()
+    desk.polls_to_end = 2
+    provider = f"openai/gpt-5.2@{loopback.openai_url}"
+    call_command("judge_imported", "--rubric", "tutor-response", "--provider", provider, "--batch", "--no-wait")
+    out = capsys.readouterr().out
+    stored = ProviderBatch.objects.get()
+    assert f"0 judged, 0 already judged; by openai batch {stored.provider_batch_id} (waiting: waiting on" in out
+    assert stored.state == BatchState.WAITING and JudgeScore.objects.count() == 0
+    poll = Schedule.objects.get(func="evaluation.tasks.batch_poll_task")
+    assert (poll.args, poll.schedule_type) == (str(stored.pk), Schedule.ONCE)
+
+    assert batch_poll_task(stored.pk) == "waiting on the provider's batch (1/2 done)"  # still in progress
+    assert Schedule.objects.filter(func="evaluation.tasks.batch_poll_task").count() == 2  # polled again later
+    done = batch_poll_task(stored.pk)
+    assert "2 judged" in done and f"by openai batch {stored.provider_batch_id}, resumed" in done
+    assert JudgeScore.objects.count() == 2 * DIMENSIONS and desk.creates == 1
+    assert batch_poll_task(stored.pk) == "applied"  # a late copy of the task stores nothing twice
+    assert JudgeScore.objects.count() == 2 * DIMENSIONS

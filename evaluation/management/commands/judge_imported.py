@@ -30,6 +30,11 @@ class Command(BaseCommand):
             help="Send the calls through the vendor's batch API and wait for it (cheaper, slower); a batch of "
             "the same job that is already stored is resumed, not sent again",
         )
+        parser.add_argument(
+            "--no-wait",
+            action="store_true",
+            help="With --batch: send the batch and return; a worker polls it and stores the scores when it ends",
+        )
 
     def handle(self, *args, **opts):
         try:
@@ -50,6 +55,7 @@ class Command(BaseCommand):
                 only_missing=not opts["again"],
                 batch=opts["batch"] or None,
                 on_progress=self._progress,
+                wait=not opts["no_wait"],
             )
         except (InvalidInput, NotFound, ProviderError, ValueError) as exc:
             raise CommandError(str(exc)) from None
