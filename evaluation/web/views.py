@@ -90,6 +90,7 @@ def dashboard(request: HttpRequest) -> HttpResponse:
             "query": _filter_query(filters),
             **choices,
             "start_choice": request.session.get("start_choice", {}),
+            "start_forecast": request.session.pop("start_forecast", None),
             "sessions": [(s, n) for s, n in sessions if n],
             "sources": RunSource.choices,
             "statuses": RunStatus.choices,
@@ -137,9 +138,25 @@ def start(request: HttpRequest) -> HttpResponse:
             messages.success(request, f"Evaluating session: {run.run_id}")
             return redirect(reverse("evaluation-dashboard") + "?source=existing_session")
         chosen = request.POST.getlist("personas")
-        # The form shows the same topic and personas again after a start (or a refusal).
-        request.session["start_choice"] = {"topic_id": request.POST.get("topic_id", ""), "personas": chosen}
+        # The form shows the same choices again after a start, a price or a refusal.
+        request.session["start_choice"] = {
+            "topic_id": request.POST.get("topic_id", ""),
+            "personas": chosen,
+            **{k: request.POST.get(k, "") for k in ("max_turns", "runs_per_persona", "target", "provider")},
+        }
         personas = chosen or ["all"]
+        if request.POST.get("price"):
+            # "Price it": the calls, tokens and cost of this start, shown on the form; nothing is created or sent.
+            found = services.run_forecast(
+                topic_id=request.POST.get("topic_id", ""),
+                persona=personas,
+                max_turns=int(request.POST.get("max_turns") or 20),
+                runs_per_persona=int(request.POST.get("runs_per_persona") or 1),
+                agent_id=request.POST.get("target") or None,
+                provider=request.POST.get("provider") or None,
+            )
+            request.session["start_forecast"] = found.text().splitlines()
+            return redirect("evaluation-dashboard")
         runs = services.run_start(
             user=request.user,
             topic_id=request.POST.get("topic_id", ""),
@@ -154,7 +171,7 @@ def start(request: HttpRequest) -> HttpResponse:
             started_by="dashboard",
         )
     except (InvalidInput, NotFound, Conflict, ValueError) as exc:
-        messages.error(request, f"Not started: {exc}")
+        messages.error(request, f"{'Not priced' if request.POST.get('price') else 'Not started'}: {exc}")
         return redirect("evaluation-dashboard")
     messages.success(request, f"Started {len(runs)} run(s): " + ", ".join(r.run_id for r in runs))
     for warning in runs[0].config.get("catalog_warnings", []):
