@@ -30,6 +30,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 ENDPOINTS = {"/v1/chat/completions": "chat", "/v1/responses": "responses", "/v1/messages": "messages"}
+BILLED = ("input_tokens", "cached_input_tokens", "cache_write_tokens", "output_tokens")
 CACHE_TTL = 300.0
 """Seconds a cached prefix lives after its last use (Anthropic's ephemeral cache)."""
 OPENAI_CACHE_BLOCK = 1024
@@ -206,6 +207,8 @@ class LoopbackLLMServer:
         self.rate_limited = 0
         """How many requests it refused with 429 for its rate limits, since the last reset."""
         self._window = RateWindow()
+        self.billed = dict.fromkeys(BILLED, 0)
+        """Tokens its answers reported, summed since the last reset (prompt tokens all included in input_tokens)."""
         self._cache: dict[str, float] = {}
         """Prefix hash -> when it was last used (the prompt cache)."""
         self._defaults = (latency, fault_rate, responder)
@@ -282,6 +285,7 @@ class LoopbackLLMServer:
             self.rpm, self.tpm, self.rate_window = self._limit_defaults
             self.most_at_once = 0
             self.rate_limited = 0
+            self.billed = dict.fromkeys(BILLED, 0)
             self._window = RateWindow()
             self._cache.clear()
 
@@ -320,7 +324,8 @@ class LoopbackLLMServer:
             dims.append(("tokens", "input-tokens", self.tpm, max(0, self.tpm - window.tokens)))
         headers: dict[str, str] = {}
         if endpoint == "messages":
-            at = datetime.fromtimestamp(time.time() + reset, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+            # Whole seconds, rounded up: a client that waits until then finds the window over.
+            at = datetime.fromtimestamp(math.ceil(time.time() + reset), UTC).isoformat().replace("+00:00", "Z")
             for _, name, limit, remaining in dims:
                 headers[f"anthropic-ratelimit-{name}-limit"] = str(limit)
                 headers[f"anthropic-ratelimit-{name}-remaining"] = str(remaining)
@@ -362,6 +367,11 @@ class LoopbackLLMServer:
         read = min(total, hit // 4)
         written = min(total - read, max(0, prefixes[breakpoints[-1]][1] // 4 - read))
         return read, written
+
+    def _bill(self, prompt: int, cached: int, written: int, output: int) -> None:
+        with self._lock:
+            for name, n in zip(BILLED, (prompt, cached, written, output), strict=True):
+                self.billed[name] += n
 
     def _openai_cache(self, body: dict[str, Any], total: int) -> int:
         """Tokens of the longest prefix, in whole blocks of 1024 tokens, seen before (0 under 1024)."""
@@ -541,6 +551,8 @@ class LoopbackLLMServer:
 
     def _chat(self, body: dict[str, Any], reply: Reply, text: str) -> dict[str, Any]:
         prompt, completion = self._input_tokens(body), _tokens(text)
+        cached = self._openai_cache(body, prompt)
+        self._bill(prompt, cached, 0, completion)
         message: dict[str, Any] = {"role": "assistant", "content": text}
         if reply.tool_calls:
             message = {
@@ -567,13 +579,15 @@ class LoopbackLLMServer:
                 "prompt_tokens": prompt,
                 "completion_tokens": completion,
                 "total_tokens": prompt + completion,
-                "prompt_tokens_details": {"cached_tokens": self._openai_cache(body, prompt)},
+                "prompt_tokens_details": {"cached_tokens": cached},
             },
         }
 
     def _responses(self, body: dict[str, Any], reply: Reply, text: str) -> dict[str, Any]:
         prompt, completion = self._input_tokens(body), _tokens(text)
         reasoning = _tokens(reply.thinking) if reply.thinking or body.get("reasoning") else 0
+        cached = self._openai_cache(body, prompt)
+        self._bill(prompt, cached, 0, completion + reasoning)
         output: list[dict[str, Any]] = []
         if body.get("reasoning"):
             output.append({"type": "reasoning", "id": "rs_loopback", "summary": []})
@@ -610,7 +624,7 @@ class LoopbackLLMServer:
             "tools": [],
             "usage": {
                 "input_tokens": prompt,
-                "input_tokens_details": {"cached_tokens": self._openai_cache(body, prompt)},
+                "input_tokens_details": {"cached_tokens": cached},
                 "output_tokens": completion + reasoning,
                 "output_tokens_details": {"reasoning_tokens": reasoning},
                 "total_tokens": prompt + completion + reasoning,
@@ -630,6 +644,7 @@ class LoopbackLLMServer:
             content.append({"type": "text", "text": text})
         total = self._input_tokens(body)
         read, written = self._anthropic_cache(body, total)
+        self._bill(total, read, written, _tokens(text) + _tokens(reply.thinking))
         return {
             "id": "msg_loopback",
             "type": "message",

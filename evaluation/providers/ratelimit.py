@@ -33,6 +33,9 @@ State = dict[str, Any]
 
 POLL_SECONDS = 0.25
 """How long a caller waits before asking again when the budget is empty and its reset time is unknown."""
+SAME_WINDOW_SECONDS = 0.5
+"""Two answers whose reset times are this close speak of the same window (a vendor's token bucket, whose
+reset time moves on with every answer, is then read as a window that refills no sooner than it says)."""
 STORE_TTL_SECONDS = 86_400
 """Redis forgets a budget unused for a day."""
 VENDOR_URLS = {"openai": "https://api.openai.com/v1", "anthropic": "https://api.anthropic.com"}
@@ -143,10 +146,17 @@ def settle(state: State, now: float, took: dict[str, tuple[int, int]], reading: 
     for name, (limit, remaining, reset_at) in reading.items():
         dim = state.setdefault(name, {"limit": limit, "remaining": remaining, "reset_at": None, "in_flight": 0})
         dim["limit"] = limit
-        if reset_at <= now:  # an answer from a window that is already over
-            continue
-        dim["remaining"] = max(0, remaining - dim["in_flight"])
-        dim["reset_at"] = reset_at
+        known = dim.get("reset_at")
+        if reset_at <= now or (known is not None and reset_at < known - SAME_WINDOW_SECONDS):
+            continue  # an answer from a window that is over, or older than the one already read
+        fresh = max(0, remaining - dim["in_flight"])
+        if known is not None and abs(reset_at - known) < SAME_WINDOW_SECONDS:
+            # The same window: answers arrive out of order, and an earlier request's count is higher.
+            dim["remaining"] = min(dim["remaining"], fresh)
+            dim["reset_at"] = max(known, reset_at)
+        else:
+            dim["remaining"] = fresh
+            dim["reset_at"] = reset_at
 
 
 def pause(state: State, now: float, seconds: float) -> None:

@@ -22,6 +22,16 @@ def _share(text: str) -> float:
     return value
 
 
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, got {text}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, got {text}")
+    return value
+
+
 def _port(text: str) -> int:
     value = int(text)
     if not 0 <= value <= 65535:
@@ -39,11 +49,25 @@ class Command(BaseCommand):
             "--fault-rate", type=_share, default=0.0, help="Share of replies that are 429/500/dropped (0 to 1)"
         )
         parser.add_argument("--seed", type=int, default=0)
+        parser.add_argument(
+            "--rpm", type=_positive, default=None, help="Requests per minute; more are answered 429 with Retry-After"
+        )
+        parser.add_argument(
+            "--tpm",
+            type=_positive,
+            default=None,
+            help="Prompt tokens per minute; more are answered 429 with Retry-After",
+        )
 
     def handle(self, *args, **opts):
         try:
             server = LoopbackLLMServer(
-                port=opts["port"], latency=opts["latency"], fault_rate=opts["fault_rate"], seed=opts["seed"]
+                port=opts["port"],
+                latency=opts["latency"],
+                fault_rate=opts["fault_rate"],
+                seed=opts["seed"],
+                rpm=opts["rpm"],
+                tpm=opts["tpm"],
             ).start()
         except OSError as exc:
             raise CommandError(
@@ -52,7 +76,13 @@ class Command(BaseCommand):
             ) from None
         self.stdout.write(
             f"Loopback LLM on {server.url}: OpenAI base_url {server.openai_url}, "
-            f"Anthropic base_url {server.anthropic_url}. Ctrl-C stops it."
+            f"Anthropic base_url {server.anthropic_url}."
+            + (
+                f" Rate limits per minute: {opts['rpm'] or 'any'} requests, {opts['tpm'] or 'any'} tokens."
+                if opts["rpm"] or opts["tpm"]
+                else ""
+            )
+            + " Ctrl-C stops it."
         )
         try:
             while True:
