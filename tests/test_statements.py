@@ -273,3 +273,54 @@ def test_the_prepare_threshold_comes_from_the_environment_and_a_bad_one_is_named
     else:
         assert done.returncode == 0, done.stderr[-1500:]
         assert json.loads(done.stdout) == options
+
+
+@pytest.mark.parametrize("hand_sql", [True, False], ids=["built-once", "orm"])
+def test_the_orm_path_benchmarks_compare_against_stores_and_reads_the_same(catalog, monkeypatch, hand_sql):
+    """bench/scale_out.py --orm (EVAL_HAND_SQL=0) measures the same work through the ORM: what it
+    stores and reads must be what the SQL built once stores and reads."""
+    monkeypatch.setattr(statements, "HAND_SQL", hand_sql)
+    topic = Topic.objects.order_by("topic_id").first()
+    run = EvaluationRun.objects.create(run_id="run_both_ways", topic=topic, status=RunStatus.RUNNING, attempt=1)
+    when = timezone.now().replace(microsecond=250000)
+    rows = [
+        {
+            "run": run.pk,
+            "attempt": 1,
+            "turn": 1,
+            "role": r,
+            "content": f"{r} 1",
+            "timestamp": when,
+            "metadata": {"r": r},
+        }
+        for r in ("student", "tutor")
+    ]
+    statements.insert_rows(RunMessage, rows)
+    statements.insert(RunMessage, run=run, turn=2, role="student", content="left out", timestamp=when)
+    stored = RunMessage.objects.filter(run=run).order_by("id")
+    assert [(m.attempt, m.turn, m.role, m.content, m.timestamp, m.metadata) for m in stored] == [
+        (1, 1, "student", "student 1", when, {"r": "student"}),
+        (1, 1, "tutor", "tutor 1", when, {"r": "tutor"}),
+        (1, 2, "student", "left out", when, {}),
+    ]
+    where = {"pk": run.pk, "status": RunStatus.RUNNING, "attempt": 1}
+    assert statements.update(EvaluationRun, where, turn=2, detail="Turn 2/20") == 1
+    assert statements.update(EvaluationRun, {**where, "attempt": 2}, turn=3) == 0
+
+    session = TutoringSession.objects.create(topic=topic)
+    log = [{"role": "student", "content": 'naïve "quotes" 🙂'}]
+    later = session.updated_at + dt.timedelta(seconds=1)
+    encoded = statements.EncodedJSON(json.dumps(log))
+    assert (
+        statements.update(TutoringSession, {"pk": session.pk, "updated_at": later}, full_conversation_log=encoded) == 0
+    )
+    where = {"pk": session.pk, "updated_at": session.updated_at}
+    assert statements.update(TutoringSession, where, full_conversation_log=encoded, updated_at=later) == 1
+
+    read = statements.get(TutoringSession, str(session.pk), related=("topic",))
+    assert (read.full_conversation_log, read.updated_at, read.topic.topic_id) == (log, later, topic.topic_id)
+    got = statements.get(EvaluationRun, run.pk, related=("persona", "topic", "agent"))
+    assert (got.turn, got.detail, got.topic.pk, got.persona, got.agent) == (2, "Turn 2/20", topic.pk, None, None)
+    import uuid
+
+    assert statements.get(TutoringSession, uuid.uuid4()) is None
