@@ -313,3 +313,14 @@ def test_a_batch_sent_without_waiting_is_finished_by_the_workers_polling_task(lo
     assert JudgeScore.objects.count() == 2 * DIMENSIONS and desk.creates == 1
     assert batch_poll_task(stored.pk) == "applied"  # a late copy of the task stores nothing twice
     assert JudgeScore.objects.count() == 2 * DIMENSIONS
+
+
+@pytest.mark.django_db
+def test_judge_runs_names_what_is_wrong_with_its_input():
+    with pytest.raises(CommandError, match="name runs with --run RUN_ID or --group GROUP"):
+        call_command("judge_runs", "--batch")
+    with pytest.raises(CommandError, match="no run run_nope"):
+        call_command("judge_runs", "--batch", "--run", "run_nope")
+    with pytest.raises(CommandError, match="run: no run 'run_nope'"):
+        call_command("judge_runs", "--run", "run_nope")
+    assert not ProviderBatch.objects.exists()

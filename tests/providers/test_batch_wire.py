@@ -137,3 +137,14 @@ def test_unknown_batch_ids_and_bad_batch_requests_are_refused_with_the_reason(lo
     with pytest.raises(anthropic.BadRequestError, match="requests: must be a non-empty list"):
         claude.messages.batches.create(requests=[])
     assert desk.creates == 0
+
+
+def test_replay_answers_a_batch_from_the_recordings_and_fails_a_line_never_recorded(tmp_path):
+    recorder = LLM(ProviderSpec("offline"), "rubric_judge", record_dir=tmp_path)
+    lines = calls(3, schema=None)
+    recorded = {cid: recorder.call(list(c.messages), **dict(c.settings)).text for cid, c in list(lines.items())[:2]}
+    replayer = llm_for(ProviderSpec("replay", "offline-rules-v1", options={"dir": str(tmp_path)}))
+    _, seen, answers = drive(replayer, lines)
+    assert seen[-1].ended
+    assert {cid: answers[cid].text for cid in recorded} == recorded
+    assert isinstance(answers["line-3"], str) and "replay: no recording for role 'rubric_judge'" in answers["line-3"]
