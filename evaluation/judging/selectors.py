@@ -8,6 +8,7 @@ import numpy as np
 
 from evaluation.errors import FieldProblem, InvalidInput, NotFound
 from evaluation.judging import agreement, estimates, probes, versions
+from evaluation.judging.forecast import judging_forecast as judging_forecast  # the doors price a job here
 from evaluation.judging.values import RubricSpec, rubric_spec, scale_from_row
 from evaluation.models import (
     Annotation,

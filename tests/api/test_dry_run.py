@@ -102,3 +102,33 @@ def test_the_cli_help_names_the_dry_run():
 
     help_text = load_command_class("evaluation", "run_evaluation").create_parser("manage.py", "run_evaluation")
     assert "--dry-run" in help_text.format_help()
+
+
+def test_a_judging_job_is_priced_from_each_items_text_and_nothing_is_judged(db, prices, loopback):
+    import json
+
+    from evaluation.judging import selectors, services
+    from evaluation.judging.judge import build_user_message, system_prompt
+    from evaluation.judging.values import rubric_spec
+    from evaluation.models import JudgeScore
+    from evaluation.providers.forecast import estimate_tokens
+    from tests.judging.synthetic import candidate_sets
+
+    services.transcripts_import(json.dumps(candidate_sets(5, 3, seed=4)), file="priced.json")
+    rubric = services.rubric_get("tutor-response")
+    provider = f"openai/gpt-5.2@{loopback.openai_url}"
+    found = selectors.judging_forecast(rubric=rubric, provider=provider, repeats=3)
+    assert loopback.count() == 0 and not JudgeScore.objects.exists()
+
+    spec = rubric_spec(rubric)
+    from evaluation.judging.judge import _inputs
+
+    items = _inputs(spec, None)
+    assert len(items) == 15
+    # Independently: per item, the system prompt and the item's text (4 tokens a message besides), 3 repeats.
+    prompt = sum(estimate_tokens(system_prompt(spec)) + estimate_tokens(build_user_message(spec, i)) + 8 for i in items)
+    (line,) = found.lines
+    assert line.calls == 45 and line.input_tokens == (3 * prompt, 3 * prompt)
+    low = (3 * prompt * GPT["input"] + line.output_tokens[0] * GPT["output"]) / 1e6
+    assert found.direct_usd[0] == pytest.approx(low) and found.batch_usd[0] == pytest.approx(low / 2)
+    assert line.output_tokens[1] == 45 * 2000  # rubric_judge's max_tokens
