@@ -23,6 +23,7 @@ class PgCluster:
     folder: Path
     port: int
     pgbin: Path
+    setup_output: str = ""  # what pg_cluster(setup=...)'s script printed when it ran on the template
 
     @property
     def url(self) -> str:
@@ -47,7 +48,7 @@ class PgCluster:
         self._ctl("-w", "-m", mode, "stop")
 
 
-_TEMPLATES: dict[Path, Path] = {}
+_TEMPLATES: dict[tuple[Path, str], tuple[Path, str]] = {}
 
 
 def _pgbin() -> Path:
@@ -64,58 +65,81 @@ def _own_folder(prefix: str) -> Path:
     return folder
 
 
-def _template(pgbin: Path) -> Path:
-    """The data folder of a stopped cluster with an `evaluation` database, migrated: made once per
-    process (initdb and the migrations take most of a cluster's set-up), copied by every new cluster."""
-    if pgbin in _TEMPLATES:
-        return _TEMPLATES[pgbin]
+def _copy_data(template: Path, folder: Path) -> None:
+    # cp -a keeps the owner (postgres) and the data folder's 0700 mode
+    subprocess.run(["cp", "-a", str(template), str(folder / "data")], check=True, capture_output=True)
+
+
+def _template(pgbin: Path, setup: str) -> tuple[Path, str]:
+    """The data folder of a stopped cluster with an `evaluation` database, migrated, and `setup` (a
+    `manage.py shell -c` script) run on it -> (the folder, what the script printed). Made once per process
+    and setup (initdb, the migrations and the script take most of a cluster's set-up), copied by every new
+    cluster."""
+    if (pgbin, setup) in _TEMPLATES:
+        return _TEMPLATES[pgbin, setup]
     from evaluation.tutoring.server import free_port
 
     folder = _own_folder("eval-test-pg-template.")
     as_postgres = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
     cluster = PgCluster(folder, free_port(), pgbin)
+    output = ""
     try:
-        subprocess.run(
-            [*as_postgres, str(pgbin / "initdb"), "-D", str(folder / "data"), "-A", "trust", "-U", "postgres"],
-            check=True,
-            capture_output=True,
-        )
-        cluster.start()
-        try:
-            import psycopg
-
-            with psycopg.connect(f"postgresql://postgres@127.0.0.1:{cluster.port}/postgres", autocommit=True) as conn:
-                conn.execute("CREATE DATABASE evaluation")
+        if setup:
+            _copy_data(_template(pgbin, "")[0], folder)
+        else:
             subprocess.run(
-                [sys.executable, "manage.py", "migrate", "--no-input", "-v", "0"],
-                cwd=ROOT,
-                env={**os.environ, "DATABASE_URL": cluster.url},
+                [*as_postgres, str(pgbin / "initdb"), "-D", str(folder / "data"), "-A", "trust", "-U", "postgres"],
                 check=True,
                 capture_output=True,
             )
+        cluster.start()
+        try:
+            if setup:
+                output = subprocess.run(
+                    [sys.executable, "manage.py", "shell", "-c", setup],
+                    cwd=ROOT,
+                    env={**os.environ, "DATABASE_URL": cluster.url},
+                    check=True,
+                    capture_output=True,
+                    text=True,
+                ).stdout
+            else:
+                import psycopg
+
+                with psycopg.connect(
+                    f"postgresql://postgres@127.0.0.1:{cluster.port}/postgres", autocommit=True
+                ) as conn:
+                    conn.execute("CREATE DATABASE evaluation")
+                subprocess.run(
+                    [sys.executable, "manage.py", "migrate", "--no-input", "-v", "0"],
+                    cwd=ROOT,
+                    env={**os.environ, "DATABASE_URL": cluster.url},
+                    check=True,
+                    capture_output=True,
+                )
         finally:
             cluster.stop("fast")  # a clean shutdown: a copy starts without recovery
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)
         raise
     atexit.register(shutil.rmtree, folder, ignore_errors=True)
-    _TEMPLATES[pgbin] = folder / "data"
-    return folder / "data"
+    _TEMPLATES[pgbin, setup] = (folder / "data", output)
+    return _TEMPLATES[pgbin, setup]
 
 
 @contextmanager
-def pg_cluster() -> Iterator[PgCluster]:
-    """A new cluster of its own (a copy of a migrated one's data folder), started; skips the test where
+def pg_cluster(*, setup: str = "") -> Iterator[PgCluster]:
+    """A new cluster of its own, started: a copy of a migrated one's data folder, on which `setup` (a
+    `manage.py shell -c` script, printed output in `setup_output`) has run. Skips the test where
     PostgreSQL is not installed."""
     from evaluation.tutoring.server import free_port
 
     pgbin = _pgbin()
-    template = _template(pgbin)
+    template, output = _template(pgbin, setup)
     folder = _own_folder("eval-test-pg.")
-    cluster = PgCluster(folder, free_port(), pgbin)
+    cluster = PgCluster(folder, free_port(), pgbin, output)
     try:
-        # cp -a keeps the owner (postgres) and the data folder's 0700 mode
-        subprocess.run(["cp", "-a", str(template), str(folder / "data")], check=True, capture_output=True)
+        _copy_data(template, folder)
         cluster.start()
         yield cluster
     finally:

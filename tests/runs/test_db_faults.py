@@ -3,9 +3,6 @@ web server and a real qcluster. Requests meanwhile get 503 with Retry-After, nev
 they answer at once; a run whose database went away mid-run still ends."""
 
 import json
-import os
-import subprocess
-import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -13,7 +10,7 @@ import httpx
 import pytest
 
 from tests.pgcluster import PgCluster, pg_cluster
-from tests.servers import ROOT, SERVER_ENV, killable_server, qcluster_worker, redis_server
+from tests.servers import SERVER_ENV, killable_server, qcluster_worker, redis_server
 
 TOPIC = "two-digit-addition-regrouping"
 STALE_AFTER = 6.0
@@ -33,16 +30,9 @@ print(Token.objects.create(user=user).key)
 
 
 def prepare(pg: PgCluster) -> str:
-    """The shipped catalogue and a superuser's API token in the cluster's database -> the token."""
-    done = subprocess.run(
-        [sys.executable, "manage.py", "shell", "-c", SETUP],
-        cwd=ROOT,
-        env={**os.environ, "DATABASE_URL": pg.url},
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    return done.stdout.strip().splitlines()[-1]
+    """The superuser's API token: the cluster is a copy of one where SETUP ran (the shipped catalogue and a
+    superuser with a token in its database)."""
+    return pg.setup_output.strip().splitlines()[-1]
 
 
 def web_env(pg: PgCluster, **more: str) -> dict[str, str]:
@@ -59,7 +49,7 @@ def refused_as_unavailable(response: httpx.Response) -> None:
 
 @pytest.fixture
 def pg():
-    with pg_cluster() as cluster:
+    with pg_cluster(setup=SETUP) as cluster:
         yield cluster
 
 
