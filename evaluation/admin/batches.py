@@ -9,10 +9,15 @@ from evaluation.models import ProviderBatch
 class ProviderBatchAdmin(admin.ModelAdmin):
     """What each batch serves and how far it is; the rows are written by the batch runner only."""
 
-    list_display = ("__str__", "state", "provider_state", "done", "failed", "retried", "lost", "cost_usd", "updated_at")
+    list_display = ("__str__", "progress", "provider_state", "failed", "retried", "lost", "cost_usd", "updated_at")
     list_filter = ("state", "vendor", "kind")
     search_fields = ("provider_batch_id", "job_key", "run_id")
     readonly_fields = tuple(f.name for f in ProviderBatch._meta.fields)
+
+    @admin.display(description="state", ordering="state")
+    def progress(self, obj: ProviderBatch) -> str:
+        """What a job waiting on it shows, while it is open; its state after."""
+        return obj.stage_text if obj.state in ("submitting", "waiting") else obj.get_state_display()
 
     def has_add_permission(self, request):
         return False

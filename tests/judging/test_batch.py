@@ -324,3 +324,16 @@ def test_judge_runs_names_what_is_wrong_with_its_input():
     with pytest.raises(CommandError, match="run: no run 'run_nope'"):
         call_command("judge_runs", "--run", "run_nope")
     assert not ProviderBatch.objects.exists()
+
+
+@pytest.mark.django_db
+def test_the_canary_is_rejudged_by_batch_and_the_admin_lists_the_batch_with_its_progress(staff_client):
+    import_set()
+    services.canary_set(name="canary", rubric="tutor-response", item_ids=[Item.objects.get(key="good").pk])
+    call_command("judge_imported", "--rubric", "tutor-response", "--provider", "offline", "--canary-only", "--batch")
+    stored = ProviderBatch.objects.get()
+    assert list(stored.custom_ids) == [custom_id("good")] and stored.state == BatchState.APPLIED
+    assert {key for key, _, _ in scores()} == {"good"}
+    ProviderBatch.objects.filter(pk=stored.pk).update(state=BatchState.WAITING, done=0)
+    page = staff_client.get("/admin/evaluation/providerbatch/").content.decode()
+    assert "waiting on the provider&#x27;s batch (0/1 done)" in page
