@@ -1,7 +1,7 @@
 """The run kernel's reads: lookup, status, and what is active."""
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import date, datetime
 from typing import Any
 
@@ -400,6 +400,10 @@ class RunUsage:
     by_role: tuple[RoleUsage, ...] = ()
     unpriced: tuple[str, ...] = ()
     """Models called that the price table does not price: cost_usd leaves their calls out (it is not free)."""
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready (the report files' usage)."""
+        return {**asdict(self), "by_role": [asdict(r) for r in self.by_role], "unpriced": list(self.unpriced)}
 
 
 def _unpriced(run: EvaluationRun, usage: dict[str, Any]) -> tuple[str, ...]:

@@ -106,6 +106,38 @@ def models_lines(models: dict[str, Any] | None) -> list[str]:
     return ["**Models:** " + "; ".join(cells), ""]
 
 
+def usage_lines(usage: dict[str, Any] | None) -> list[str]:
+    """What the run's calls used and cost: tokens (cache reads and writes apart), per role, and the cost,
+    or which models have no price (never shown as free)."""
+    if not usage or not usage.get("calls"):
+        return []
+    if usage.get("offline"):
+        return [f"**Usage:** {usage['calls']:,} calls to the offline provider: no LLM was called, no cost", ""]
+    cache = ""
+    if usage.get("cached_input_tokens") or usage.get("cache_write_tokens"):
+        cache = (
+            f" ({usage['cached_input_tokens']:,} read from the prompt cache, "
+            f"{usage['cache_write_tokens']:,} written to it)"
+        )
+    unpriced = ", ".join(usage.get("unpriced") or ())
+    if unpriced:
+        cost = f"estimated cost ${usage['cost_usd']:.4f} without the calls to {unpriced}: " if usage["cost_usd"] else ""
+        cost += f"no price for model {unpriced}"
+    else:
+        cost = f"estimated cost ${usage['cost_usd']:.4f}"
+    lines = [
+        f"**Usage:** {usage['calls']:,} LLM calls · {usage['input_tokens']:,} input tokens{cache} · "
+        f"{usage['output_tokens']:,} output tokens · {cost}",
+    ]
+    for role in usage.get("by_role") or ():
+        lines.append(
+            f"- {role['role']}: {role['calls']:,} calls, {role['input_tokens']:,} input tokens "
+            f"({role['cached_input_tokens']:,} cache read, {role['cache_write_tokens']:,} cache write), "
+            f"{role['output_tokens']:,} output tokens"
+        )
+    return [*lines, ""]
+
+
 def write_run_reports(folder: Path, ctx: dict[str, Any]) -> list[Path]:
     """Write config, conversation (json + md), evaluation, review and problems; run.log is the runner's."""
     run, persona, messages, evaluation = ctx["run"], ctx.get("persona"), ctx["messages"], ctx.get("evaluation")
@@ -153,6 +185,7 @@ def review_markdown(ctx: dict[str, Any]) -> str:
         "",
         *models_lines(evaluation.get("models")),
         *ending_lines(ctx.get("session")),
+        *usage_lines(ctx.get("usage")),
     ]
     fidelity = evaluation.get("simulator_fidelity")
     if fidelity and fidelity["strayed"]:

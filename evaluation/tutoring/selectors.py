@@ -14,7 +14,7 @@ from evaluation.errors import NotFound
 from evaluation.models import Agent, DimensionScore, EvaluationRun, Persona, Problem, RunMessage, Topic, TutoringSession
 from evaluation.models.runs import ACTIVE_STATUSES
 from evaluation.redact import redact
-from evaluation.runs.selectors import run_scores, runs_filter, runs_with_results
+from evaluation.runs.selectors import run_scores, run_usage, runs_filter, runs_with_results
 from evaluation.tutoring.fidelity import simulator_fidelity
 from evaluation.tutoring.personas import persona_as_dict, persona_schema
 from evaluation.tutoring.regression import Gate, gate
@@ -213,6 +213,7 @@ def run_report_context(
         },
         "messages": messages,
         "evaluation": run_evaluation(run, messages, judged),
+        "usage": run_usage(run).as_dict(),
     }
 
 

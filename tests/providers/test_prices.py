@@ -252,3 +252,18 @@ def test_a_run_whose_only_model_has_no_price_does_not_show_as_free(staff_client,
     html = staff_client.get(f"/admin/evaluation/runs/{run.run_id}/").content.decode()
     usage = html.split('<section class="usage">')[1].split("</section>")[0]
     assert "no price for model mystery-7b" in usage and "$0.0000" not in usage
+
+
+def test_the_report_files_carry_the_usage_and_name_an_unpriced_model(catalog):
+    from evaluation.tutoring import reports
+    from evaluation.tutoring.selectors import run_report_context
+
+    run = priced_run(catalog)
+    usage = run_report_context(run)["usage"]
+    assert usage["unpriced"] == ["mystery-7b"] and usage["cache_write_tokens"] == 1000
+    lines = reports.usage_lines(usage)
+    assert lines[0] == (
+        "**Usage:** 5 LLM calls · 9,000 input tokens (4,000 read from the prompt cache, 1,000 written to it) · "
+        "700 output tokens · estimated cost $0.0123 without the calls to mystery-7b: no price for model mystery-7b"
+    )
+    assert "- tutor: 4 calls, 8,000 input tokens (4,000 cache read, 1,000 cache write), 0 output tokens" in lines
