@@ -30,8 +30,9 @@ from django.utils import timezone
 M = TypeVar("M", bound=models.Model)
 
 HAND_SQL = os.environ.get("EVAL_HAND_SQL", "1").strip() != "0"
-"""EVAL_HAND_SQL=0 (benchmarks only) sends every call here through the ORM instead, to measure what
-the built-once SQL saves (bench/scale_out.py --orm)."""
+"""EVAL_HAND_SQL=0 (benchmarks only, not a setting to deploy with) sends every call here through the
+ORM instead, to measure what the built-once SQL saves (bench/scale_out.py --orm; the figures and the
+15% this module must save to stay are in docs/scaling.md)."""
 
 
 def _column(field: Field) -> str:
