@@ -114,3 +114,33 @@ def test_prompt_cache_key_follows_the_role_and_its_stable_prefix(loopback):
     # The key is the role and the leading system text, whatever the model and the conversation.
     alike = Request(role="judge", model="other", messages=[Message("system", RUBRIC), Message("user", "anything")])
     assert prompt_cache_key(alike) == keys[0]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_runs_token_usage_carries_cached_tokens_per_role(server, loopback):
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    from evaluation.models import EvaluationRun
+
+    # Every role through the loopback's Anthropic wire format: the simulator's persona prompt is the same
+    # on every turn, so from its second call on it is read from the cache.
+    provider = f"anthropic/claude-run@{loopback.anthropic_url}"
+    call_command(
+        "run_evaluation",
+        persona="average_student",
+        provider=provider,
+        topic_id="two-digit-addition-regrouping",
+        max_turns=3,
+        seed=4,
+        stdout=StringIO(),
+    )
+    run = EvaluationRun.objects.get()
+    assert run.status == "completed", run.error
+    simulator = run.token_usage["by_role"]["simulator"]
+    assert simulator["calls"] >= 3 and simulator["cached_input_tokens"] > 0 and simulator["cache_write_tokens"] > 0
+    assert simulator["cached_input_tokens"] + simulator["cache_write_tokens"] <= simulator["input_tokens"]
+    assert run.token_usage["cached_input_tokens"] == sum(
+        usage["cached_input_tokens"] for usage in run.token_usage["by_role"].values()
+    )
