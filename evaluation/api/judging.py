@@ -10,7 +10,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from evaluation.api.schema import operation
-from evaluation.api.serializers import Output, QueryInput
+from evaluation.api.serializers import ForecastOutput, Output, QueryInput, forecast_body
 from evaluation.errors import NotFound
 from evaluation.judging import selectors, services
 
@@ -154,6 +154,42 @@ class AgreementView(APIView):
                 "configurations": tables,
             }
         )
+
+
+class ForecastQuery(QueryInput):
+    rubric = serializers.SlugField(help_text="A rubric slug, e.g. tutor-response.")
+    provider = serializers.CharField(
+        required=False,
+        default="",
+        max_length=300,
+        help_text="The judge: offline, openai/gpt-5.2, ... (default: its LLM config).",
+    )
+    repeats = serializers.IntegerField(required=False, default=1, min_value=1, max_value=20)
+
+
+class ForecastView(APIView):
+    required_permission = "evaluation.view_judgescore"
+
+    @operation(
+        operation_id="judging_forecast",
+        tag="judging",
+        summary="The price of judging a rubric's imported items, before anything is sent",
+        description="A dry run of `manage.py judge_imported`: one call per item and repeat, each the rubric's prompt "
+        "and the item's own text, sized and priced at today's price table (low: typical replies; high: every "
+        "reply at the judge's max_tokens), direct and by batch. Nothing is judged or sent.",
+        parameters=[ForecastQuery],
+        ok={200: ForecastOutput},
+        invalid="The rubric is missing, the provider is unknown, or repeats is out of range.",
+        not_found="The rubric does not exist.",
+    )
+    def get(self, request: Request) -> Response:
+        query = ForecastQuery(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        data = query.validated_data
+        found = selectors.judging_forecast(
+            rubric=services.rubric_get(data["rubric"]), provider=data["provider"] or None, repeats=data["repeats"]
+        )
+        return Response(forecast_body(found))
 
 
 class EstimatesQuery(QueryInput):

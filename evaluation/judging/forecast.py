@@ -2,6 +2,7 @@
 
 from typing import Any
 
+from evaluation.errors import FieldProblem, InvalidInput
 from evaluation.judging.judge import ROLE, _inputs, build_user_message, system_prompt
 from evaluation.judging.values import rubric_spec
 from evaluation.providers import resolve
@@ -19,9 +20,14 @@ def judging_forecast(
     """Calls, tokens and price of judging the rubric's items (or item_ids) `repeats` times each: one call per
     item and repeat, its input the rubric's system prompt and the item's own text. Nothing is created or sent.
     Low: typical replies; high: every reply at the judge's max_tokens."""
+    if not 1 <= repeats <= 20:
+        raise InvalidInput([FieldProblem("repeats", "must be from 1 to 20")])
+    try:
+        role_spec = resolve(ROLE, provider)
+    except ValueError as exc:
+        raise InvalidInput([FieldProblem("provider", str(exc))]) from None
     spec = rubric_spec(rubric)
     inputs = _inputs(spec, item_ids)
-    role_spec = resolve(ROLE, provider)
     system = estimate_tokens(system_prompt(spec)) + MESSAGE_OVERHEAD
     prompt = sum(system + estimate_tokens(build_user_message(spec, item)) + MESSAGE_OVERHEAD for item in inputs)
     calls = len(inputs) * repeats

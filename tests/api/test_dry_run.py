@@ -132,3 +132,30 @@ def test_a_judging_job_is_priced_from_each_items_text_and_nothing_is_judged(db, 
     low = (3 * prompt * GPT["input"] + line.output_tokens[0] * GPT["output"]) / 1e6
     assert found.direct_usd[0] == pytest.approx(low) and found.batch_usd[0] == pytest.approx(low / 2)
     assert line.output_tokens[1] == 45 * 2000  # rubric_judge's max_tokens
+
+
+def test_the_api_prices_a_judging_job_and_judges_nothing(staff_client, prices, loopback):
+    import json
+
+    from evaluation.judging import services
+    from evaluation.models import JudgeScore
+    from tests.judging.synthetic import candidate_sets
+
+    services.transcripts_import(json.dumps(candidate_sets(4, 2, seed=5)), file="priced.json")
+    provider = f"openai/gpt-5.2@{loopback.openai_url}"
+    answer = staff_client.get("/api/judging/forecast", {"rubric": "tutor-response", "provider": provider, "repeats": 2})
+    assert answer.status_code == 200, answer.content
+    found = answer.json()
+    assert found["dry_run"] is True and found["calls"] == 16
+    (role,) = found["roles"]
+    low = (role["input_tokens"]["low"] * GPT["input"] + role["output_tokens"]["low"] * GPT["output"]) / 1e6
+    assert found["direct_usd"]["low"] == pytest.approx(low, abs=1e-6)
+    assert found["batch_usd"]["low"] == pytest.approx(low / 2, abs=1e-6)
+    assert loopback.count() == 0 and not JudgeScore.objects.exists()
+    for query, status, field in (
+        ({"rubric": "nope"}, 404, "nope"),
+        ({"rubric": "tutor-response", "repeats": 0}, 400, "repeats"),
+        ({"rubric": "tutor-response", "provider": "nobody"}, 400, "provider"),
+    ):
+        answer = staff_client.get("/api/judging/forecast", query)
+        assert answer.status_code == status and field in answer.content.decode(), (query, answer.content)
