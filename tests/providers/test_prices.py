@@ -267,3 +267,33 @@ def test_the_report_files_carry_the_usage_and_name_an_unpriced_model(catalog):
         "700 output tokens · estimated cost $0.0123 without the calls to mystery-7b: no price for model mystery-7b"
     )
     assert "- tutor: 4 calls, 8,000 input tokens (4,000 cache read, 1,000 cache write), 0 output tokens" in lines
+
+
+def test_cost_limit_counts_cached_tokens_the_loopback_reports(loopback):
+    from evaluation.providers import Message, ProviderSpec, get_llm
+
+    call_command("load_prices", stdout=StringIO())
+    spec = ProviderSpec("openai", "gpt-5.2", loopback.openai_url, {"api": "responses"})
+    rubric = "You grade answers against this rubric. " * 300  # about 3,000 tokens: cached from the second call
+    meter = Meter(limit_usd=1.0)
+    llm = get_llm("judge", override=spec, meter=meter)
+    first = llm.call([Message("system", rubric), Message("user", "2+2=4?")])
+    second = llm.call([Message("system", rubric), Message("user", "3+3=6?")])
+    assert first.usage.cached_input_tokens == 0 and second.usage.cached_input_tokens >= 2048
+    assert meter.usage.cached_input_tokens == second.usage.cached_input_tokens
+
+    def by_hand(u):  # gpt-5.2: $1.75 input, $0.175 cached input, $14 output per million tokens
+        return (
+            (u.input_tokens - u.cached_input_tokens) * 1.75 + u.cached_input_tokens * 0.175 + u.output_tokens * 14
+        ) / 1e6
+
+    assert second.cost_usd == pytest.approx(by_hand(second.usage)) and second.cost_usd < first.cost_usd
+    assert meter.cost_usd == pytest.approx(by_hand(first.usage) + by_hand(second.usage))
+    # A limit between the cached total and what the same calls cost uncached: the cached price keeps it open.
+    from dataclasses import replace
+
+    uncached = by_hand(first.usage) + by_hand(replace(second.usage, cached_input_tokens=0))
+    meter.limit_usd = (meter.cost_usd + uncached) / 2
+    meter.check()
+    assert uncached >= meter.limit_usd
+    assert loopback.count() == 2
