@@ -39,24 +39,14 @@ def live_app(transactional_db, catalog, django_user_model, tmp_path, monkeypatch
 
 
 @pytest.fixture
-def page():
+def page(module_chromium):
+    """A page of its own in the module's Chromium."""
     ARTIFACTS.mkdir(exist_ok=True)
-    with playwright_api.sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=CHROMIUM,
-            headless=True,
-            args=[
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-            ],
-        )
-        page = browser.new_page(viewport={"width": 1280, "height": 900})
-        page.set_default_timeout(20_000)
-        yield page
-        browser.close()
+    context = module_chromium.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    page.set_default_timeout(20_000)
+    yield page
+    context.close()
 
 
 def login(page, url):

@@ -69,16 +69,12 @@ def web(staff, tmp_path):
 
 
 @pytest.fixture
-def browser():
+def browser(module_chromium):
+    """The module's Chromium; the contexts the test opened are closed after it."""
     ARTIFACTS.mkdir(exist_ok=True)
-    with playwright_api.sync_playwright() as p:
-        chromium = p.chromium.launch(
-            executable_path=CHROMIUM,
-            headless=True,
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-sync"],
-        )
-        yield chromium
-        chromium.close()
+    yield module_chromium
+    for context in module_chromium.contexts:
+        context.close()
 
 
 def open_page(browser, url, **context):
