@@ -192,6 +192,8 @@ def main() -> None:
     sys.path.insert(0, str(ROOT / "bench"))
     from _django import setup
 
+    # Every worker may have its call in flight (the provider layer's default allows 8 at once).
+    os.environ["EVAL_LLM_CONCURRENCY"] = str(max(args.workers, 8))
     os.environ["EVAL_IMPORT_MAX_RECORDS"] = str(max(args.items, 10_000))
     os.environ["EVAL_IMPORT_MAX_FILE_BYTES"] = str(max(args.items * 2_000, 20_000_000))
     setup(fresh_database=True)
