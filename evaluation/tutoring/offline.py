@@ -301,7 +301,7 @@ def offline_judge(messages: list[dict[str, Any]], persona: PersonaSpec | None) -
     worst = min(scores, key=lambda d: scores[d])
     summary = (
         f"[offline rule-based judge] Scores come from measurable signals, not an LLM. Average "
-        f"{sum(scores.values()) / len(scores):.1f}/10 over {len(tutor)} tutor turns; weakest: {worst}."
+        f"{sum(scores.values()) / len(scores):.1f}/10 over {len(tutor)} tutor turns; weakest: {worst.replace('_', ' ')}."
     )
     return {"scores": scores, "dimension_analysis": analysis, "problems": problems[:5], "summary": summary}
 

@@ -418,7 +418,12 @@ def drift_agent(request: HttpRequest, agent_id: str) -> HttpResponse:
     ctx = drift_selectors.drift_context(agent_id)
     if ctx is None:
         raise Http404(f"no agent {agent_id!r}")
-    ctx["chart"] = lines(ctx["series"], ctx["labels"], times=ctx["moments"]) if ctx["table"] else ""
+    # the legend names a line as the table's header does ("Adherence", "Adherence · <judge>"), not by its id
+    ctx["chart"] = (
+        lines({_dimension_key(k): v for k, v in ctx["series"].items()}, ctx["labels"], times=ctx["moments"])
+        if ctx["table"]
+        else ""
+    )
     ctx["title"] = f"Persona drift: {ctx['agent'].display_name}"
     return _page(request, "evaluation/drift_agent.html", ctx)
 
