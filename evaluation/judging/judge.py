@@ -15,7 +15,8 @@ from django.db import transaction
 from evaluation.judging.offline import DimensionScale, RubricJudgeRule
 from evaluation.judging.values import RubricSpec
 from evaluation.models import CanarySet, Item, JudgeConfiguration, JudgeScore
-from evaluation.providers import LLM, LLMResult, Message, ProviderError, ProviderSpec, get_llm
+from evaluation.providers import LLM, LLMResult, Message, Meter, ProviderError, ProviderSpec, Usage, get_llm
+from evaluation.providers.accounting import unpriced
 from evaluation.providers.batch import BatchCall, batch_continue, batch_run, job_key, wants_batch
 
 ROLE = "rubric_judge"
@@ -55,9 +56,24 @@ class JudgeReport:
     resumed: bool = False
     """A stored batch was polled again rather than a new one sent."""
     cost_usd: float = 0.0
-    """What the batch cost (batch lines at the batch price, retried lines at the direct price)."""
+    """What the calls cost at today's prices: direct calls at the direct price; by batch, batch lines at the
+    batch price and retried lines at the direct price. 0 for an unpriced model (see `unpriced`)."""
     batch_pk: int | None = None
     """The stored batch still open when the caller did not wait for it (judge_batch_poll finishes it)."""
+    usage: Usage = Usage()
+    """The calls made and their tokens (cache reads and writes are parts of input_tokens), repairs included."""
+    unpriced: str = ""
+    """The judge's model when the price table has no price for it (its cost_usd is then 0, not free)."""
+
+    def cost_text(self) -> str:
+        """Calls, tokens (cached apart) and cost, as a line of text."""
+        u = self.usage
+        price = f"no price for model {self.unpriced}" if self.unpriced else f"${self.cost_usd:.4f}"
+        return (
+            f"{u.calls} call{'s' if u.calls != 1 else ''}, {u.input_tokens:,} input tokens "
+            f"({u.cached_input_tokens:,} cached, {u.cache_write_tokens:,} cache writes), "
+            f"{u.output_tokens:,} output tokens, {price}"
+        )
 
     def __str__(self) -> str:
         fails = f", {len(self.failed)} failed" if self.failed else ""
@@ -65,10 +81,10 @@ class JudgeReport:
         batch = ""
         if self.batch:
             again = ", resumed" if self.resumed else ""
-            batch = f"; by {self.batch}{again}, {self.retried} line(s) retried directly, ${self.cost_usd:.4f}"
+            batch = f"; by {self.batch}{again}, {self.retried} line(s) retried directly"
         return (
-            f"{self.configuration}: {self.judged} judged, {self.skipped} already judged{fails}{canary}{batch} "
-            f"({self.seconds:.1f} s)"
+            f"{self.configuration}: {self.judged} judged, {self.skipped} already judged{fails}{canary}{batch}; "
+            f"{self.cost_text()} ({self.seconds:.1f} s)"
         )
 
 
@@ -214,7 +230,8 @@ def judge_items(
     None follows the judge's LLM config (options {"batch": true}). on_progress(done, total) follows
     each poll of a batch."""
     started = time.perf_counter()
-    llm = get_llm(ROLE, override=provider or None)
+    meter = Meter()
+    llm = get_llm(ROLE, override=provider or None, meter=meter)
     configuration, _ = configuration_for(llm, spec)
     canary_ids = set(CanarySet.objects.filter(rubric_id=spec.id).values_list("items", flat=True)) - {None}
     wanted = None if item_ids is None else sorted(set(item_ids) | canary_ids)
@@ -282,7 +299,16 @@ def judge_items(
         failed=tuple(failed),
         canary_items=canary_jobs,
         seconds=time.perf_counter() - started,
+        cost_usd=meter.cost_usd,
+        usage=meter.usage,
+        unpriced=_unpriced(llm, meter.usage),
     )
+
+
+def _unpriced(llm: LLM, usage: Usage) -> str:
+    """The judge's model when calls were made to it and the price table cannot price them."""
+    model = llm.provider.model
+    return model if usage.calls and unpriced(model, llm.provider.name) else ""
 
 
 def _judge_by_batch(
@@ -334,6 +360,8 @@ def _judge_by_batch(
         resumed=bool(outcome and outcome.resumed),
         cost_usd=0.0 if outcome is None else outcome.cost_usd,
         batch_pk=row.pk if waiting and row is not None else None,
+        usage=Usage() if outcome is None else outcome.usage,
+        unpriced="" if outcome is None else _unpriced(llm, outcome.usage),
     )
 
 
@@ -418,6 +446,8 @@ def judge_batch_poll(stored: Any) -> JudgeReport | None:
         retried=outcome.retried,
         resumed=True,
         cost_usd=outcome.cost_usd,
+        usage=outcome.usage,
+        unpriced=_unpriced(llm, outcome.usage),
     )
 
 

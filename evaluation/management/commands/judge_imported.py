@@ -3,7 +3,7 @@
 from django.core.management.base import BaseCommand, CommandError
 
 from evaluation.errors import InvalidInput, NotFound
-from evaluation.judging import services
+from evaluation.judging import selectors, services
 from evaluation.providers import ProviderError
 
 
@@ -36,8 +36,24 @@ class Command(BaseCommand):
             help="With --batch: send the batch and return; a worker polls it and stores the scores when it ends",
         )
 
+        parser.add_argument(
+            "--dry-run",
+            action="store_true",
+            help="Print the calls, tokens and price (direct and by batch) of judging every item of the rubric; "
+            "judge and send nothing",
+        )
+
     def handle(self, *args, **opts):
         try:
+            if opts["dry_run"]:
+                if opts["canary_only"]:
+                    raise CommandError("--dry-run prices every item of the rubric; leave out --canary-only")
+                found = selectors.judging_forecast(
+                    rubric=services.rubric_get(opts["rubric"]), provider=opts["provider"], repeats=opts["repeats"]
+                )
+                self.stdout.write(found.text())
+                self.stdout.write("Dry run: nothing was judged or sent.")
+                return
             if opts["canary_only"]:
                 report = services.canary_rejudge(
                     rubric=opts["rubric"],
