@@ -332,6 +332,33 @@ def comparison_data(runs: list[dict[str, Any]], *, min_coverage: float) -> dict[
     }
 
 
+def group_judges(runs: list[dict[str, Any]]) -> list[str]:
+    """The judges that scored a group's runs, in name order (runs never judged name none)."""
+    return sorted({r["judge"] for r in runs if r.get("judge")})
+
+
+def runs_by_judge(runs: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """A group's runs in parts that may be averaged together: with more than one judge, one part per judge
+    (runs never judged under ""), since scores of different judges are never averaged; with one judge (or
+    none), every run in one part under its name."""
+    judges = group_judges(runs)
+    split = len(judges) > 1
+    parts: dict[str, list[dict[str, Any]]] = {}
+    for r in runs:
+        parts.setdefault((r.get("judge") or "") if split else (judges[0] if judges else ""), []).append(r)
+    return parts
+
+
+def judge_row_key(persona_id: str, judge: str) -> str:
+    """A persona's row (or chart series) for one judge when a group has several: "<persona> · <judge>"."""
+    return f"{persona_id} · {judge or 'not judged'}"
+
+
+def _judge_order(persona_id: str, judge: str) -> tuple[str, bool, str]:
+    """A persona's rows stay together, its judges in name order, runs never judged last."""
+    return persona_id, judge == "", judge
+
+
 MIN_RUNS_FOR_INTERVAL = 3
 """Fewer runs than this give no interval worth drawing (at n=2 the t interval is 12.7 spreads wide)."""
 SCORE_RANGE = (0.0, 10.0)
@@ -355,11 +382,34 @@ def _mean_cell(
     return f"{mean:g}" + (f" [{low:g}, {high:g}]" if low is not None else "")
 
 
+def _by_judge(runs: list[dict[str, Any]], *, min_coverage: float) -> dict[str, Any]:
+    """comparison_data's "personas" with a row per persona and judge, keyed "<persona> · <judge>", each naming
+    its persona_id and judge: a group scored by several judges is never averaged across them."""
+    rows = [
+        (persona_id, judge, p)
+        for judge, part in runs_by_judge(runs).items()
+        for persona_id, p in comparison_data(part, min_coverage=min_coverage)["personas"].items()
+    ]
+    rows.sort(key=lambda row: _judge_order(row[0], row[1]))
+    return {judge_row_key(pid, judge): {"persona_id": pid, "judge": judge, **p} for pid, judge, p in rows}
+
+
 def write_comparison(
     folder: Path, group: str, runs: list[dict[str, Any]], *, min_coverage: float, gate: Gate | None = None
 ) -> dict[str, Any]:
-    """comparison.json and comparison.md, with the group's gate against its baseline when it has one."""
+    """comparison.json and comparison.md, with the group's gate against its baseline when it has one.
+
+    With one judge, "personas" is keyed by persona id. With several, runs of different judges are never
+    averaged: "judges" names them, "split_by_judge" is true, and "personas" has a row per persona and judge,
+    keyed "<persona> · <judge>" (each row also names its "persona_id" and "judge"); the Markdown table has a
+    judge column."""
     data = {"group": group, **comparison_data(runs, min_coverage=min_coverage)}
+    judges = group_judges(runs)
+    split = len(judges) > 1
+    if split:
+        data["personas"] = _by_judge(runs, min_coverage=min_coverage)
+        data["judges"] = judges
+        data["split_by_judge"] = True
     if gate:
         data["gate"] = gate.as_dict()
     _write(folder / "comparison.json", _json(data))
@@ -367,21 +417,33 @@ def write_comparison(
     for p in data["personas"].values():
         dims += [d for d in p["mean_scores"] if d not in dims]
     repeats = max((len(p["runs"]) for p in data["personas"].values()), default=1)
+    per = "per persona and judge" if split else "per persona"
     lines = [
         f"# Comparison {group}",
         "",
         f"{data['run_count']} runs"
         + (
-            f", up to {repeats} per persona: mean [95% confidence interval] n=runs (intervals within 0-10, "
+            f", up to {repeats} {per}: mean [95% confidence interval] n=runs (intervals within 0-10, "
             f"none below {MIN_RUNS_FOR_INTERVAL} runs; spreads in comparison.json)"
             if repeats > 1
             else ""
         ),
         "",
     ]
-    lines += _row(["persona", *(d.replace("_", " ") for d in dims), "average"])
-    lines.append("|---" * (len(dims) + 2) + "|")
-    for persona_id, p in data["personas"].items():
+    if split:
+        lines += [
+            f"Scored by {len(judges)} judges ({', '.join(judges)}): each persona has a row per judge; "
+            "scores of different judges are not averaged.",
+            "",
+        ]
+    # the row's name: the persona, and with several judges the judge in a column of its own
+    names = {
+        key: [p["persona_id"], p["judge"] or "not judged"] if split else [key] for key, p in data["personas"].items()
+    }
+    heading = ["persona", "judge"] if split else ["persona"]
+    lines += _row([*heading, *(d.replace("_", " ") for d in dims), "average"])
+    lines.append("|---" * (len(dims) + len(heading) + 1) + "|")
+    for key, p in data["personas"].items():
         cells = [
             f"{_mean_cell(p['mean_scores'][d], p['ci'][d], p['n'][d])} n={p['n'][d]}" if d in p["mean_scores"] else "-"
             for d in dims
@@ -391,14 +453,14 @@ def write_comparison(
             if p["avg_score"] is None
             else f"{_mean_cell(p['avg_score'], p['avg_ci'], p['avg_n'])} n={p['avg_n']}"
         )
-        lines += _row([persona_id, *cells, avg])
+        lines += _row([*names[key], *cells, avg])
     if data["left_out"]:
         lines += ["", f"Left out (judged on less than {min_coverage:.0%} of the planned turns):"]
         lines += [f"- {r['run_id']}: {r['turns_answered']}/{r['max_turns']} turns" for r in data["left_out"]]
     if repeats > 1:
         lines += ["", "## Runs", ""]
-        for persona_id, p in data["personas"].items():
-            lines += [f"### {persona_id}", ""]
+        for key, p in data["personas"].items():
+            lines += [f"### {key}", ""]
             lines += _row(["run", "status", "turns", *(d.replace("_", " ") for d in dims), "average"])
             lines.append("|---" * (len(dims) + 4) + "|")
             for r in p["runs"]:

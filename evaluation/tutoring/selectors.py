@@ -18,7 +18,14 @@ from evaluation.runs.selectors import run_scores, run_usage, runs_filter, runs_w
 from evaluation.tutoring.fidelity import simulator_fidelity
 from evaluation.tutoring.personas import persona_as_dict, persona_schema
 from evaluation.tutoring.regression import Gate, gate
-from evaluation.tutoring.reports import ARTIFACTS, comparison_data, shown_interval
+from evaluation.tutoring.reports import (
+    ARTIFACTS,
+    comparison_data,
+    group_judges,
+    judge_row_key,
+    runs_by_judge,
+    shown_interval,
+)
 from evaluation.tutoring.rubric import DIMENSIONS
 from evaluation.tutoring.sessions import session_lookup, session_public_state
 from evaluation.tutoring.topics import topic_as_dict
@@ -375,12 +382,11 @@ def comparison_context(group: str) -> dict[str, Any] | None:
         return None
     data = comparison_data(runs, min_coverage=setting("MIN_COVERAGE"))
     baseline = group_baseline(group)
-    judges = sorted({r["judge"] for r in runs if r["judge"]})
+    judges = group_judges(runs)
     split = len(judges) > 1
-    by_judge: dict[str, list[dict[str, Any]]] = {}
-    for r in runs:
-        by_judge.setdefault((r["judge"] or "") if split else (judges[0] if judges else ""), []).append(r)
-    per_judge = {j: comparison_data(part, min_coverage=setting("MIN_COVERAGE")) for j, part in by_judge.items()}
+    per_judge = {
+        j: comparison_data(part, min_coverage=setting("MIN_COVERAGE")) for j, part in runs_by_judge(runs).items()
+    }
     dimensions: list[str] = []
     for part in per_judge.values():
         for p in part["personas"].values():
@@ -411,7 +417,7 @@ def comparison_context(group: str) -> dict[str, Any] | None:
                 }
             )
             if p["mean_scores"] or not split:
-                series[f"{persona_id} · {judge or 'not judged'}" if split else persona_id] = p["mean_scores"]
+                series[judge_row_key(persona_id, judge) if split else persona_id] = p["mean_scores"]
     # a persona's rows stay together, its judges in name order (runs never judged last)
     rows.sort(key=lambda row: (row["persona_id"], row["judge"] == "", row["judge"]))
     series = dict(sorted(series.items()))
