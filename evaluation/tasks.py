@@ -105,6 +105,22 @@ def canary_task(rubric: str) -> str:
     return str(judging.canary_rejudge(rubric=rubric))
 
 
+def judging_task(rubric: str, provider: str, repeats: int, batch: bool, again: bool) -> str:
+    """A judging job queued through the API (judging.transcripts_judge_later): judge the rubric's items; the
+    result is the job's report (judged, skipped, failed, calls, tokens with cached ones apart, cost). By batch,
+    the worker sends the batch and returns; batch_poll_task stores the scores when it ends."""
+    return str(
+        judging.transcripts_judge(
+            rubric=rubric,
+            provider=provider or None,
+            repeats=repeats,
+            only_missing=not again,
+            batch=batch or None,
+            wait=False,
+        )
+    )
+
+
 def batch_poll_task(batch_pk: int) -> str:
     """A provider batch of judging work: poll it once; store its answers when it has ended, else poll later."""
     return judging.judging_batch_poll(batch_pk=batch_pk)

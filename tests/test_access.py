@@ -46,7 +46,7 @@ DOORS = [
     ("api-judging-import", "post", {}, [], "add_transcript"),
     ("api-judging-agreement", "get", {}, None, "view_judgescore"),
     ("api-judging-estimates", "get", {}, None, "view_judgescore"),
-    ("api-judging-forecast", "get", {}, None, "view_judgescore"),
+    ("api-judging-jobs", "post", {}, {}, "add_transcript"),
     ("api-evaluation-comparison", "get", {"group": "comparison_x"}, None, "view_evaluationrun"),
     ("api-index", "get", {}, None, PUBLIC),
     ("api-docs", "get", {}, None, PUBLIC),

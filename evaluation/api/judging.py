@@ -1,17 +1,20 @@
-"""Judge validity: import conversations with their labels, and the judge's agreement with people."""
+"""Judge validity: import conversations with their labels, judge them (or price it first), and the judge's
+agreement with people."""
 
 from typing import Any
 
 from django.core.validators import RegexValidator
 from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiExample, extend_schema_serializer
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from evaluation.api.schema import operation
+from evaluation.api.parsers import JSONParser
+from evaluation.api.schema import field_error, operation
 from evaluation.api.serializers import ForecastOutput, Output, QueryInput, forecast_body
-from evaluation.errors import NotFound
+from evaluation.errors import FieldProblem, InvalidInput, NotFound
 from evaluation.judging import selectors, services
 
 FORMATS = ["auto", "json", "jsonl", "text", "candidates"]
@@ -156,40 +159,117 @@ class AgreementView(APIView):
         )
 
 
-class ForecastQuery(QueryInput):
-    rubric = serializers.SlugField(help_text="A rubric slug, e.g. tutor-response.")
+@extend_schema_serializer(
+    examples=[
+        OpenApiExample(
+            "price_it",
+            summary="The price of judging every candidate response 3 times with GPT-5.2 (dry run)",
+            value={"rubric": "tutor-response", "provider": "openai/gpt-5.2", "repeats": 3, "dry_run": True},
+            request_only=True,
+        ),
+        OpenApiExample(
+            "judge_by_batch",
+            summary="Judge the items not yet judged, through the vendor's batch API",
+            value={"rubric": "tutor-response", "provider": "anthropic/claude-opus-4-6", "batch": True},
+            request_only=True,
+        ),
+        OpenApiExample(
+            "judge_again",
+            summary="Judge every item again with the configured judge",
+            value={"rubric": "tutor-session", "again": True},
+            request_only=True,
+        ),
+    ]
+)
+class JudgingJobInput(serializers.Serializer):
+    rubric = serializers.SlugField(max_length=100, help_text="A rubric slug, e.g. tutor-response.")
     provider = serializers.CharField(
         required=False,
         default="",
+        allow_blank=True,
         max_length=300,
-        help_text="The judge: offline, openai/gpt-5.2, ... (default: its LLM config).",
+        help_text="The judge: offline, openai/gpt-5.2, anthropic/claude-opus-4-6, ... (default: the rubric_judge "
+        "role's LLM config).",
     )
-    repeats = serializers.IntegerField(required=False, default=1, min_value=1, max_value=20)
+    repeats = serializers.IntegerField(
+        required=False, default=1, min_value=1, max_value=20, help_text="Judge each item k times."
+    )
+    batch = serializers.BooleanField(
+        required=False,
+        default=False,
+        help_text="Send the calls through the vendor's batch API (cheaper, slower); false follows the judge's LLM "
+        "config.",
+    )
+    dry_run = serializers.BooleanField(
+        required=False,
+        default=False,
+        help_text="Answer 200 with the calls, tokens and price (direct and by batch) and start nothing: nothing "
+        "is queued, judged or sent.",
+    )
+    again = serializers.BooleanField(
+        required=False, default=False, help_text="Judge items already judged under the same configuration too."
+    )
 
 
-class ForecastView(APIView):
-    required_permission = "evaluation.view_judgescore"
+class JudgingJobOutput(Output):
+    """A judging job queued on a worker."""
+
+    task = serializers.CharField(help_text="The worker task's name; its result is the job's report.")
+    rubric = serializers.CharField()
+    provider = serializers.CharField(help_text="The judge, as resolved when the job was queued.")
+    repeats = serializers.IntegerField()
+    batch = serializers.BooleanField()
+    again = serializers.BooleanField()
+    items = serializers.IntegerField(
+        help_text="Items of the rubric's unit now; those already judged are skipped unless `again`."
+    )
+
+
+class JudgingJobsView(APIView):
+    required_permission = "evaluation.add_transcript"
+    parser_classes = [JSONParser]
 
     @operation(
-        operation_id="judging_forecast",
+        operation_id="judging_jobs_create",
         tag="judging",
-        summary="The price of judging a rubric's imported items, before anything is sent",
-        description="A dry run of `manage.py judge_imported`: one call per item and repeat, each the rubric's prompt "
-        "and the item's own text, sized and priced at today's price table (low: typical replies; high: every "
-        "reply at the judge's max_tokens), direct and by batch. Nothing is judged or sent.",
-        parameters=[ForecastQuery],
-        ok={200: ForecastOutput},
-        invalid="The rubric is missing, the provider is unknown, or repeats is out of range.",
-        not_found="The rubric does not exist.",
+        summary="Judge a rubric's imported items on a worker, or price it first (dry_run)",
+        description="Queues `manage.py judge_imported` on a worker: every imported item of the rubric's unit is "
+        "judged `repeats` times (the canary set first; items already judged under the same configuration are "
+        "skipped unless `again`), and the task's result is its report: items judged and failed, calls, tokens "
+        "(cache reads and writes apart) and cost. With `batch: true` the worker sends one provider batch and a "
+        "polling task stores the scores when it ends.\n\n"
+        "With `dry_run: true` the answer is 200 with the price before anything is sent: one call per item and "
+        "repeat, each the rubric's prompt and the item's own text, sized and priced at today's price table (low: "
+        "typical replies; high: every reply at the judge's max_tokens), direct and by batch. Nothing is queued, "
+        "judged or sent.",
+        request=JudgingJobInput,
+        ok={202: JudgingJobOutput, 200: ForecastOutput},
+        invalid="A field is not valid: an unknown rubric, repeats out of range, an unknown provider, or a provider "
+        "whose API key (OPENAI_API_KEY, ANTHROPIC_API_KEY) is not set.",
+        body=True,
+        invalid_example=field_error("repeats", "Ensure this value is greater than or equal to 1."),
     )
-    def get(self, request: Request) -> Response:
-        query = ForecastQuery(data=request.query_params)
-        query.is_valid(raise_exception=True)
-        data = query.validated_data
-        found = selectors.judging_forecast(
-            rubric=services.rubric_get(data["rubric"]), provider=data["provider"] or None, repeats=data["repeats"]
+    def post(self, request: Request) -> Response:
+        body = JudgingJobInput(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        if data["dry_run"]:
+            try:
+                rubric = services.rubric_get(data["rubric"])
+            except NotFound as exc:
+                raise InvalidInput([FieldProblem("rubric", str(exc))]) from None
+            found = selectors.judging_forecast(
+                rubric=rubric, provider=data["provider"] or None, repeats=data["repeats"]
+            )
+            return Response(forecast_body(found), status=status.HTTP_200_OK)
+        job = services.transcripts_judge_later(
+            rubric=data["rubric"],
+            provider=data["provider"] or None,
+            repeats=data["repeats"],
+            batch=data["batch"],
+            again=data["again"],
         )
-        return Response(forecast_body(found))
+        return Response(JudgingJobOutput(job.as_dict()).data, status=status.HTTP_202_ACCEPTED)
 
 
 class EstimatesQuery(QueryInput):

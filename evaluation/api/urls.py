@@ -43,7 +43,7 @@ urlpatterns = [
     path("judging/import", judging.ImportView.as_view(), name="api-judging-import"),
     path("judging/agreement", judging.AgreementView.as_view(), name="api-judging-agreement"),
     path("judging/estimates", judging.EstimatesView.as_view(), name="api-judging-estimates"),
-    path("judging/forecast", judging.ForecastView.as_view(), name="api-judging-forecast"),
+    path("judging/jobs", judging.JudgingJobsView.as_view(), name="api-judging-jobs"),
     # the schema's pages (evaluation.api.docs: their scripts from this server, inline parts by nonce)
     path(
         "docs/",

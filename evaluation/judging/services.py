@@ -40,6 +40,8 @@ __all__ = [
     "canary_rejudge_later",
     "canary_set",
     "judging_batch_poll",
+    "JudgingJob",
+    "transcripts_judge_later",
     "rubric_get",
     "run_labels_set",
     "rubric_load",
@@ -636,3 +638,56 @@ def canary_rejudge_later(*, rubric: str) -> bool:
 
     transaction.on_commit(lambda: async_task("evaluation.tasks.canary_task", rubric, task_name=f"canary-{rubric}"))
     return True
+
+
+@dataclass(frozen=True)
+class JudgingJob:
+    """A judging job queued on a worker (transcripts_judge_later): what it will judge, and its task's name."""
+
+    task: str
+    """The django-q task's name (its result is the job's report: judged, failed, calls, tokens, cost)."""
+    rubric: str
+    provider: str
+    """The judge that will be called (vendor/model), as resolved when the job was queued."""
+    repeats: int
+    batch: bool
+    again: bool
+    items: int
+    """Items of the rubric's unit now (already judged ones are skipped unless again)."""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "task": self.task,
+            "rubric": self.rubric,
+            "provider": self.provider,
+            "repeats": self.repeats,
+            "batch": self.batch,
+            "again": self.again,
+            "items": self.items,
+        }
+
+
+def transcripts_judge_later(
+    *, rubric: str, provider: str | None = None, repeats: int = 1, batch: bool = False, again: bool = False
+) -> JudgingJob:
+    """Check a judging job as transcripts_judge would, then queue it on a worker after this transaction commits
+    (evaluation.tasks.judging_task). Bad input is refused now, by field, not by a failed task later."""
+    import uuid
+
+    from django_q.tasks import async_task
+
+    from evaluation.providers import keys_check, resolve
+
+    if repeats < 1 or repeats > 20:
+        raise InvalidInput([FieldProblem("repeats", "must be from 1 to 20")])
+    try:
+        found = rubric_get(rubric)
+    except NotFound as exc:
+        raise InvalidInput([FieldProblem("rubric", str(exc))]) from None
+    keys_check([judge.ROLE], provider or None, field="provider")
+    spec = resolve(judge.ROLE, provider or None)
+    unit_items = Item.objects.filter(key="") if found.unit == "session" else Item.objects.exclude(key="")
+    task = f"judging-{found.slug}-{uuid.uuid4().hex[:12]}"
+    args = (found.slug, provider or "", repeats, batch, again)
+    transaction.on_commit(lambda: async_task("evaluation.tasks.judging_task", *args, task_name=task))
+    return JudgingJob(task, found.slug, spec.label, repeats, batch, again, unit_items.count())

@@ -137,13 +137,16 @@ def test_a_judging_job_is_priced_from_each_items_text_and_nothing_is_judged(db, 
 def test_the_api_prices_a_judging_job_and_judges_nothing(staff_client, prices, loopback):
     import json
 
+    from django_q.models import OrmQ, Task
+
     from evaluation.judging import services
     from evaluation.models import JudgeScore
     from tests.judging.synthetic import candidate_sets
 
     services.transcripts_import(json.dumps(candidate_sets(4, 2, seed=5)), file="priced.json")
     provider = f"openai/gpt-5.2@{loopback.openai_url}"
-    answer = staff_client.get("/api/judging/forecast", {"rubric": "tutor-response", "provider": provider, "repeats": 2})
+    body = {"rubric": "tutor-response", "provider": provider, "repeats": 2, "dry_run": True}
+    answer = staff_client.post("/api/judging/jobs", body, content_type="application/json")
     assert answer.status_code == 200, answer.content
     found = answer.json()
     assert found["dry_run"] is True and found["calls"] == 16
@@ -152,10 +155,12 @@ def test_the_api_prices_a_judging_job_and_judges_nothing(staff_client, prices, l
     assert found["direct_usd"]["low"] == pytest.approx(low, abs=1e-6)
     assert found["batch_usd"]["low"] == pytest.approx(low / 2, abs=1e-6)
     assert loopback.count() == 0 and not JudgeScore.objects.exists()
-    for query, status, field in (
-        ({"rubric": "nope"}, 404, "nope"),
-        ({"rubric": "tutor-response", "repeats": 0}, 400, "repeats"),
-        ({"rubric": "tutor-response", "provider": "nobody"}, 400, "provider"),
+    assert not OrmQ.objects.exists() and not Task.objects.exists()  # nothing queued
+    for sent, field in (
+        ({"rubric": "nope"}, "rubric"),
+        ({"rubric": "tutor-response", "repeats": 0}, "repeats"),
+        ({"rubric": "tutor-response", "provider": "nobody"}, "provider"),
+        ({"rubric": "tutor-response", "dry_run": "maybe"}, "dry_run"),
     ):
-        answer = staff_client.get("/api/judging/forecast", query)
-        assert answer.status_code == status and field in answer.content.decode(), (query, answer.content)
+        answer = staff_client.post("/api/judging/jobs", {"dry_run": True, **sent}, content_type="application/json")
+        assert answer.status_code == 400 and field in answer.json()["fields"], (sent, answer.content)
