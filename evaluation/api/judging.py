@@ -211,6 +211,25 @@ class JudgingJobInput(serializers.Serializer):
     )
 
 
+@extend_schema_serializer(
+    examples=[
+        OpenApiExample(
+            "queued",
+            summary="A job queued on a worker",
+            value={
+                "task": "judging-tutor-response-3f2a9c1b7d4e",
+                "rubric": "tutor-response",
+                "provider": "openai/gpt-5.2",
+                "repeats": 3,
+                "batch": False,
+                "again": False,
+                "items": 1200,
+            },
+            response_only=True,
+            status_codes=["202"],
+        )
+    ]
+)
 class JudgingJobOutput(Output):
     """A judging job queued on a worker."""
 
@@ -237,7 +256,9 @@ class JudgingJobsView(APIView):
         "judged `repeats` times (the canary set first; items already judged under the same configuration are "
         "skipped unless `again`), and the task's result is its report: items judged and failed, calls, tokens "
         "(cache reads and writes apart) and cost. With `batch: true` the worker sends one provider batch and a "
-        "polling task stores the scores when it ends.\n\n"
+        "polling task stores the scores when it ends. A job runs for at most EVAL_TASK_TIMEOUT (1 h by default); "
+        "the scores it stored stay, so a job cut short is finished by queuing it again (without `again`), or "
+        "sent by batch.\n\n"
         "With `dry_run: true` the answer is 200 with the price before anything is sent: one call per item and "
         "repeat, each the rubric's prompt and the item's own text, sized and priced at today's price table (low: "
         "typical replies; high: every reply at the judge's max_tokens), direct and by batch. Nothing is queued, "
