@@ -454,9 +454,7 @@ EVALUATION = {
     # SECRET_KEY, so the web tier and the workers of one install agree with nothing to configure.
     "PROTOCOL_KEY": os.environ.get("EVAL_PROTOCOL_KEY")
     or hmac.new(SECRET_KEY.encode(), b"evaluation.protocol.key", hashlib.sha256).hexdigest(),
-    # Prices live in the price table (prices/vendors.yaml, the admin's model prices: docs/costs.md). PRICES
-    # is only a fallback for a model the table does not list: {model: (input, output)} USD per million tokens.
-    "PRICES": {},
+    # Prices live in the price table only (prices/vendors.yaml, the admin's model prices: docs/costs.md).
     # How long a process keeps the price table it read (another process's admin edit shows within this).
     "PRICE_CACHE_SECONDS": float(os.environ.get("EVAL_PRICE_CACHE_SECONDS", "60")),
 }

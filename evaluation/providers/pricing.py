@@ -275,7 +275,7 @@ def _read_table() -> dict[str, tuple[Price, ...]] | None:
             return pool.submit(_query_in_thread).result()
     except (DatabaseError, RuntimeError) as exc:
         if not _warned:
-            log.warning("price table not readable (%s): only EVALUATION['PRICES'] prices calls", exc)
+            log.warning("price table not readable (%s): calls are not priced", exc)
             _warned = True
         return None
 
@@ -300,28 +300,15 @@ def base_name(model: str) -> str:
     return dated.group("base") if dated else model
 
 
-def _fallback(model: str) -> Price | None:
-    # EVALUATION["PRICES"]: {model: (input, output)}, for a model the table does not list.
-    configured = setting("PRICES") or {}
-    pair = configured.get(model) or configured.get(base_name(model))
-    if pair is None:
-        return None
-    per_in, per_out = (float(p) for p in pair)
-    return Price("settings", model, dt.date.min, per_in, per_out, per_in, per_in)
-
-
 def price_for(model: str, on: dt.date | None = None) -> Price | None:
     """The price in force for model on a date (today by default), or None: no row for the model (nor for
     its base name), or none in force yet on that date."""
     table = _table()
     if on is None and table is _cache and model in _memo:
         return _memo[model]
-    rows = table.get(model) or table.get(base_name(model))
-    if rows is None:
-        found = _fallback(model)
-    else:
-        day = on or _today
-        found = next((row for row in rows if row.effective_from <= day), None)
+    rows = table.get(model) or table.get(base_name(model)) or ()
+    day = on or _today
+    found = next((row for row in rows if row.effective_from <= day), None)
     if on is None and table is _cache:
         _memo[model] = found
     return found

@@ -1,10 +1,13 @@
 """Each vendor through the real SDK against the loopback server: calls, JSON, usage, retries, errors."""
 
+import datetime as dt
 import time
+from decimal import Decimal
 
 import pytest
 import urllib3
 
+from evaluation.models import ModelPrice
 from evaluation.providers import (
     AuthError,
     CostLimitReached,
@@ -73,7 +76,10 @@ def test_json_schema_call_parses_the_reply(vendor, loopback):
     elif endpoint == "chat":
         assert body["response_format"]["json_schema"]["schema"] == SCORE_SCHEMA
     else:
-        assert '"score"' in body["system"][-1]["text"] and body["thinking"] == {"type": "enabled", "budget_tokens": 20000}
+        assert '"score"' in body["system"][-1]["text"] and body["thinking"] == {
+            "type": "enabled",
+            "budget_tokens": 20000,
+        }
         assert body["stream"] is True
 
 
@@ -173,13 +179,25 @@ def test_directive_placement_differs_by_vendor(loopback):
     assert "DIRECTIVE" not in loopback.requests[-1].body.get("system", "")
 
 
-def test_cost_limit_stops_the_next_call(loopback, settings):
-    settings.EVALUATION = {**settings.EVALUATION, "PRICES": {"gpt-5.2": (1_000_000.0, 1_000_000.0)}}
-    spec = ProviderSpec("openai", "gpt-5.2", loopback.openai_url, {"api": "responses"})
-    meter = Meter(limit_usd=5.0)
+@pytest.mark.django_db
+def test_cost_limit_stops_the_next_call(loopback):
+    # A dear model in the price table: $100,000 per million tokens ($0.10 a token, in or out), so one call
+    # (the loopback counts over 20 tokens) spends more than the $1 limit.
+    ModelPrice.objects.create(
+        vendor="openai",
+        model="dear-1",
+        effective_from=dt.date(2025, 1, 1),
+        input_per_mtok=Decimal(100_000),
+        output_per_mtok=Decimal(100_000),
+        cached_input_per_mtok=Decimal(100_000),
+        cache_write_per_mtok=Decimal(100_000),
+    )
+    spec = ProviderSpec("openai", "dear-1", loopback.openai_url, {"api": "responses"})
+    meter = Meter(limit_usd=1.0)
     first = ask(spec, meter=meter)
-    assert first.cost_usd > 5.0 and meter.cost_usd == first.cost_usd
-    with pytest.raises(CostLimitReached, match=r"cost limit reached: \$\d+\.\d+ spent of a \$5\.0000 limit"):
+    assert first.cost_usd == pytest.approx(0.10 * (first.usage.input_tokens + first.usage.output_tokens))
+    assert first.cost_usd > 1.0 and meter.cost_usd == first.cost_usd
+    with pytest.raises(CostLimitReached, match=r"cost limit reached: \$\d+\.\d+ spent of a \$1\.0000 limit"):
         ask(spec, meter=meter)
     assert loopback.count() == 1
 
