@@ -3,13 +3,13 @@
 from dataclasses import replace
 from typing import Any
 
-from evaluation.errors import FieldProblem, InvalidInput, NotFound
-from evaluation.models import Agent, Persona
+from evaluation.errors import InvalidInput
 from evaluation.providers import ProviderSpec, get_llm, resolve
 from evaluation.providers.forecast import CallPlan, Forecast, estimate_tokens, forecast
 from evaluation.providers.registry import settings_for
-from evaluation.tutoring import judge, selectors, tutor
+from evaluation.tutoring import judge, tutor
 from evaluation.tutoring.simulator import StudentSimulator
+from evaluation.tutoring.start_input import approved_topic, start_agent, start_personas, start_problems
 from evaluation.tutoring.values import PersonaSpec, TopicSpec
 
 TYPICAL_TUTOR_REPLY = 120
@@ -129,35 +129,14 @@ def run_forecast(
 ) -> Forecast:
     """What run_start with these arguments would take and cost; it creates no run and sends nothing.
     Bad input is refused as run_start refuses it (InvalidInput naming the field, NotFound)."""
-    problems = []
-    if not 1 <= max_turns <= 100:
-        problems.append(FieldProblem("max_turns", f"{max_turns} is out of range (1-100)"))
-    if not 1 <= runs_per_persona <= 20:
-        problems.append(FieldProblem("runs_per_persona", f"{runs_per_persona} is out of range (1-20)"))
-    if grade is not None and not 1 <= grade <= 12:
-        problems.append(FieldProblem("grade", f"{grade} is out of range (1-12)"))
-    if provider:
-        try:
-            ProviderSpec.parse(provider)
-        except ValueError as exc:
-            problems.append(FieldProblem("provider", str(exc)))
+    problems = start_problems(max_turns=max_turns, runs_per_persona=runs_per_persona, grade=grade, provider=provider)
     if problems:
         raise InvalidInput(problems)
-    topic = selectors.topic_get(topic_id, field="topic_id")
-    records: list[Persona] = []
-    for name in [persona] if isinstance(persona, str) else persona:
-        value = (name or "").strip()
-        if "/" in value or "\\" in value or value.startswith("."):
-            raise InvalidInput([FieldProblem("persona", f"{value!r} must be a persona id or a file name, not a path")])
-        found = list(Persona.objects.order_by("persona_id")) if value == "all" else [selectors.persona_get(value)]
-        records += [p for p in found if p not in records]
-    if not records:
-        raise NotFound("persona: no personas are loaded (run manage.py load_catalog)")
+    topic = approved_topic(topic_id)
+    agent = start_agent(agent_id)
+    records = start_personas(persona)
     tutor_spec, tutor_prompt, external = None, None, ""
-    if agent_id:
-        agent = Agent.objects.filter(pk=agent_id).first()
-        if agent is None:
-            raise NotFound(f"target: no agent {agent_id!r}")
+    if agent is not None:
         if agent.kind == "openai_chat":
             tutor_spec = ProviderSpec("openai", agent.model, agent.base_url, {"api": "chat"})
             tutor_prompt = agent.system_prompt

@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from evaluation.conf import setting
 from evaluation.errors import Conflict, FieldProblem, InvalidInput, NotFound, PlainMessage
-from evaluation.models import Agent, EvaluationRun, Persona, ProviderBatch, RunMessage, Topic, TutoringSession
+from evaluation.models import EvaluationRun, ProviderBatch, RunMessage, Topic, TutoringSession
 from evaluation.models.runs import RunKind, RunSource
 from evaluation.providers import ProviderSpec, get_llm, keys_check
 from evaluation.providers import batch as provider_batch
@@ -26,6 +26,13 @@ from evaluation.tutoring.personas import split_known, validate_persona
 from evaluation.tutoring.regression import DEFAULT_THRESHOLD, RULES, baseline_means, counted, mismatches
 from evaluation.tutoring.server import ForeignServer, ServerProcess, check_install, own_server_env
 from evaluation.tutoring.sessions import SessionComplete, session_advance, session_create, session_open
+from evaluation.tutoring.start_input import (
+    approved_topic,
+    resolve_personas,
+    start_agent,
+    start_personas,
+    start_problems,
+)
 from evaluation.tutoring.topics import KNOWN_KEYS as TOPIC_KEYS
 from evaluation.tutoring.topics import topic_as_dict, validate_topic
 
@@ -61,23 +68,9 @@ __all__ = [
     "validate_topic",
 ]
 
-MAX_TURNS_RANGE = (1, 100)
-
 
 class BatchNotStarted(PlainMessage, Exception):
     """A batch's shared set-up (its tutor server) failed before any of its runs began."""
-
-
-def resolve_personas(persona: str) -> list[Persona]:
-    """'all', an id ('ace') or a file name ('ace.json'); file paths outside personas/ are refused."""
-    value = (persona or "").strip()
-    if value == "all":
-        return list(Persona.objects.order_by("persona_id"))
-    if "/" in value or "\\" in value or value.startswith("."):
-        raise InvalidInput(
-            [FieldProblem("persona", f"{value!r} must be a persona id or a file name inside personas/, not a path")]
-        )
-    return [selectors.persona_get(value)]
 
 
 def run_start(
@@ -107,20 +100,7 @@ def run_start(
     baseline: a comparison group (or one run) whose scores this batch's comparison checks for
     regressions (regression.gate); a baseline that does not compare (another judge, judge prompt, rubric
     version, topic, max turns, or personas it lacks) is refused unless forced."""
-    problems = []
-    if not MAX_TURNS_RANGE[0] <= max_turns <= MAX_TURNS_RANGE[1]:
-        problems.append(
-            FieldProblem("max_turns", f"{max_turns} is out of range ({MAX_TURNS_RANGE[0]}-{MAX_TURNS_RANGE[1]})")
-        )
-    if not 1 <= runs_per_persona <= 20:
-        problems.append(FieldProblem("runs_per_persona", f"{runs_per_persona} is out of range (1-20)"))
-    if grade is not None and not 1 <= grade <= 12:
-        problems.append(FieldProblem("grade", f"{grade} is out of range (1-12)"))
-    if provider:
-        try:
-            ProviderSpec.parse(provider)
-        except ValueError as exc:
-            problems.append(FieldProblem("provider", str(exc)))
+    problems = start_problems(max_turns=max_turns, runs_per_persona=runs_per_persona, grade=grade, provider=provider)
     if regression_rule not in RULES:
         problems.append(FieldProblem("regression_rule", f"{regression_rule!r} is not one of {', '.join(RULES)}"))
     if regression_threshold < 0:
@@ -128,28 +108,9 @@ def run_start(
     if problems:
         raise InvalidInput(problems)
     keys_check(["simulator", "judge"], provider, field="provider")
-    topic = selectors.topic_get(topic_id, field="topic_id")
-    if not topic.approved:
-        raise InvalidInput(
-            [
-                FieldProblem(
-                    "topic_id",
-                    f"topic {topic.topic_id!r} is not approved for runs: tick Approved on it in the admin "
-                    f'(Topics), or set "approved": true in {topic.source_file or "its file"} and run manage.py '
-                    "load_catalog",
-                )
-            ]
-        )
-    agent = None
-    if agent_id:
-        agent = Agent.objects.filter(pk=agent_id).first()
-        if agent is None:
-            raise NotFound(f"target: no agent {agent_id!r}")
-    personas: list[Persona] = []
-    for name in [persona] if isinstance(persona, str) else persona:
-        personas += [p for p in resolve_personas(name) if p not in personas]
-    if not personas:
-        raise NotFound("persona: no personas are loaded (run manage.py load_catalog)")
+    topic = approved_topic(topic_id)
+    agent = start_agent(agent_id)
+    personas = start_personas(persona)
     against = (
         _baseline(
             baseline,
