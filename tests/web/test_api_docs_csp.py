@@ -46,11 +46,10 @@ def test_other_pages_keep_the_strict_policy(staff_client):
     "path, ready",
     [("/api/docs/", ".swagger-ui .opblock-tag"), ("/api/redoc/", "[role=menuitem], .menu-content li")],
 )
-def test_chromium_shows_the_docs_with_no_console_error(live_server, path, ready):
-    playwright_api = pytest.importorskip("playwright.sync_api")
-    with playwright_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox", "--disable-gpu"])
-        page = browser.new_page()
+def test_chromium_shows_the_docs_with_no_console_error(live_server, module_chromium, path, ready):
+    context = module_chromium.new_context()
+    try:
+        page = context.new_page()
         errors: list[str] = []
         failed: list[str] = []
         page.on(
@@ -64,7 +63,8 @@ def test_chromium_shows_the_docs_with_no_console_error(live_server, path, ready)
         page.goto(live_server.url + path)
         page.wait_for_selector(ready, timeout=30_000)
         body = page.inner_text("body")
-        browser.close()
+    finally:
+        context.close()
     assert "Something went wrong" not in body, body[:500]
     assert [f for f in failed if not f.endswith("/favicon.ico")] == []
     # Not the docs' own: the browser's favicon request, and Redocly's logo with no network (it hides itself).
