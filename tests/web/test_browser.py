@@ -65,7 +65,7 @@ def test_staff_start_watch_report_and_compare(live_app, page):
     page.check("input[name=personas][value=quiet_one]")
     page.eval_on_selector("input[name=max_turns]", "el => { el.value = 6; el.dispatchEvent(new Event('input')); }")
     page.fill("#tab-simulate input[name=provider]", "offline")
-    page.click("#tab-simulate button[type=submit]")
+    page.click("#tab-simulate button[type=submit]:not([name=price])")  # Start, not Price it
     page.wait_for_selector(".messagelist .success")
     assert page.locator(".card").count() == 2
     first_statuses = page.locator("[data-status]").all_inner_texts()

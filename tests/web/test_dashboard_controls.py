@@ -116,7 +116,7 @@ def test_cancel_ends_a_running_run_and_the_button_goes(worker_app, loopback, bro
     page = open_page(browser, worker_app)
     page.check("input[name=personas][value=ace]")
     page.fill("#tab-simulate input[name=provider]", f"openai/slow-model@{loopback.openai_url}")
-    page.click("#tab-simulate button[type=submit]")
+    page.click("#tab-simulate button[type=submit]:not([name=price])")  # Start, not Price it
     page.wait_for_selector(".messagelist .success")
     run = EvaluationRun.objects.get()
     card = page.locator(f'.card[data-run="{run.run_id}"]')
