@@ -68,6 +68,16 @@ def _account(state: dict[str, Any], llm: LLM, result: LLMResult) -> None:
     state["tutor"] = add_usage(record, result.usage)
 
 
+HISTORY_WINDOW = 12
+"""The tutor reads at least the last 12 messages, and fewer than 24."""
+
+
+def history_start(length: int) -> int:
+    """Where the tutor's view of the conversation starts: it moves in steps of HISTORY_WINDOW messages, not
+    one message a turn, so consecutive turns share the same conversation prefix (a cache hit)."""
+    return max(0, length - HISTORY_WINDOW) // HISTORY_WINDOW * HISTORY_WINDOW
+
+
 def tutor_turn(
     state: dict[str, Any], history: list[dict[str, Any]], student_text: str | None, llm: LLM
 ) -> tuple[str, bool]:
@@ -91,11 +101,14 @@ def tutor_turn(
             else "This is the last problem: when done, close the session warmly."
         )
     )
-    messages = [Message("system", system_prompt(state) + "\n\n" + situation)]
-    for m in history[-12:]:
+    # The system prompt and the conversation come first and stay the same from one turn to the next (a
+    # prefix the vendor's prompt cache serves); what changes every turn goes last, as the directive.
+    messages = [Message("system", system_prompt(state))]
+    for m in history[history_start(len(history)) :]:
         messages.append(Message("assistant" if m["role"] == "tutor" else "user", m["content"]))
     result = llm.call(
         messages,
+        directive=situation,
         schema=TUTOR_SCHEMA,
         offline=TutorRule(state=state, student_text=student_text),
         seed=turn_seed(state),
