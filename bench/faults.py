@@ -240,8 +240,10 @@ def qcluster(env: dict[str, str], log: Path) -> subprocess.Popen:
 
 
 def stop_group(process: subprocess.Popen) -> None:
+    """SIGTERM to the main process (a qcluster stops its workers itself in about 2 s; SIGTERM to the whole
+    group made it wait out its workers' 20 s grace), then SIGKILL to whatever of the group is left."""
     try:
-        os.killpg(process.pid, signal.SIGTERM)
+        os.kill(process.pid, signal.SIGTERM)
         process.wait(20)
     except subprocess.TimeoutExpired:
         pass

@@ -45,38 +45,10 @@ class AnthropicProvider(Provider):
         return [*messages, Message("user", directive)]
 
     def generate(self, request: Request) -> Completion:
-        s = request.settings
-        cache = self.options.get("prompt_cache", True) is not False
-        system = [m.content for m in request.messages if m.role == "system" and m.content.strip()]
-        if request.schema is not None:
-            system.append(
-                "Reply with one JSON object and nothing else. It must match this JSON schema:\n"
-                f"```json\n{json.dumps(request.schema)}\n```"
-            )
-        turns = _anthropic_turns(request.messages) or [{"role": "user", "content": "(begin)"}]
-        kwargs: dict[str, Any] = {
-            "model": request.model,
-            "max_tokens": s.max_tokens + (s.thinking_budget or 0),
-            "messages": _mark_conversation(turns) if cache else turns,
-            "timeout": request.timeout,
-        }
-        if system:
-            # One text block per system message, stable first: the last one ends the cached prefix.
-            blocks: list[dict[str, Any]] = [{"type": "text", "text": text.strip()} for text in system]
-            if cache:
-                blocks[-1]["cache_control"] = EPHEMERAL
-            kwargs["system"] = blocks
-        if request.tools:
-            kwargs["tools"] = [
-                {"name": t["name"], "description": t["description"], "input_schema": t["parameters"]}
-                for t in request.tools
-            ]
-            if cache:
-                kwargs["tools"][-1]["cache_control"] = EPHEMERAL
-        if s.thinking_budget:
-            kwargs["thinking"] = {"type": "enabled", "budget_tokens": s.thinking_budget}
-        elif s.temperature is not None:
-            kwargs["extra_body"] = {"temperature": s.temperature}
+        kwargs = message_params(request, cache=self.options.get("prompt_cache", True) is not False)
+        kwargs["timeout"] = request.timeout
+        if "temperature" in kwargs:
+            kwargs["extra_body"] = {"temperature": kwargs.pop("temperature")}
         try:
             with warnings.catch_warnings():
                 # We ask for a fixed thinking budget on purpose (a reproducible cost per judgement).
@@ -127,6 +99,42 @@ class AnthropicProvider(Provider):
 class AnthropicHaikuProvider(AnthropicProvider):
     name = "anthropic-haiku"
     default_model = "claude-haiku-4-5"
+
+
+def message_params(request: Request, *, cache: bool) -> dict[str, Any]:
+    """The Messages API's parameters for a request (a direct call's and a batch line's alike), without
+    stream or timeout. With cache, breakpoints end the stable prefix: the system prompt, the tools and a
+    long conversation's history."""
+    s = request.settings
+    system = [m.content for m in request.messages if m.role == "system" and m.content.strip()]
+    if request.schema is not None:
+        system.append(
+            "Reply with one JSON object and nothing else. It must match this JSON schema:\n"
+            f"```json\n{json.dumps(request.schema)}\n```"
+        )
+    turns = _anthropic_turns(request.messages) or [{"role": "user", "content": "(begin)"}]
+    params: dict[str, Any] = {
+        "model": request.model,
+        "max_tokens": s.max_tokens + (s.thinking_budget or 0),
+        "messages": _mark_conversation(turns) if cache else turns,
+    }
+    if system:
+        # One text block per system message, stable first: the last one ends the cached prefix.
+        blocks: list[dict[str, Any]] = [{"type": "text", "text": text.strip()} for text in system]
+        if cache:
+            blocks[-1]["cache_control"] = dict(EPHEMERAL)
+        params["system"] = blocks
+    if request.tools:
+        params["tools"] = [
+            {"name": t["name"], "description": t["description"], "input_schema": t["parameters"]} for t in request.tools
+        ]
+        if cache:
+            params["tools"][-1]["cache_control"] = dict(EPHEMERAL)
+    if s.thinking_budget:
+        params["thinking"] = {"type": "enabled", "budget_tokens": s.thinking_budget}
+    elif s.temperature is not None:
+        params["temperature"] = s.temperature
+    return params
 
 
 def _mark_conversation(turns: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -182,27 +182,11 @@ class _OpenAI(_Vendor):
         self.convert = _sdk_errors(self.provider.name, self.provider.key_hint, openai)
 
     def body(self, request: Request) -> dict[str, Any]:
-        from evaluation.providers.openai_api import _chat_body, _responses_input, prompt_cache_key
+        from evaluation.providers.openai_api import chat_body, responses_body
 
         if self.api == "chat":
-            return _chat_body(request)
-        s = request.settings
-        body: dict[str, Any] = {
-            "model": request.model,
-            "input": _responses_input(request.messages),
-            "max_output_tokens": s.max_tokens,
-        }
-        if s.reasoning_effort:
-            body["reasoning"] = {"effort": s.reasoning_effort}
-        if s.temperature is not None and not s.reasoning_effort:
-            body["temperature"] = s.temperature
-        if request.schema is not None:
-            body["text"] = {
-                "format": {"type": "json_schema", "name": "result", "schema": request.schema, "strict": False}
-            }
-        if self.provider.options.get("prompt_cache", True) is not False:
-            body["prompt_cache_key"] = prompt_cache_key(request)
-        return body
+            return chat_body(request)
+        return responses_body(request, cache=self.provider.options.get("prompt_cache", True) is not False)
 
     def submit(self, requests: dict[str, Request]) -> str:
         lines = "".join(
@@ -318,34 +302,10 @@ class _Anthropic(_Vendor):
         self.convert = _sdk_errors(self.provider.name, self.provider.key_hint, anthropic)
 
     def params(self, request: Request) -> dict[str, Any]:
-        """The direct call's body (cache breakpoints included: a batch's lines share the rubric's prefix),
-        without stream and timeout."""
-        from evaluation.providers.anthropic_api import EPHEMERAL, _anthropic_turns, _mark_conversation
+        """The direct call's parameters (cache breakpoints included: a batch's lines share the rubric's prefix)."""
+        from evaluation.providers.anthropic_api import message_params
 
-        s = request.settings
-        cache = self.provider.options.get("prompt_cache", True) is not False
-        system = [m.content for m in request.messages if m.role == "system" and m.content.strip()]
-        if request.schema is not None:
-            system.append(
-                "Reply with one JSON object and nothing else. It must match this JSON schema:\n"
-                f"```json\n{json.dumps(request.schema)}\n```"
-            )
-        turns = _anthropic_turns(request.messages) or [{"role": "user", "content": "(begin)"}]
-        params: dict[str, Any] = {
-            "model": request.model,
-            "max_tokens": s.max_tokens + (s.thinking_budget or 0),
-            "messages": _mark_conversation(turns) if cache else turns,
-        }
-        if system:
-            blocks: list[dict[str, Any]] = [{"type": "text", "text": text.strip()} for text in system]
-            if cache:
-                blocks[-1]["cache_control"] = dict(EPHEMERAL)
-            params["system"] = blocks
-        if s.thinking_budget:
-            params["thinking"] = {"type": "enabled", "budget_tokens": s.thinking_budget}
-        elif s.temperature is not None:
-            params["temperature"] = s.temperature
-        return params
+        return message_params(request, cache=self.provider.options.get("prompt_cache", True) is not False)
 
     def submit(self, requests: dict[str, Request]) -> str:
         try:
@@ -592,7 +552,7 @@ def batch_resume(
         line_cost = estimate_cost(llm.provider.model, line.usage, batch=True)
         usage, cost = usage + line.usage, cost + line_cost
         if llm.meter is not None:
-            llm.meter.add(llm.role, line.usage, line_cost, provider=llm.provider.name)
+            llm.meter.add(llm.role, line.usage, line_cost, provider=llm.provider.name, model=llm.provider.model)
         data = line.data
         schema = calls[cid].schema
         if schema is not None and data is None:

@@ -175,7 +175,7 @@ class LLM:
     def _account(self, usage: Usage) -> float:
         cost = estimate_cost(self.provider.model, usage)
         if self.meter:
-            self.meter.add(self.role, usage, cost, provider=self.provider.name)
+            self.meter.add(self.role, usage, cost, provider=self.provider.name, model=self.provider.model)
         return cost
 
     def _generate(self, request: Request) -> tuple[Completion, int]:

@@ -29,6 +29,9 @@ from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from evaluation.providers.loopback_batch import Route
+from evaluation.providers.loopback_batch import install as install_batch_apis
+
 ENDPOINTS = {"/v1/chat/completions": "chat", "/v1/responses": "responses", "/v1/messages": "messages"}
 BILLED = ("input_tokens", "cached_input_tokens", "cache_write_tokens", "output_tokens")
 CACHE_TTL = 300.0
@@ -108,15 +111,6 @@ def default_responder(endpoint: str, body: dict[str, Any], n: int) -> Reply:
     if schema is not None:
         return Reply(json=example_for(schema))
     return Reply(text=f"Loopback reply {n}.")
-
-
-@dataclass(frozen=True)
-class Route:
-    """A further endpoint: answer(match, raw body, headers) gives (status, JSON-able payload or bytes, content type)."""
-
-    method: str
-    path: re.Pattern[str]
-    answer: Callable[[re.Match[str], bytes, Any], tuple[int, Any, str]]
 
 
 def _tokens(text: str) -> int:
@@ -227,9 +221,8 @@ class LoopbackLLMServer:
         """The most requests it was answering at one time (in their latency), since the last reset."""
         self.routes: list[Route] = []
         """Further endpoints (the batch APIs), tried in order for any path the chat endpoints do not take."""
-        from evaluation.providers import loopback_batch  # the batch APIs answer through this server's replies
-
-        loopback_batch.install(self)
+        self.batch_desk = install_batch_apis(self)
+        """The batch APIs' files and batches (answered through this server's replies)."""
 
     # --- control -------------------------------------------------------------------------
     @property
@@ -288,6 +281,7 @@ class LoopbackLLMServer:
             self.billed = dict.fromkeys(BILLED, 0)
             self._window = RateWindow()
             self._cache.clear()
+        self.batch_desk.reset()
 
     def rate_check(self, endpoint: str, body: dict[str, Any]) -> tuple[float | None, dict[str, str]]:
         """Count a request against the rate limits: (None, headers) when it may be answered, else

@@ -70,22 +70,22 @@ class BatchDesk:
 
 
 @dataclass(frozen=True)
-class BatchRoute:
-    """A route of the server's further endpoints (the shape of loopback.Route, which this module may not
-    import: the server imports this one)."""
+class Route:
+    """A further endpoint of the loopback server: answer(match, raw body, headers) gives (status, JSON-able
+    payload or bytes, content type)."""
 
     method: str
     path: re.Pattern[str]
     answer: Callable[[re.Match[str], bytes, Any], tuple[int, Any, str]]
 
 
-def install(server: Any) -> None:
-    """Add the batch endpoints to server.routes (and the desk tests read and set, as server.batch_desk)."""
+def install(server: Any) -> BatchDesk:
+    """Add the batch endpoints to server.routes; the desk they keep their files and batches on (tests read and
+    set it as server.batch_desk)."""
     desk = BatchDesk()
-    server.batch_desk = desk  # type: ignore[attr-defined]
 
     def route(method: str, path: str, answer: Any) -> None:
-        server.routes.append(BatchRoute(method, re.compile(path), answer))
+        server.routes.append(Route(method, re.compile(path), answer))
 
     route("POST", r"/v1/files", lambda m, raw, h: _file_create(desk, raw, h))
     route("GET", r"/v1/files/(?P<id>[^/]+)/content", lambda m, raw, h: _file_content(desk, m["id"]))
@@ -98,6 +98,7 @@ def install(server: Any) -> None:
         lambda m, raw, h: _anthropic_results(desk, m["id"]),
     )
     route("GET", r"/v1/messages/batches/(?P<id>[^/]+)", lambda m, raw, h: _anthropic_retrieve(server, desk, m["id"]))
+    return desk
 
 
 def _error(status: int, message: str) -> tuple[int, Any, str]:

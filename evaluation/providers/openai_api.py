@@ -71,29 +71,8 @@ class OpenAIProvider(Provider):
             raise RetryableError(f"{self.name}: malformed response ({exc})") from exc
 
     def _responses(self, request: Request) -> Completion:
-        s = request.settings
-        kwargs: dict[str, Any] = {
-            "model": request.model,
-            "input": _responses_input(request.messages),
-            "max_output_tokens": s.max_tokens,
-            "timeout": request.timeout,
-        }
-        if request.tools:
-            kwargs["tools"] = [
-                {"type": "function", "name": t["name"], "description": t["description"], "parameters": t["parameters"]}
-                for t in request.tools
-            ]
-        if s.reasoning_effort:
-            kwargs["reasoning"] = {"effort": s.reasoning_effort}
-        if s.temperature is not None and not s.reasoning_effort:
-            kwargs["temperature"] = s.temperature
-        if request.schema is not None:
-            kwargs["text"] = {
-                "format": {"type": "json_schema", "name": "result", "schema": request.schema, "strict": False}
-            }
-        if self.options.get("prompt_cache", True) is not False:
-            kwargs["prompt_cache_key"] = prompt_cache_key(request)
-        raw = self.client.responses.with_raw_response.create(**kwargs)
+        kwargs = {**responses_body(request, cache=self.options.get("prompt_cache", True) is not False)}
+        raw = self.client.responses.with_raw_response.create(**kwargs, timeout=request.timeout)
         response = raw.parse()
         usage = response.usage
         details = getattr(usage, "output_tokens_details", None) if usage else None
@@ -120,7 +99,7 @@ class OpenAIProvider(Provider):
     def _compat_chat(self, request: Request) -> Completion:
         assert self.compat is not None
         try:
-            data, headers = self.compat.create(_chat_body(request), request.timeout)
+            data, headers = self.compat.create(chat_body(request), request.timeout)
         except urllib3.exceptions.HTTPError as exc:
             # urllib3 makes a refused connection (NewConnectionError) a kind of connect timeout.
             timed_out = isinstance(exc, urllib3.exceptions.TimeoutError) and not isinstance(
@@ -156,7 +135,7 @@ class OpenAIProvider(Provider):
             raise RetryableError(f"{self.name}: malformed response ({type(exc).__name__}: {exc})") from exc
 
     def _chat(self, request: Request) -> Completion:
-        kwargs: dict[str, Any] = {**_chat_body(request), "timeout": request.timeout}
+        kwargs: dict[str, Any] = {**chat_body(request), "timeout": request.timeout}
         raw = self.client.chat.completions.with_raw_response.create(**kwargs)
         response = raw.parse()
         choice = response.choices[0] if response.choices else None
@@ -287,7 +266,31 @@ def prompt_cache_key(request: Request) -> str:
     return hashlib.sha256(f"{request.role}\n{system}".encode()).hexdigest()[:32]
 
 
-def _chat_body(request: Request) -> dict[str, Any]:
+def responses_body(request: Request, *, cache: bool) -> dict[str, Any]:
+    """The Responses API's request body for a request (a direct call's and a batch line's alike)."""
+    s = request.settings
+    body: dict[str, Any] = {
+        "model": request.model,
+        "input": _responses_input(request.messages),
+        "max_output_tokens": s.max_tokens,
+    }
+    if request.tools:
+        body["tools"] = [
+            {"type": "function", "name": t["name"], "description": t["description"], "parameters": t["parameters"]}
+            for t in request.tools
+        ]
+    if s.reasoning_effort:
+        body["reasoning"] = {"effort": s.reasoning_effort}
+    if s.temperature is not None and not s.reasoning_effort:
+        body["temperature"] = s.temperature
+    if request.schema is not None:
+        body["text"] = {"format": {"type": "json_schema", "name": "result", "schema": request.schema, "strict": False}}
+    if cache:
+        body["prompt_cache_key"] = prompt_cache_key(request)
+    return body
+
+
+def chat_body(request: Request) -> dict[str, Any]:
     """The chat-completions request body (the same for the SDK and for CompatChat)."""
     s = request.settings
     kwargs: dict[str, Any] = {
