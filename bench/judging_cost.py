@@ -45,7 +45,7 @@ def serve(args: argparse.Namespace) -> None:
     sys.path.insert(0, str(ROOT))
     from evaluation.providers.loopback import LoopbackLLMServer
 
-    server = LoopbackLLMServer(latency=args.latency, rpm=args.rpm, tpm=args.tpm).start()
+    server = LoopbackLLMServer(latency=args.latency, rpm=args.rpm, tpm=args.tpm, responder=varied_responder).start()
     print(server.url, flush=True)
     for line in sys.stdin:
         command = line.strip()
@@ -53,6 +53,46 @@ def serve(args: argparse.Namespace) -> None:
             stats = {"requests": server.count(), "limited": server.rate_limited, **server.billed}
             print(json.dumps(stats), flush=True)
     server.stop()
+
+
+def varied(schema: dict, key: str) -> object:
+    """A valid instance of the judge's schema whose levels and numbers depend on key (the item's text), so a
+    batch answer mapped back to the wrong item shows as a different score than the direct call's."""
+    import hashlib
+
+    pick = int(hashlib.sha256(key.encode()).hexdigest()[:8], 16)
+    if "enum" in schema:
+        return schema["enum"][pick % len(schema["enum"])]
+    if schema.get("type") == "object" or "properties" in schema:
+        return {name: varied(sub, f"{key}/{name}") for name, sub in schema.get("properties", {}).items()}
+    if schema.get("type") == "array":
+        return [varied(schema.get("items", {}), f"{key}/{i}") for i in range(max(1, schema.get("minItems", 1)))]
+    if schema.get("type") == "integer":
+        low, high = schema.get("minimum", 0), schema.get("maximum", 10)
+        return low + pick % (high - low + 1)
+    from evaluation.providers.loopback import example_for
+
+    return example_for(schema)
+
+
+def varied_responder(endpoint: str, body: dict, n: int):
+    from evaluation.providers.loopback import Reply, requested_schema
+
+    schema = requested_schema(endpoint, body)
+    last = (body.get("messages") or body.get("input") or [{}])[-1]
+    return Reply(json=varied(schema, json.dumps(last, sort_keys=True))) if schema else Reply(text=f"reply {n}")
+
+
+def scores_digest() -> str:
+    """A digest of every stored judge score (item, dimension, repeat, value, score): equal digests, equal results."""
+    import hashlib
+
+    from evaluation.models import JudgeScore
+
+    rows = JudgeScore.objects.order_by("item__transcript__external_id", "dimension__name", "repeat").values_list(
+        "item__transcript__external_id", "dimension__name", "repeat", "value", "score"
+    )
+    return hashlib.sha256(json.dumps(list(rows)).encode()).hexdigest()[:16]
 
 
 class Loopback:
@@ -114,6 +154,7 @@ class Pass:
     judged: int
     failed: int
     stats: dict[str, int]
+    digest: str
 
 
 def judge_direct(args: argparse.Namespace, item_ids: list[int] | None) -> tuple[int, int]:
@@ -158,13 +199,16 @@ def configure(server: Loopback, args: argparse.Namespace, *, cache: bool) -> Non
 
 
 def one_pass(server: Loopback, args: argparse.Namespace, *, cache: bool, item_ids: list[int] | None) -> Pass:
+    from evaluation.models import JudgeScore
+
     configure(server, args, cache=cache)
+    JudgeScore.objects.all().delete()  # each pass stores its own results, compared by digest
     before = server.ask("stats")
     cpu, started = time.process_time(), time.perf_counter()
     judged, failed = MODES[args.mode](args, item_ids)
     wall, cpu = time.perf_counter() - started, time.process_time() - cpu
     after = server.ask("stats")  # the server's rate window runs on from pass to pass, as a vendor's does
-    return Pass(wall, cpu, judged, failed, {name: after[name] - before[name] for name in after})
+    return Pass(wall, cpu, judged, failed, {name: after[name] - before[name] for name in after}, scores_digest())
 
 
 def spread(values: list[float], fmt: str = "{:.2f}") -> str:
@@ -248,6 +292,7 @@ def main() -> None:
             f"{spread([float(p.stats['output_tokens']) for p in runs], '{:.0f}')}"
         )
         print(f"  harness CPU per item {spread([p.cpu / args.items * 1000 for p in runs], '{:.2f}')} ms")
+        print(f"  results digest {', '.join(sorted({p.digest for p in runs}))}")
     on, off = passes[True], passes[False]
     full_on = statistics.median(p.stats["input_tokens"] - p.stats["cached_input_tokens"] for p in on)
     full_off = statistics.median(p.stats["input_tokens"] for p in off)
