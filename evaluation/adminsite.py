@@ -16,7 +16,10 @@ from django.utils.safestring import SafeString
 from django.utils.translation import get_language
 
 GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("Catalogue", ("evaluation.Persona", "evaluation.Topic", "evaluation.Agent", "evaluation.LLMConfig")),
+    (
+        "Catalogue",
+        ("evaluation.Persona", "evaluation.Topic", "evaluation.Agent", "evaluation.LLMConfig", "evaluation.ModelPrice"),
+    ),
     (
         "Runs and reports",
         (
@@ -50,7 +53,16 @@ GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "axes.AccessFailureLog",
         ),
     ),
-    ("Background work", ("django_q.Schedule", "django_q.Failure", "django_q.Success", "evaluation.ProviderBatch")),
+    (
+        "Background work",
+        (
+            "django_q.Schedule",
+            "django_q.Failure",
+            "django_q.Success",
+            "evaluation.ProviderBatch",
+            "evaluation.RateLimitBudget",
+        ),
+    ),
     (
         "Judging",
         (

@@ -32,6 +32,11 @@ SCRIPTS = [
     ("simulator_fidelity.py", ["--turns", "20", "--trials", "2"], "largest difference at seed"),
     ("agreement.py", ["--dialogues", "12", "--candidates", "2", "--repeats", "1"], "kappa"),
     ("estimates.py", ["--seeds", "30", "--items", "400"], "corrected width / people-only width"),
+    (
+        "judging_cost.py",
+        ["--items", "40", "--warmup", "2", "--latency", "0", "--rpm", "100000", "--workers", "4", "--mode", "batch"],
+        "prompt tokens at the full input price, caching on / off",
+    ),
 ]
 
 
