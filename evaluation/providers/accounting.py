@@ -3,10 +3,9 @@
 import threading
 from collections.abc import Callable
 
-from django.db import connection
-
 from evaluation.providers.base import CostLimitReached, Usage
 from evaluation.providers.pricing import FREE_PROVIDERS, price_for
+from evaluation.providers.threads import release_helper_thread_connection
 
 
 def estimate_cost(model: str, usage: Usage, *, batch: bool = False) -> float:
@@ -20,16 +19,6 @@ def estimate_cost(model: str, usage: Usage, *, batch: bool = False) -> float:
 def unpriced(model: str, provider: str = "") -> bool:
     """Whether a call to model costs money the table cannot price (offline and replay calls cost nothing)."""
     return bool(model) and provider not in FREE_PROVIDERS and price_for(model) is None
-
-
-def _release_helper_thread_connection() -> None:
-    """on_change saves the totals, often from a helper thread (an async call runs in asyncio.to_thread):
-    give that thread's connection back at once (to the pool, on PostgreSQL), or it stays open, and
-    counted against the pool, until the garbage collector finds it. The main thread and open
-    transactions keep theirs."""
-    if threading.current_thread() is threading.main_thread() or connection.in_atomic_block:
-        return
-    connection.close()
 
 
 class Meter:
@@ -75,7 +64,7 @@ class Meter:
             try:
                 self.on_change(self)
             finally:
-                _release_helper_thread_connection()
+                release_helper_thread_connection()
 
     def as_dict(self) -> dict:
         return {

@@ -175,7 +175,10 @@ class _OpenAI(_Vendor):
 
         self.sdk = openai
         self.client = openai.OpenAI(
-            api_key=self.provider.api_key or "none", base_url=self.provider.base_url or None, max_retries=2
+            api_key=self.provider.api_key or "none",
+            base_url=self.provider.base_url or None,
+            max_retries=SDK_RETRIES,
+            timeout=SDK_TIMEOUT_SECONDS,
         )
         self.api = getattr(self.provider, "api", "responses")
         self.url = "/v1/chat/completions" if self.api == "chat" else "/v1/responses"
@@ -297,7 +300,10 @@ class _Anthropic(_Vendor):
 
         self.sdk = anthropic
         self.client = anthropic.Anthropic(
-            api_key=self.provider.api_key or "none", base_url=self.provider.base_url or None, max_retries=2
+            api_key=self.provider.api_key or "none",
+            base_url=self.provider.base_url or None,
+            max_retries=SDK_RETRIES,
+            timeout=SDK_TIMEOUT_SECONDS,
         )
         self.convert = _sdk_errors(self.provider.name, self.provider.key_hint, anthropic)
 
@@ -463,10 +469,16 @@ def batch_continue(
     )
 
 
+SDK_TIMEOUT_SECONDS = 120.0
+SDK_RETRIES = 2
+"""Each batch API request (an upload included) gets this long, and this many retries."""
+
 SENDING = "sending:"
 """The provider id of a row one process is sending now (its claim); others wait for the real id."""
-SEND_TAKEOVER_SECONDS = 120.0
-"""A claim older than this belongs to a process that died while sending: another sends the batch again."""
+SEND_TAKEOVER_SECONDS = SDK_TIMEOUT_SECONDS * (SDK_RETRIES + 1) * 2 + 60.0
+"""A claim older than this belongs to a process that died while sending: another sends the batch again.
+It outlasts a send that is only slow (the upload and the create, each with every retry), so a second batch
+is never bought while the first send may still succeed."""
 
 
 def _send(stored: Any, llm: LLM, call_for: Callable[[Any], BatchCall]) -> None:

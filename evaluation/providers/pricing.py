@@ -24,6 +24,7 @@ from evaluation.conf import setting
 from evaluation.errors import FieldProblem, InvalidInput
 from evaluation.limits import yaml_load
 from evaluation.providers.base import Usage
+from evaluation.providers.threads import release_helper_thread_connection
 
 log = logging.getLogger(__name__)
 
@@ -269,7 +270,10 @@ def _read_table() -> dict[str, tuple[Price, ...]] | None:
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            return _query()
+            try:
+                return _query()
+            finally:
+                release_helper_thread_connection()  # prices are read from the judge's worker threads too
         # From inside an event loop (the offline provider answers there), Django refuses queries: read in a thread.
         with ThreadPoolExecutor(1) as pool:
             return pool.submit(_query_in_thread).result()

@@ -25,6 +25,7 @@ from datetime import datetime
 from typing import Any, Protocol, TypeVar
 
 from evaluation.providers.base import Message
+from evaluation.providers.threads import release_helper_thread_connection
 
 T = TypeVar("T")
 State = dict[str, Any]
@@ -214,7 +215,7 @@ class DatabaseStore:
     transaction takes when it begins)."""
 
     def update(self, key: str, label: str, fn: Callable[[State], T]) -> T:
-        from django.db import DatabaseError, IntegrityError, connection, transaction
+        from django.db import DatabaseError, IntegrityError, transaction
 
         from evaluation.models import RateLimitBudget
 
@@ -236,9 +237,7 @@ class DatabaseStore:
                 raise
             return _MEMORY.update(key, label, fn)
         finally:
-            # Calls run in helper threads: give their connection back at once, as the meter does.
-            if threading.current_thread() is not threading.main_thread() and not connection.in_atomic_block:
-                connection.close()
+            release_helper_thread_connection()
 
 
 _STORES: dict[str, Store] = {}
