@@ -129,7 +129,12 @@ def batch_poll_task(batch_pk: int) -> str:
 def runs_sweep_task() -> list[str]:
     """django-q2 schedule (every minute): one sweep (run_services.runs_sweep). The sweeper thread of
     each worker process sweeps more often; this one also serves a cluster started before it."""
-    return run_services.runs_sweep()
+    ended = run_services.runs_sweep()
+    try:
+        judging.judging_batches_repoll()
+    except Exception as exc:  # the runs' sweep stands whatever the batches' check meets
+        log.warning("re-polling open judging batches failed: %s", exc)
+    return ended
 
 
 def preload() -> None:

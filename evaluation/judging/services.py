@@ -1,5 +1,6 @@
 """Judging's writes: import transcripts, load rubrics, judge items, label items, keep canaries."""
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
@@ -28,6 +29,7 @@ from evaluation.models import (
     Topic,
     Transcript,
 )
+from evaluation.providers import ProviderError
 
 DEFAULT_RUBRIC = {"session": "tutor-session", "response": "tutor-response"}
 """The rubric a record's labels are read against when the caller names none."""
@@ -40,6 +42,7 @@ __all__ = [
     "canary_rejudge_later",
     "canary_set",
     "judging_batch_poll",
+    "judging_batches_repoll",
     "JudgingJob",
     "transcripts_judge_later",
     "rubric_get",
@@ -50,6 +53,8 @@ __all__ = [
     "transcripts_import",
     "transcripts_judge",
 ]
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -592,7 +597,17 @@ def judging_batch_poll(*, batch_pk: int) -> str:
     stored = ProviderBatch.objects.filter(pk=batch_pk, kind=judge.BATCH_KIND).first()
     if stored is None:
         return "missing"
-    report = judge.judge_batch_poll(stored)
+    try:
+        report = judge.judge_batch_poll(stored)
+    except ProviderError as exc:
+        # One failed poll (a vendor's 5xx after the SDK's retries, a lost connection) must not end the chain:
+        # the batch is still the vendor's to finish, so it is polled again later.
+        stored.refresh_from_db()
+        if stored.state not in (BatchState.SUBMITTING, BatchState.WAITING):
+            raise
+        log.warning("polling batch %s failed, polling again later: %s", stored.provider_batch_id, exc)
+        judging_batch_poll_later(batch_pk=batch_pk)
+        return f"poll failed, polling again later: {exc}"
     if report is not None:
         return str(report)
     stored.refresh_from_db()
@@ -600,6 +615,27 @@ def judging_batch_poll(*, batch_pk: int) -> str:
         judging_batch_poll_later(batch_pk=batch_pk)
         return stored.stage_text
     return stored.state
+
+
+def judging_batches_repoll() -> list[int]:
+    """Judging batches left open with no poll to come (its worker was killed mid-poll, or the process that
+    waited on it died) get one: the ids of those scheduled. The sweep calls it."""
+    from django_q.models import Schedule
+
+    from evaluation.providers.batch import poll_seconds
+
+    quiet = timezone.now() - timedelta(seconds=max(3 * poll_seconds(), 120.0))
+    open_batches = ProviderBatch.objects.filter(
+        kind=judge.BATCH_KIND, state__in=(BatchState.SUBMITTING, BatchState.WAITING), updated_at__lt=quiet
+    ).values_list("pk", flat=True)
+    orphans = [
+        pk
+        for pk in open_batches
+        if not Schedule.objects.filter(func="evaluation.tasks.batch_poll_task", args=str(pk)).exists()
+    ]
+    for pk in orphans:
+        judging_batch_poll_later(batch_pk=pk)
+    return orphans
 
 
 def judging_batch_poll_later(*, batch_pk: int) -> None:

@@ -452,7 +452,9 @@ def judge_again_by_batch(handle: RunHandle) -> dict[str, Any]:
     if stored.state == BatchState.FAILED:
         raise ProviderError(f"the provider's batch failed: {stored.error}")
     answer = provider_batch.kept_result(stored, run.run_id, "judge")
-    _meter(run).add("judge", answer.usage, answer.cost_usd, provider=answer.provider)
+    meter = _meter(run)
+    meter.check()  # a run at its cost limit takes no more, as a direct call would not be made
+    meter.add("judge", answer.usage, answer.cost_usd, provider=answer.provider, model=answer.model)
     return finish(handle, evaluate(handle, answer=answer))
 
 

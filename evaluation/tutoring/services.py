@@ -292,6 +292,13 @@ def runs_retry_evaluation_by_batch(*, run_ids: list[str], user: Any = None) -> l
     empty = [r.run_id for r in runs_to_judge if r.kind != RunKind.TUTOR or not r.messages.exists()]
     if empty:
         raise Conflict(f"no stored tutor conversation to evaluate: {', '.join(sorted(empty)[:20])}")
+    spent = [
+        f"{r.run_id} (${r.cost_usd:.4f} of ${r.cost_limit_usd:.4f})"
+        for r in runs_to_judge
+        if r.cost_limit_usd is not None and (r.cost_usd or 0.0) >= r.cost_limit_usd
+    ]
+    if spent:  # a direct re-judge would stop at the limit before its call: no line is bought for these
+        raise Conflict(f"cost limit reached, nothing sent: {', '.join(sorted(spent)[:20])}")
     by_judge: dict[str, tuple[Any, list[EvaluationRun]]] = {}
     for run in runs_to_judge:
         llm = get_llm("judge", override=run.config.get("provider") or None)

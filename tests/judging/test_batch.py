@@ -337,3 +337,65 @@ def test_the_canary_is_rejudged_by_batch_and_the_admin_lists_the_batch_with_its_
     ProviderBatch.objects.filter(pk=stored.pk).update(state=BatchState.WAITING, done=0)
     page = staff_client.get("/admin/evaluation/providerbatch/").content.decode()
     assert "waiting on the provider&#x27;s batch (0/1 done)" in page
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_failed_poll_keeps_the_batch_polled_and_the_sweep_repolls_an_orphaned_batch(loopback, desk):
+    import socket
+    from datetime import timedelta
+
+    from django.utils import timezone
+    from django_q.models import Schedule
+
+    from evaluation.tasks import batch_poll_task, runs_sweep_task
+
+    import_set()
+    desk.polls_to_end = 2
+    provider = f"openai/gpt-5.2@{loopback.openai_url}"
+    call_command("judge_imported", "--rubric", "tutor-response", "--provider", provider, "--batch", "--no-wait")
+    stored = ProviderBatch.objects.get()
+    polls = Schedule.objects.filter(func="evaluation.tasks.batch_poll_task")
+    polls.delete()
+
+    # The vendor cannot be reached for one poll: the batch stays waiting and its next poll is scheduled.
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{free.getsockname()[1]}/v1"
+    ProviderBatch.objects.filter(pk=stored.pk).update(base_url=dead)
+    answer = batch_poll_task(stored.pk)
+    assert answer.startswith("poll failed, polling again later: "), answer
+    stored.refresh_from_db()
+    assert stored.state == BatchState.WAITING and polls.count() == 1
+
+    # Its poll lost (a worker killed mid-poll): the sweep schedules one once the batch has been quiet a while.
+    polls.delete()
+    ProviderBatch.objects.filter(pk=stored.pk).update(base_url=loopback.openai_url)
+    runs_sweep_task()
+    assert polls.count() == 0  # polled a moment ago: not an orphan yet
+    ProviderBatch.objects.filter(pk=stored.pk).update(updated_at=timezone.now() - timedelta(minutes=10))
+    runs_sweep_task()
+    assert list(polls.values_list("args", flat=True)) == [str(stored.pk)]
+    runs_sweep_task()
+    assert polls.count() == 1  # one poll to come is enough
+
+    for _ in range(3):
+        if "judged" in (answer := batch_poll_task(stored.pk)):
+            break
+    assert "2 judged" in answer and JudgeScore.objects.count() == 2 * DIMENSIONS and desk.creates == 1
+
+
+@pytest.mark.django_db
+def test_runs_at_their_cost_limit_are_not_rejudged_by_batch_and_nothing_is_sent(catalog, loopback, desk):
+    from evaluation.models import EvaluationRun
+    from tests.web.test_pages import make_runs
+
+    spent, fresh = make_runs(2)
+    EvaluationRun.objects.filter(pk=spent.pk).update(cost_usd=0.5, cost_limit_usd=0.5)
+    provider = f"openai/gpt-5.2@{loopback.openai_url}"
+    EvaluationRun.objects.update(config={"provider": provider})
+    with pytest.raises(
+        CommandError, match=rf"cost limit reached, nothing sent: {spent.run_id} \(\$0.5000 of \$0.5000\)"
+    ):
+        call_command("judge_runs", "--batch", f"--run={spent.run_id}", f"--run={fresh.run_id}", stdout=StringIO())
+    assert ProviderBatch.objects.count() == 0 and desk.creates == 0 and loopback.count() == 0
+    assert EvaluationRun.objects.get(pk=fresh.pk).status == "completed"  # nothing queued either
