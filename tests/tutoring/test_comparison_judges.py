@@ -9,31 +9,11 @@ from pathlib import Path
 import pytest
 from scipy import stats
 
-from evaluation.models import DimensionScore, EvaluationRun, Persona, Topic
+from evaluation.models import EvaluationRun, Persona, Topic
 from evaluation.tutoring.pipeline import finalize_group
+from tests.web.test_comparison import LENIENT, STRICT, make_group  # the judged runs the page's test makes
 
 pytestmark = pytest.mark.django_db
-
-STRICT, LENIENT = "openai/gpt-judge", "offline/offline-rules-v1"
-
-
-def make_group(group, judged):
-    """Completed runs of one group: judged is [(persona_id, judge, pacing score), ...]."""
-    topic = Topic.objects.filter(approved=True).first()
-    for index, (persona_id, judge, score) in enumerate(judged):
-        run = EvaluationRun.objects.create(
-            run_id=f"{group}_{index}",
-            persona=Persona.objects.get(persona_id=persona_id),
-            topic=topic,
-            status="completed",
-            stage="completed",
-            overall_score=score,
-            judge_label=judge,
-            group=group,
-            repeat_index=index,
-            max_turns=4,
-        )
-        DimensionScore.objects.create(run=run, dimension="pacing", score=score, analysis="")
 
 
 def written(group):
