@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from django.db import connection
 
 from evaluation.models import RateLimitBudget
 from evaluation.providers import Message, ProviderError, ProviderSpec, get_llm
@@ -43,6 +44,19 @@ def spec_for(server: LoopbackLLMServer, vendor: str, *, budget: bool = True, mod
     return ProviderSpec(provider, model, url, {**options, "rate_limit_budget": budget})
 
 
+def threaded(target) -> threading.Thread:
+    """A thread that gives its database connection back when it ends, as a worker's task does (the LLM config
+    is read from the database; on PostgreSQL a thread that keeps its pooled connection drains the pool)."""
+
+    def run() -> None:
+        try:
+            target()
+        finally:
+            connection.close()
+
+    return threading.Thread(target=run)
+
+
 def hammer(spec: ProviderSpec, *, threads: int, calls: int) -> list[str]:
     """`threads` workers making `calls` calls each at once; the failures' messages."""
     failures: list[str] = []
@@ -55,7 +69,7 @@ def hammer(spec: ProviderSpec, *, threads: int, calls: int) -> list[str]:
             except ProviderError as exc:
                 failures.append(str(exc))
 
-    workers = [threading.Thread(target=work) for _ in range(threads)]
+    workers = [threaded(work) for _ in range(threads)]
     for worker in workers:
         worker.start()
     for worker in workers:
@@ -140,7 +154,7 @@ def test_retry_after_pauses_every_worker_on_the_budget(limited):
     limited.responder = timed
     spec = spec_for(limited, "openai-chat", model="paused")
     limited.script(Reply(status=429, headers={"retry-after": "2"}))
-    first = threading.Thread(target=lambda: get_llm("judge", override=spec).call(ASK))
+    first = threaded(lambda: get_llm("judge", override=spec).call(ASK))
     first.start()
     deadline = time.monotonic() + 10
     while not RateLimitBudget.objects.filter(label__contains="/paused at ").exists():
@@ -155,7 +169,7 @@ def test_retry_after_pauses_every_worker_on_the_budget(limited):
     alone = spec_for(limited, "openai-chat", budget=False, model="paused")
     limited.script(Reply(status=429, headers={"retry-after": "2"}))
     started = time.monotonic()
-    first = threading.Thread(target=lambda: get_llm("judge", override=alone).call(ASK))
+    first = threaded(lambda: get_llm("judge", override=alone).call(ASK))
     first.start()
     time.sleep(0.3)
     get_llm("gate", override=alone).call(ASK)
