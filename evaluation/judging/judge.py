@@ -212,6 +212,33 @@ def _inputs(spec: RubricSpec, item_ids: list[int] | None) -> list[ItemInput]:
     return out
 
 
+def _score_rows(item_id: int, repeat: int, values: dict, dims: dict, configuration: Any) -> list[JudgeScore]:
+    """One item's judged values (name -> (level, score, why)) as score rows, one per dimension."""
+    return [
+        JudgeScore(
+            item_id=item_id,
+            dimension_id=dims[name],
+            configuration=configuration,
+            repeat=repeat,
+            value=level,
+            score=score,
+            rationale=why,
+        )
+        for name, (level, score, why) in values.items()
+    ]
+
+
+def _store_scores(rows: list[JudgeScore]) -> None:
+    """Store score rows; a row judged before under the same configuration and repeat is replaced."""
+    JudgeScore.objects.bulk_create(
+        rows,
+        batch_size=500,
+        update_conflicts=True,
+        unique_fields=["item", "dimension", "configuration", "repeat"],
+        update_fields=["value", "score", "rationale"],
+    )
+
+
 def judge_items(
     spec: RubricSpec,
     *,
@@ -253,13 +280,7 @@ def judge_items(
 
     def flush() -> None:
         with transaction.atomic():
-            JudgeScore.objects.bulk_create(
-                pending,
-                batch_size=500,
-                update_conflicts=True,
-                unique_fields=["item", "dimension", "configuration", "repeat"],
-                update_fields=["value", "score", "rationale"],
-            )
+            _store_scores(pending)
         pending.clear()
 
     if batch or (batch is None and wants_batch(llm)):
@@ -276,18 +297,7 @@ def judge_items(
             except (ProviderError, KeyError, TypeError) as exc:  # a vendor's reply of the wrong shape counts as failed
                 failed.append(f"item {item.item_id} repeat {r}: {type(exc).__name__}: {exc}")
                 continue
-            pending += [
-                JudgeScore(
-                    item_id=item.item_id,
-                    dimension_id=dims[name],
-                    configuration=configuration,
-                    repeat=r,
-                    value=level,
-                    score=score,
-                    rationale=why,
-                )
-                for name, (level, score, why) in values.items()
-            ]
+            pending += _score_rows(item.item_id, r, values, dims, configuration)
             if len(pending) >= 2000:
                 flush()
     if pending:
@@ -390,28 +400,11 @@ def _batch_handlers(
             except (ProviderError, KeyError, TypeError) as exc:
                 failed.append(f"item {item_id} repeat {repeat}: {type(exc).__name__}: {exc}")
                 continue
-            rows += [
-                JudgeScore(
-                    item_id=item_id,
-                    dimension_id=dims[name],
-                    configuration=configuration,
-                    repeat=repeat,
-                    value=level,
-                    score=score,
-                    rationale=why,
-                )
-                for name, (level, score, why) in values.items()
-            ]
+            rows += _score_rows(item_id, repeat, values, dims, configuration)
         failed.extend(
             f"item {targets_of[cid][0]} repeat {targets_of[cid][1]}: {why}" for cid, why in sorted(lost.items())
         )
-        JudgeScore.objects.bulk_create(
-            rows,
-            batch_size=500,
-            update_conflicts=True,
-            unique_fields=["item", "dimension", "configuration", "repeat"],
-            update_fields=["value", "score", "rationale"],
-        )
+        _store_scores(rows)
 
     return call_for, store
 
