@@ -54,11 +54,13 @@ def test_the_scale_out_benchmark_runs_on_its_own_postgresql_and_redis(tmp_path):
 
 @pytest.mark.skipif(not SERVICES, reason="needs redis-server and PostgreSQL's binaries (.ci/run installs both)")
 def test_the_fault_drill_runs_to_its_verdict_on_its_own_postgresql_and_redis(tmp_path):
-    """One fault on a tiny batch; whether it is survived is tests/runs/test_faults.py's business."""
+    """One fault on a tiny batch, survived: a Redis restart (tests/runs/test_faults.py has the PostgreSQL
+    restart and the web kill). It once passed with 0/1 allowed while one run in three crawled at 20 s a turn,
+    its worker's small pool drained by the run's own heartbeat."""
     args = ["--runs", "2", "--turns", "10", "--latency", "0.1", "--stale-after", "5", "--faults", "redis-restart"]
-    out = _run("faults.py", args, tmp_path, timeout=300, exit_codes=(0, 1))
-    assert "redis-restart: redis-server stopped" in out and "messages lost" in out, out[-3000:]
-    assert out.rstrip().splitlines()[-1] in ("faults survived 0/1", "faults survived 1/1"), out[-3000:]
+    out = _run("faults.py", args, tmp_path, timeout=300)
+    assert "redis-restart: redis-server stopped" in out and "messages lost 0" in out, out[-3000:]
+    assert out.rstrip().splitlines()[-1] == "faults survived 1/1", out[-3000:]
 
 
 @pytest.mark.skipif(not SERVICES, reason="needs redis-server and PostgreSQL's binaries (.ci/run installs both)")

@@ -208,12 +208,17 @@ _today = dt.date.min
 _memo: dict[str, "Price | None"] = {}
 _cache_lock = threading.Lock()
 _warned = False
+# A read that failed (the database away, or no connection free in the pool within its timeout) is tried
+# again this many seconds later; until then the last table read, if any, is used. Otherwise every LLM call
+# of an outage would wait out the pool's timeout.
+READ_RETRY_SECONDS = 5.0
+_retry_at = 0.0
 
 
 def prices_changed(**_: Any) -> None:
     """Forget the cached table, so the next price read sees the rows as they are now."""
-    global _cache, _expires_at
-    _cache, _expires_at = None, 0.0
+    global _cache, _expires_at, _retry_at
+    _cache, _expires_at, _retry_at = None, 0.0, 0.0
 
 
 @receiver(post_save, sender="evaluation.ModelPrice", dispatch_uid="prices-saved")
@@ -284,15 +289,30 @@ def _read_table() -> dict[str, tuple[Price, ...]] | None:
         return None
 
 
+def _fresh() -> dict[str, tuple[Price, ...]] | None:
+    """The table to use without reading: the cached one while it is fresh, or the last one (else none)
+    while a failed read waits to be tried again; None when it is time to read."""
+    now = time.monotonic()
+    if _cache is not None and now < _expires_at:
+        return _cache
+    if now < _retry_at:
+        return _cache or {}
+    return None
+
+
 def _table() -> dict[str, tuple[Price, ...]]:
-    global _cache, _expires_at, _today, _memo
-    table = _cache
-    if table is not None and time.monotonic() < _expires_at:
+    global _cache, _expires_at, _today, _memo, _retry_at
+    table = _fresh()
+    if table is not None:
         return table
     with _cache_lock:
+        table = _fresh()  # another thread may have read it while this one waited for the lock
+        if table is not None:
+            return table
         read = _read_table()
         if read is None:
-            return {}
+            _retry_at = time.monotonic() + READ_RETRY_SECONDS
+            return _cache or {}
         _cache, _memo, _today = read, {}, dt.datetime.now(dt.UTC).date()
         _expires_at = time.monotonic() + setting("PRICE_CACHE_SECONDS")
         return read

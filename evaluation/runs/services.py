@@ -542,7 +542,11 @@ def _heartbeat(handle: RunHandle) -> Iterator[None]:
         try:
             while not stop.wait(interval):
                 try:
-                    if not handle.beat():
+                    beating = handle.beat()
+                    # Back to the pool between beats: a worker's pool is small (EVAL_DB_WORKER_POOL_MAX),
+                    # and the run's own thread and its message store hold two of it while it runs.
+                    connection.close()
+                    if not beating:
                         return
                 except Exception as exc:
                     # The database is away: keep trying while the work runs, so that the run beats

@@ -297,3 +297,39 @@ def test_cost_limit_counts_cached_tokens_the_loopback_reports(loopback):
     meter.check()
     assert uncached >= meter.limit_usd
     assert loopback.count() == 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_failed_read_keeps_the_last_table_and_is_tried_again_seconds_later(settings, monkeypatch):
+    """A read that fails (the database away, no connection free in a worker's pool) must not cost every LLM
+    call the pool's timeout: the last table stays in use and the read is tried again READ_RETRY_SECONDS later."""
+    import time
+
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from evaluation.providers import pricing
+
+    monkeypatch.setattr(pricing, "READ_RETRY_SECONDS", 0.3)
+    settings.EVALUATION = {**settings.EVALUATION, "PRICE_CACHE_SECONDS": 0}  # every call would read
+    row()
+    usage = Usage(input_tokens=1_000_000)
+    assert estimate_cost("acme-1", usage) == pytest.approx(2.0)
+    table = ModelPrice._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(f"ALTER TABLE {table} RENAME TO {table}_away")
+    try:
+        with CaptureQueriesContext(connection) as tried:
+            costs = [estimate_cost("acme-1", usage) for _ in range(50)]
+        assert costs == [pytest.approx(2.0)] * 50  # the last table read, not "no price"
+        assert len(tried) == 1, [q["sql"] for q in tried]  # one failed read, then none until the retry
+        time.sleep(0.35)
+        with CaptureQueriesContext(connection) as tried:
+            estimate_cost("acme-1", usage)
+        assert len(tried) == 1  # tried again
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute(f"ALTER TABLE {table}_away RENAME TO {table}")
+    time.sleep(0.35)
+    ModelPrice.objects.filter(model="acme-1").update(input_per_mtok=Decimal("4"))
+    assert estimate_cost("acme-1", usage) == pytest.approx(4.0)  # read again once it can be

@@ -197,3 +197,42 @@ def test_a_judge_that_cannot_be_made_fails_the_re_evaluation_at_evaluating(serve
     assert run_task(str(run.pk), run.attempt, "evaluate") == "failed"
     run.refresh_from_db()
     assert (run.stage, run.detail) == ("failed", "failed at evaluating") and "OPENAI_API_KEY" in run.error
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_heartbeat_holds_no_database_connection_between_beats(catalog, settings):
+    """A qcluster worker's pool is small (EVAL_DB_WORKER_POOL_MAX 3) and a running run's own thread and
+    its message store hold two of it: a heartbeat that kept its connection left none for the sweeper and
+    the price table, and every LLM call then waited out the pool's timeout."""
+    import threading
+    import time
+    from datetime import timedelta
+
+    from django.db.backends.signals import connection_created
+    from django.utils import timezone
+
+    settings.EVALUATION = {**settings.EVALUATION, "RUN_STALE_AFTER": 2}  # a beat every 0.5 s
+    (run,) = tutoring.run_start(topic_id=TOPIC, persona="ace", enqueue=False)
+    long_ago = timezone.now() - timedelta(minutes=1)
+    EvaluationRun.objects.filter(pk=run.pk).update(status="running", worker="here:1", heartbeat_at=long_ago)
+    run.refresh_from_db()
+    wrappers = []
+
+    def opened(sender, connection, **kwargs):
+        if threading.current_thread().name.startswith("heartbeat-"):
+            wrappers.append(connection)
+
+    connection_created.connect(opened)
+    held = []
+    try:
+        with runs._heartbeat(runs.RunHandle(run)):
+            time.sleep(0.75)
+            for _ in range(3):  # halfway between two beats: 0.75 s, 1.25 s, 1.75 s
+                held.append(bool(wrappers) and wrappers[-1].connection is not None)
+                time.sleep(0.5)
+    finally:
+        connection_created.disconnect(opened)
+    assert len(wrappers) >= 3, f"one connection per beat from the pool, not one kept: {len(wrappers)}"
+    assert held == [False, False, False]
+    run.refresh_from_db()
+    assert run.heartbeat_at > long_ago
