@@ -40,6 +40,7 @@ def run_task(run_pk: str, attempt: int, action: str = "execute", kind: str = "")
     was carried has none).
     """
     started = time.monotonic()
+    run_services.task_time_limit_watch()
     status = _execute(run_pk, attempt, action, kind)
     handed = _hand_over(started)
     return f"{status}; handed over: {', '.join(handed)}" if handed else status

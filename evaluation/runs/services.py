@@ -13,6 +13,7 @@ a task for another attempt, or for a run that is no longer queued, does nothing.
 
 import logging
 import os
+import signal
 import socket
 import threading
 import time
@@ -571,12 +572,40 @@ def _heartbeat(handle: RunHandle) -> Iterator[None]:
         thread.join(timeout=5)
 
 
+TIME_LIMIT_MESSAGE = "the task ran past its time limit (EVAL_TASK_TIMEOUT) and was stopped"
+_task_alarm = threading.Event()
+
+
+class _NotedAlarm:
+    """django-q2's SIGALRM handler, wrapped to note first that the alarm went off."""
+
+    def __init__(self, handler: Callable[[int, Any], Any]) -> None:
+        self.handler = handler
+
+    def __call__(self, signum: int, frame: Any) -> Any:
+        _task_alarm.set()
+        return self.handler(signum, frame)
+
+
+def task_time_limit_watch() -> None:
+    """Call at the start of a worker's task, in its main thread. django-q2 stops a task past
+    EVAL_TASK_TIMEOUT by SIGALRM, whose handler raises TimeoutException wherever the main thread is: inside
+    a conversation's event loop a library can catch it and fail in its own words (a WebSocket "closed
+    abnormally"). With the handler wrapped, the run still says that the time limit ended it."""
+    _task_alarm.clear()
+    if threading.current_thread() is not threading.main_thread():
+        return
+    handler = signal.getsignal(signal.SIGALRM)
+    if callable(handler) and not isinstance(handler, _NotedAlarm):
+        signal.signal(signal.SIGALRM, _NotedAlarm(handler))
+
+
 def failure_message(exc: BaseException) -> str:
     """What a person reads: our own errors speak for themselves; others are named by type."""
     from django_q.exceptions import TimeoutException
 
-    if isinstance(exc, TimeoutException):
-        return "the task ran past its time limit (EVAL_TASK_TIMEOUT) and was stopped"
+    if isinstance(exc, TimeoutException) or _task_alarm.is_set():
+        return TIME_LIMIT_MESSAGE
     if isinstance(exc, PlainMessage):
         return str(exc)
     return f"{type(exc).__name__}: {exc}"

@@ -236,3 +236,35 @@ def test_the_heartbeat_holds_no_database_connection_between_beats(catalog, setti
     assert held == [False, False, False]
     run.refresh_from_db()
     assert run.heartbeat_at > long_ago
+
+
+@pytest.mark.django_db
+def test_a_time_limit_that_a_library_caught_still_names_the_time_limit(catalog):
+    """django-q2 stops a task past EVAL_TASK_TIMEOUT by SIGALRM, raising TimeoutException wherever the
+    worker's main thread is. Inside the conversation's event loop a library may catch it and fail in its own
+    words; CI once saw such a run end 'the tutor became unreachable ... code 1006' instead of the limit."""
+    import threading
+    import time
+
+    from django_q.exceptions import TimeoutException
+    from django_q.timeout import TimeoutHandler
+
+    if threading.current_thread() is not threading.main_thread():
+        pytest.skip("signals reach only the main thread")
+    (run,) = tutoring.run_start(topic_id=TOPIC, persona="ace", enqueue=False)
+
+    def work(handle):
+        try:
+            time.sleep(5)
+        except TimeoutException:
+            raise ConnectionError("the connection dropped") from None  # a library's words for it
+        return {}
+
+    with TimeoutHandler(1):
+        runs.task_time_limit_watch()
+        runs.run_execute(run.pk, run.attempt, work)
+    run.refresh_from_db()
+    assert run.status == "failed"
+    assert run.error == "the task ran past its time limit (EVAL_TASK_TIMEOUT) and was stopped"
+    runs.task_time_limit_watch()  # the next task starts with no alarm noted
+    assert runs.failure_message(ConnectionError("x")) == "ConnectionError: x"
