@@ -92,3 +92,34 @@ def test_a_provider_url_with_credentials_never_shows_them(
     assert not leaks, f"'{SECRET}' shows in: {leaks}: " + " | ".join(
         seen[w][max(0, seen[w].find(SECRET) - 300) : seen[w].find(SECRET) + 50] for w in leaks
     )
+
+
+def test_a_failed_runs_error_and_traceback_mask_url_credentials(catalog):
+    """Whatever a run fails with (here an error quoting its endpoint), the stored error and traceback show
+    the URL without its user:password."""
+    from evaluation.runs import services as runs
+    from evaluation.tutoring import services as tutoring
+
+    (run,) = tutoring.run_start(topic_id="two-digit-addition-regrouping", persona="ace", enqueue=False)
+
+    def work(handle):
+        raise ConnectionError(f"cannot reach http://{SECRET}@127.0.0.1:9/v1")
+
+    runs.run_execute(run.pk, run.attempt, work)
+    run.refresh_from_db()
+    assert run.status == "failed"
+    assert run.error == "ConnectionError: cannot reach http://***@127.0.0.1:9/v1"
+    assert SECRET not in run.error_traceback and "http://***@127.0.0.1:9/v1" in run.error_traceback
+
+
+def test_log_lines_and_their_tracebacks_mask_url_credentials(console):
+    log = logging.getLogger("evaluation.tests")
+    log.warning("calling %s", f"https://{SECRET}@llm.example/v1")
+    try:
+        raise ConnectionError(f"no answer from https://{SECRET}@llm.example/v1")
+    except ConnectionError:
+        log.exception("the call failed")
+    written = console.getvalue()
+    assert SECRET not in written
+    assert "calling https://***@llm.example/v1" in written
+    assert "ConnectionError: no answer from https://***@llm.example/v1" in written
