@@ -186,7 +186,7 @@ class RubricDimensionAdmin(admin.ModelAdmin):
 
 class ImportForm(forms.Form):
     file = forms.FileField(help_text="JSON, JSONL, plain text with speaker prefixes, or a candidate-response set.")
-    format = forms.ChoiceField(choices=[(f, f) for f in ("auto", "json", "jsonl", "text", "candidates")])
+    format = forms.ChoiceField(choices=[(f, f) for f in ("auto", "json", "jsonl", "text", "candidates", "bridge")])
     rubric = forms.ModelChoiceField(
         Rubric.objects.all(), required=False, to_field_name="slug", help_text="Default: by record kind."
     )

@@ -17,7 +17,7 @@ from evaluation.api.serializers import ForecastOutput, Output, QueryInput, forec
 from evaluation.errors import FieldProblem, InvalidInput, NotFound
 from evaluation.judging import selectors, services
 
-FORMATS = ["auto", "json", "jsonl", "text", "candidates"]
+FORMATS = ["auto", "json", "jsonl", "text", "candidates", "bridge"]
 MAP_LABELS_MAX_CHARS = 4_000
 """A label map in the query string: percent-encoded (up to 3 bytes a character) it stays inside the 16 KB
 request line that uvicorn (h11) reads."""

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from evaluation.api import catalogue, docs, drift, index, judging, runs, suites, tutoring
+from evaluation.api import catalogue, docs, drift, index, judging, realism, runs, suites, tutoring
 
 urlpatterns = [
     path("", index.IndexView.as_view(), name="api-index"),
@@ -21,6 +21,7 @@ urlpatterns = [
     path("evaluation/runs/<str:run_id>/retry", runs.RunRetryView.as_view(), name="api-run-retry"),
     path("evaluation/runs/<str:run_id>/cancel", runs.RunCancelView.as_view(), name="api-run-cancel"),
     path("evaluation/comparisons/<str:group>", tutoring.ComparisonView.as_view(), name="api-evaluation-comparison"),
+    path("tutoring/realism", realism.RealismView.as_view(), name="api-tutoring-realism"),
     path("evaluation/evaluate-session", tutoring.EvaluateSessionView.as_view(), name="api-evaluation-session"),
     path("drift/messages", drift.IngestView.as_view(), name="api-drift-ingest"),
     path("drift/agents/<str:agent_id>/evaluate", drift.DriftEvaluateView.as_view(), name="api-drift-evaluate"),

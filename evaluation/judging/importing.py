@@ -25,7 +25,7 @@ from evaluation.limits import (
     yaml_load,
 )
 
-FORMATS = ("auto", "json", "jsonl", "text", "candidates")
+FORMATS = ("auto", "json", "jsonl", "text", "candidates", "bridge")
 SPEAKERS = {"tutor": "tutor", "teacher": "tutor", "assistant": "tutor", "student": "student", "user": "student"}
 """Speaker names and the role each becomes; other names ("system", "narrator") are kept as written, lower case."""
 TRANSCRIPT_KEYS = {"id", "messages", "metadata", "labels", "annotator", "source", "topic"}
@@ -115,6 +115,8 @@ class _Reader:
         if too_big:
             self.problems.extend(FieldProblem(p.field, p.reason, p.file, line=line) for p in too_big)
             return None
+        if kind == "bridge":
+            return self.bridge(data, where, line)
         if kind == "response" or (kind is None and "anno_llm_responses" in data):
             return self.candidates(data, where, line)
         return self.transcript(data, where, line)
@@ -226,6 +228,41 @@ class _Reader:
             where=name,
             line=line,
             labelled=any(i.labels for i in items),
+        )
+
+    def bridge(self, data: dict[str, Any], where: str, line: int | None) -> ParsedTranscript | None:
+        """A Bridge excerpt (Wang et al. 2024, rosewang2008/bridge): `c_id`, the real history `c_h` and the
+        tutor's real reply `c_r` (each [{"user": "tutor"|"student", "text"}]) become one conversation; the
+        lesson, the error type and the expert's strategy and intention (`lesson_topic`, `e`, `z_what`, `z_why`)
+        its metadata. The expert's revision (`c_r_`, `c_revision`) is not a real conversation and is left out."""
+        external_id = self._id(data, "c_id", where, line)
+        name = f"{where} (c_id {external_id!r})" if external_id else where
+        turns: list[Any] = []
+        for key in ("c_h", "c_r"):
+            value = data.get(key, [] if key == "c_r" else None)
+            if not isinstance(value, list) or (key == "c_h" and not value):
+                self.problem(f"{name}.{key}", 'is required: a list of {"user": "tutor"|"student", "text": ...}', line)
+                return None
+            for i, m in enumerate(value):
+                if not isinstance(m, dict):
+                    self.problem(f"{name}.{key}[{i}]", 'must be an object {"user", "text"}', line)
+                    return None
+                turns.append({"role": m.get("user"), "content": m.get("text")})
+        messages = self.messages(turns, f"{name}.c_h", line)
+        if external_id is None or messages is None:
+            return None
+        metadata = {"format": "bridge"}
+        metadata.update({k: data[k] for k in ("lesson_topic", "e", "z_what", "z_why") if data.get(k) not in (None, "")})
+        return ParsedTranscript(
+            kind="session",
+            source=self._source(data, name, line, "source"),
+            external_id=external_id,
+            messages=messages,
+            metadata=metadata,
+            topic_id="",
+            items=(ParsedItem("", "", ()),),
+            where=name,
+            line=line,
         )
 
     # --- parts -----------------------------------------------------------------------------------
@@ -412,7 +449,7 @@ def parse(
             format = "jsonl"  # one object a line, whatever the name: each bad record is its own problem
     stem = file.rsplit("/", 1)[-1].rsplit(".", 1)[0][: MAX_LENGTHS["source"]] if file else ""
     stem = stem.encode("utf-8", "replace").decode()  # a file name from the command line may hold surrogates
-    default_source = source.strip() or stem or "import"
+    default_source = source.strip() or ("bridge" if format == "bridge" else stem) or "import"
     reader = _Reader(file=file, source=default_source, annotator=annotator.strip(), speaker_separator=speaker_separator)
     kind = "response" if format == "candidates" else None
     parsed: list[tuple[str, ParsedTranscript | None, list[FieldProblem]]] = []
@@ -424,11 +461,13 @@ def parse(
             record = replace(record, position=len(parsed))
         parsed.append((name, record, reader.problems[before:]))
 
-    if format in ("json", "candidates"):
+    if format in ("json", "candidates", "bridge"):
         document = json_value(text, field="", file=file)
         nul_check(text, document, field="", file=file)
         records = document if isinstance(document, list) else [document]
         _check_count(len(records), file)
+        if format == "bridge":
+            kind = "bridge"
         for i, record in enumerate(records):
             name = f"record {i}" if isinstance(document, list) else "record"
             read(name, lambda r=record, n=name: reader.record(r, n, None, kind))  # type: ignore[misc]

@@ -2,12 +2,13 @@
 
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from evaluation.errors import FieldProblem, InvalidInput, NotFound
-from evaluation.judging import agreement, estimates, probes, versions
+from evaluation.judging import agreement, estimates, importing, probes, versions
 from evaluation.judging.forecast import judging_forecast as judging_forecast  # the doors price a job here
 from evaluation.judging.values import RubricSpec, rubric_spec, scale_from_row
 from evaluation.models import (
@@ -43,6 +44,17 @@ def dimensions_for_item(item: Item) -> list[RubricDimension]:
 
 def configuration_get(pk: int) -> JudgeConfiguration | None:
     return JudgeConfiguration.objects.select_related("rubric").filter(pk=pk).first()
+
+
+def transcripts_read(path: Path, *, format: str = "auto", source: str = "") -> tuple[importing.ParsedTranscript, ...]:
+    """The conversations a file holds, read as an import reads them (every problem refuses the file), not stored."""
+    if not path.is_file():
+        raise NotFound(f"{path}: no such file")
+    if path.stat().st_size > importing.limit("IMPORT_MAX_FILE_BYTES"):
+        raise importing.too_large(
+            "", f"the file is {path.stat().st_size} bytes", "IMPORT_MAX_FILE_BYTES", file=str(path)
+        )
+    return importing.parse(path.read_bytes(), format=format, file=str(path), source=source).records
 
 
 def transcript_get(pk: int) -> Transcript | None:

@@ -17,6 +17,7 @@ from evaluation.redact import redact
 from evaluation.runs.selectors import run_scores, run_usage, runs_filter, runs_with_results
 from evaluation.tutoring.fidelity import simulator_fidelity
 from evaluation.tutoring.personas import persona_as_dict, persona_schema
+from evaluation.tutoring.realism_sets import DEFAULT_REFERENCE, persona_realism, realism_cards, reference_table
 from evaluation.tutoring.regression import Gate, gate
 from evaluation.tutoring.reports import (
     ARTIFACTS,
@@ -53,6 +54,10 @@ __all__ = [
     "persona_schema",
     "persona_get",
     "persona_list",
+    "DEFAULT_REFERENCE",
+    "persona_realism",
+    "realism_cards",
+    "reference_table",
     "Judged",
     "run_evaluation",
     "run_list_page",

@@ -31,7 +31,7 @@ def judge_cards(request: HttpRequest) -> HttpResponse:
     )
 
 
-FORMATS = ("auto", "json", "jsonl", "text", "candidates")
+FORMATS = ("auto", "json", "jsonl", "text", "candidates", "bridge")
 SHOWN_PROBLEMS = 20
 
 

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from evaluation.web import judging, views
+from evaluation.web import judging, realism, views
 
 urlpatterns = [
     path("", views.dashboard, name="evaluation-dashboard"),
@@ -18,6 +18,7 @@ urlpatterns = [
     path("runs/<str:run_id>/labels", judging.run_labels, name="evaluation-run-labels"),
     path("comparisons/<str:group>/", views.comparison, name="evaluation-comparison"),
     path("suites/runs/<str:run_id>/", views.suite_run, name="evaluation-suite-run"),
+    path("realism/", realism.realism, name="evaluation-realism"),
     path("drift/", views.drift_index, name="evaluation-drift-index"),
     path("drift/<str:agent_id>/", views.drift_agent, name="evaluation-drift-agent"),
     path("judging/", judging.judge_cards, name="evaluation-judging"),

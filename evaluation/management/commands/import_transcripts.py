@@ -13,12 +13,15 @@ class Command(BaseCommand):
     help = (
         "Import a file of conversations with their human labels: all or nothing (or --skip-invalid), idempotent on "
         "(source, id). "
-        "Formats: json, jsonl (transcripts or candidate-response sets), text (Tutor:/Student: lines), candidates."
+        "Formats: json, jsonl (transcripts or candidate-response sets), text (Tutor:/Student: lines), candidates, "
+        'bridge (the Bridge dataset\'s JSON files; source "bridge" unless --source names another).'
     )
 
     def add_arguments(self, parser):
         parser.add_argument("path", type=Path)
-        parser.add_argument("--format", default="auto", choices=["auto", "json", "jsonl", "text", "candidates"])
+        parser.add_argument(
+            "--format", default="auto", choices=["auto", "json", "jsonl", "text", "candidates", "bridge"]
+        )
         parser.add_argument("--rubric", default=None, help="Read labels against this rubric (default: by record kind)")
         parser.add_argument("--source", default="", help="The records' source when they name none (default: file name)")
         parser.add_argument("--annotator", default="", help="Who made the labels when records name none")

@@ -1,0 +1,154 @@
+"""Realism reads: the sets a realism card compares (a persona's simulated runs by simulator model, a batch,
+an imported transcript set, a shipped reference table), and their cards."""
+
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any
+
+from django.db.models import Max
+
+from evaluation.errors import FieldProblem, InvalidInput, NotFound
+from evaluation.models import EvaluationRun, Persona, RunMessage, Transcript
+from evaluation.models.runs import RunKind, RunSource, RunStatus
+from evaluation.tutoring.realism import (
+    Card,
+    Corpus,
+    TableDialogue,
+    bridge_error,
+    builtin_corpus,
+    is_builtin,
+    measure_messages,
+    realism_card,
+    table_text,
+)
+
+MAX_RUNS = 500
+"""A persona's newest runs a card reads, per simulator model."""
+MAX_TRANSCRIPTS = 20000
+"""An imported set's transcripts a card reads at most."""
+DEFAULT_REFERENCE = "bridge"
+
+
+def simulator_label(config: dict[str, Any]) -> str:
+    """provider/model of the run's simulator role, as its configuration recorded it."""
+    record = (config.get("llm") or {}).get("simulator") or {}
+    if not isinstance(record, dict) or not record.get("provider"):
+        return "unknown simulator"
+    return f"{record['provider']}/{record.get('model') or ''}".rstrip("/")
+
+
+def _messages_by_run(runs: list[EvaluationRun]) -> dict[Any, list[tuple[str, str]]]:
+    """Each run's newest attempt's messages, as (role, text), in two queries."""
+    newest = dict(
+        RunMessage.objects.filter(run__in=runs).values("run").annotate(n=Max("attempt")).values_list("run", "n")
+    )
+    out: dict[Any, list[tuple[str, str]]] = defaultdict(list)
+    rows = RunMessage.objects.filter(run__in=runs).order_by("run", "attempt", "turn", "id")
+    for run_id, attempt, role, content in rows.values_list("run", "attempt", "role", "content"):
+        if attempt == newest.get(run_id):
+            out[run_id].append((role, content))
+    return out
+
+
+def persona_corpora(persona: str = "all", *, group: str = "") -> list[Corpus]:
+    """One set per persona and simulator model: the completed simulated tutor runs (of one batch with `group`),
+    the newest MAX_RUNS of each."""
+    runs = EvaluationRun.objects.filter(
+        kind=RunKind.TUTOR, source=RunSource.SIMULATED, status=RunStatus.COMPLETED, persona__isnull=False
+    ).select_related("persona")
+    if persona != "all":
+        if not Persona.objects.filter(persona_id=persona).exists():
+            known = ", ".join(Persona.objects.order_by("persona_id").values_list("persona_id", flat=True))
+            raise NotFound(f"persona: no persona {persona!r} (known: {known or 'none'}; or 'all')")
+        runs = runs.filter(persona__persona_id=persona)
+    if group:
+        runs = runs.filter(group=group)
+        if not runs.exists():
+            raise NotFound(f"group: no completed simulated runs in group {group!r}")
+    sets: dict[tuple[str, str], list[EvaluationRun]] = defaultdict(list)
+    for run in runs.order_by("-created_at")[: MAX_RUNS * 50]:
+        assert run.persona is not None  # filtered above
+        key = (run.persona.persona_id, simulator_label(run.config or {}))
+        if len(sets[key]) < MAX_RUNS:
+            sets[key].append(run)
+    corpora = []
+    for (persona_id, label), chosen in sorted(sets.items()):
+        messages = _messages_by_run(chosen)
+        dialogues = tuple(measure_messages(messages.get(r.pk, []), r.run_id) for r in chosen)
+        corpora.append(
+            Corpus(
+                f"{persona_id} ({label})",
+                dialogues,
+                f"{len(chosen)} completed simulated run(s)" + (f" of {group}" if group else ""),
+            )
+        )
+    return corpora
+
+
+def imported_corpus(source: str) -> Corpus:
+    """An imported transcript set, by the source name given at import."""
+    rows = Transcript.objects.filter(source=source).order_by("external_id")
+    if not rows.exists():
+        known = ", ".join(Transcript.objects.order_by("source").values_list("source", flat=True).distinct()[:20])
+        raise NotFound(f"no imported transcripts of source {source!r} (imported sources: {known or 'none'})")
+    dialogues = tuple(
+        measure_messages(messages, f"{source}:{external_id}")
+        for external_id, messages in rows.values_list("external_id", "messages")[:MAX_TRANSCRIPTS]
+    )
+    return Corpus(source, dialogues, f"imported transcripts of source {source!r}")
+
+
+def corpus(name: str) -> Corpus:
+    """A shipped table (`bridge`, `bridge:test`, ...) or, failing that, an imported set; `imported:NAME` reads the
+    imported set even where a shipped table has its name."""
+    if name.startswith("imported:"):
+        return imported_corpus(name.removeprefix("imported:"))
+    if is_builtin(name):
+        try:
+            return builtin_corpus(name)
+        except LookupError as exc:
+            raise InvalidInput([FieldProblem("reference", str(exc.args[0]))]) from None
+    return imported_corpus(name)
+
+
+@dataclass(frozen=True)
+class Cards:
+    reference: str
+    cards: tuple[Card, ...]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"reference": self.reference, "sets": [c.as_dict() for c in self.cards]}
+
+
+def realism_cards(
+    *, reference: str = DEFAULT_REFERENCE, persona: str = "", transcripts: str = "", group: str = ""
+) -> Cards:
+    """Cards of the sets asked for (an imported set with `transcripts`, else the persona sets) against `reference`."""
+    ref = corpus(reference)
+    sets = [corpus(transcripts)] if transcripts else persona_corpora(persona or "all", group=group)
+    return Cards(reference, tuple(realism_card(s, ref) for s in sets))
+
+
+def persona_realism(persona_id: str, simulator: str = "", *, reference: str = DEFAULT_REFERENCE) -> Card | None:
+    """The card of one persona's runs (those of one simulator model when given), or None without runs."""
+    for found in persona_corpora(persona_id):
+        if not simulator or found.name.endswith(f"({simulator})"):
+            return realism_card(found, corpus(reference))
+    return None
+
+
+def reference_table(records: Any) -> tuple[str, int, int]:
+    """A reference table (CSV text) from (split, external id, messages, metadata) of Bridge's excerpts, and its
+    dialogue and turn counts. An excerpt met again (Bridge repeats some, within and across splits, always with
+    the same dialogue) is one dialogue with every split that holds it."""
+    rows: dict[str, TableDialogue] = {}
+    for split, external_id, messages, metadata in records:
+        seen = rows.get(external_id)
+        if seen is not None:
+            if split not in seen.splits:
+                rows[external_id] = TableDialogue(seen.measures, (*seen.splits, split), seen.error)
+            continue
+        rows[external_id] = TableDialogue(
+            measure_messages(messages, external_id), (split,), bridge_error(metadata.get("e"))
+        )
+    return table_text(list(rows.values())), len(rows), sum(len(r.measures.turns) for r in rows.values())
