@@ -3,11 +3,12 @@
 from django import forms
 from django.contrib import admin
 from django.urls import reverse
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 
 from evaluation import limits
 from evaluation.conf import setting
 from evaluation.models import Agent, AgentEvaluationConfig, Persona, Topic, TutoringSession
+from evaluation.tutoring import selectors as tutoring_selectors
 from evaluation.tutoring.selectors import persona_schema
 from evaluation.tutoring.services import PERSONA_KEYS, validate_persona, validate_topic
 
@@ -147,6 +148,7 @@ class PersonaForm(SchemaValidatedForm):
             "personality_traits",
             "common_mistakes",
             "behavioral_notes",
+            "grounding",
             "extra",
         )
 
@@ -196,6 +198,8 @@ class PersonaForm(SchemaValidatedForm):
         return super().clean()
 
     def validate_document(self, data):
+        if not data.get("grounding"):  # an empty grounding is "not grounded", as a file without the key
+            data = {k: v for k, v in data.items() if k != "grounding"}
         return validate_persona(data)
 
 
@@ -229,7 +233,7 @@ class PersonaAdmin(admin.ModelAdmin):
     list_display = ("persona_id", "name", "grade", "correct_answer_probability", "runs_link", "updated_at")
     list_filter = ("grade",)
     search_fields = ("persona_id", "name", "description")
-    readonly_fields = ("source_file", "updated_at")
+    readonly_fields = ("source_file", "updated_at", "realism")
 
     def get_fieldsets(self, request, obj=None):
         names = list(self.get_form(request, obj, fields=None).base_fields)
@@ -239,9 +243,22 @@ class PersonaAdmin(admin.ModelAdmin):
             ("Traits", {"fields": ["personality_traits", "common_mistakes", "behavioral_notes"]}),
             ("Response style", {"fields": [*STYLE_FIELDS, "style_other"]}),
             ("Behaviours", {"fields": behaviours, "description": "Chance per turn that each behaviour fires."}),
+            ("Grounding in real students", {"fields": ["grounding", "realism"]}),
             ("Other keys", {"fields": ["extra"], "classes": ["collapse"]}),
             ("File", {"fields": ["source_file", "updated_at"]}),
         ]
+
+    @admin.display(description="Realism")
+    def realism(self, obj):
+        """The persona's realism card against the shipped real students, per simulator model."""
+        if obj is None or obj.pk is None:
+            return "-"
+        url = reverse("evaluation-realism") + f"?persona={obj.persona_id}"
+        lines = [(card.name, card.summary()) for card in tutoring_selectors.realism_cards(persona=obj.persona_id).cards]
+        if not lines:
+            return format_html('No completed simulated runs yet. <a href="{}">realism page</a>', url)
+        items = format_html_join("", "<li><b>{}</b>: {}</li>", lines)
+        return format_html('<ul class="realism">{}</ul><a href="{}">the whole card</a>', items, url)
 
     @admin.display(description="Runs")
     def runs_link(self, obj):

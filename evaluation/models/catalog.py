@@ -23,6 +23,12 @@ class Persona(models.Model):
     persona_specific_behaviors = models.JSONField(
         default=dict, blank=True, help_text='Probabilities such as {"boredom_probability": 0.3}.'
     )
+    grounding = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text='Targets from real students: {"verbosity": 2, "question_rate": 0.05, "acknowledgement_rate": 0.25, '
+        '"cooperation": 0.85}; empty: not grounded. manage.py realism --fit proposes them.',
+    )
     extra = models.JSONField(default=dict, blank=True, help_text="Keys from the file this tool does not use; kept.")
     source_file = models.CharField(max_length=255, blank=True)
     loaded_fingerprint = models.CharField(

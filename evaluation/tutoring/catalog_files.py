@@ -34,6 +34,7 @@ def persona_fields(data: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     for key in ("personality_traits", "common_mistakes", "behavioral_notes"):
         fields.setdefault(key, [])
     fields.setdefault("persona_specific_behaviors", {})
+    fields.setdefault("grounding", {})
     return fields.pop("persona_id"), fields
 
 

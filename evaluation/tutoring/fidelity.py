@@ -98,7 +98,8 @@ class Fidelity:
     decided: Rate
     realised: Rate
     unchecked_answers: int
-    """Student turns whose tutor message held no question the checker can solve."""
+    """Student turns whose tutor message held no question the checker can solve, or whose (grounded) move was
+    not to answer."""
     contradictions: tuple[Contradiction, ...]
     behaviours: tuple[BehaviourCheck, ...]
     strayed: bool
@@ -136,8 +137,8 @@ def simulator_fidelity(messages: list[dict[str, Any]], target: float) -> Fidelit
         for name in decision.get("behaviors") or ():
             requested.setdefault(name, []).append(shown(name, m["content"]))
         solved = solve(last_tutor)
-        if solved is None:
-            unchecked += 1
+        if solved is None or decision.get("move", "answer") != "answer":
+            unchecked += 1  # no question to check, or a grounded turn decided not to answer ("ok", "idk")
             continue
         checked += 1
         text_right = answer_matches(m["content"], solved[0])

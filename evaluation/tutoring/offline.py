@@ -69,11 +69,20 @@ def offline_student(persona: PersonaSpec, decision: TurnDecision, tutor_message:
     max_words = persona.response_style.max_words
     solved = solve(tutor_message)
     behaviours = decision.behaviors
+    grounding = persona.grounding
+    if grounding is not None and decision.move in ("acknowledge", "disengage"):
+        return rng.choice(ACKNOWLEDGEMENTS if decision.move == "acknowledge" else DISENGAGED)
     if solved is None:
         examples = [e for e in persona.response_style.examples if not any(c.isdigit() for c in e)]
+        if grounding is not None:
+            return _clip(rng.choice(examples or ["Okay."]), grounding.verbosity)
         return _clip(rng.choice(examples or ["Okay."]), max_words)
     right, wrong = solved
     answer = right if decision.correct else wrong
+    if grounding is not None and decision.move == "question":
+        return f"is it {answer}?"
+    if grounding is not None and not behaviours and grounding.verbosity <= 2:
+        return answer  # real students mostly write the bare answer
     if "minimal_response" in behaviours:
         return rng.choice([answer, f"{answer}?", f"maybe {answer}"])
     parts = []
@@ -85,6 +94,10 @@ def offline_student(persona: PersonaSpec, decision: TurnDecision, tutor_message:
     parts.append(f"{hedge}{answer}{'?' if hedge.startswith('Is') else '.'}")
     return _clip(" ".join(parts), max_words)
 
+
+ACKNOWLEDGEMENTS = ["ok", "okay", "yes", "ok", "yeah", "k"]
+DISENGAGED = ["idk", "i dont know", "no", "dunno", "not sure"]
+"""A grounded student's turns that are not answers (the acknowledgement and disengage moves)."""
 
 PRAISE = ["Yes, that's right!", "Correct, well done.", "Great job!", "Exactly right."]
 

@@ -21,6 +21,7 @@ KNOWN_KEYS = (
     "response_style",
     "behavioral_notes",
     "persona_specific_behaviors",
+    "grounding",
 )
 
 
@@ -46,7 +47,7 @@ def persona_as_dict(persona: Any) -> dict[str, Any]:
     data: dict[str, Any] = {}
     for key in KNOWN_KEYS:
         value = getattr(persona, key)
-        if key == "age" and value is None:
+        if (key == "age" and value is None) or (key == "grounding" and not value):
             continue
         data[key] = value
     data.update(persona.extra or {})

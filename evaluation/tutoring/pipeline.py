@@ -44,6 +44,7 @@ from evaluation.tutoring.llm_records import RECORD_KEYS, llm_record, usage_of
 from evaluation.tutoring.selectors import (
     Judged,
     group_gate,
+    group_realism_of,
     group_runs,
     run_messages,
     run_persona,
@@ -496,5 +497,7 @@ def finalize_group(group: str) -> Path | None:
     if len(runs) < 2 and checked is None:
         return None
     folder = comparison_folder(group)
-    reports.write_comparison(folder, group, runs, min_coverage=setting("MIN_COVERAGE"), gate=checked)
+    reports.write_comparison(
+        folder, group, runs, min_coverage=setting("MIN_COVERAGE"), gate=checked, realism=group_realism_of(group)
+    )
     return folder

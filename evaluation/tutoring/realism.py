@@ -20,6 +20,7 @@ A set with fewer than MIN_DIALOGUES dialogues or MIN_TURNS student turns has no 
 
 import csv
 import io
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
@@ -171,21 +172,26 @@ def _ratio(k: np.ndarray, n: np.ndarray) -> np.ndarray | float:
 
 def _interval(result: Any) -> list[float]:
     ci = result.confidence_interval
-    return [round(float(ci.low), 4), round(float(ci.high), 4)]
+    low, high = float(ci.low), float(ci.high)
+    if np.isnan(low) or np.isnan(high):  # every resample gave the same value (all or none of the turns count)
+        low = high = float(np.nanmedian(result.bootstrap_distribution))
+    return [round(low, 4), round(high, 4)]
 
 
 def _bootstrap(data: tuple[np.ndarray, ...], statistic: Callable[..., Any], confidence: float, seed: int) -> Any:
     from scipy import stats
 
-    return stats.bootstrap(
-        data,
-        statistic,
-        n_resamples=RESAMPLES,
-        confidence_level=confidence,
-        method="percentile",
-        vectorized=True,
-        random_state=np.random.default_rng(seed),
-    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", stats.DegenerateDataWarning)  # handled in _interval
+        return stats.bootstrap(
+            data,
+            statistic,
+            n_resamples=RESAMPLES,
+            confidence_level=confidence,
+            method="percentile",
+            vectorized=True,
+            random_state=np.random.default_rng(seed),
+        )
 
 
 def share_interval(k: np.ndarray, n: np.ndarray, *, confidence: float = CONFIDENCE, seed: int = SEED) -> list[float]:
@@ -668,3 +674,20 @@ def builtin_corpus(name: str) -> Corpus:
 def bridge_error(value: Any) -> str:
     text = str(value or "").strip().lower()
     return text if text in BRIDGE_ERRORS else "other"
+
+
+def grounding_fit(reference: Corpus) -> dict[str, Any]:
+    """Grounding values (personas/schema.json `grounding`) that reproduce the reference's measures: the median
+    words of a turn, and the shares of questions, acknowledgement-only turns and turns that take up the task
+    (every act but confusion, off-task and other)."""
+    turns = [t for d in reference.dialogues for t in d.turns]
+    if not turns:
+        raise ValueError(f"{reference.name!r} holds no student turns to fit")
+    share = lambda keep: round(sum(1 for t in turns if keep(t)) / len(turns), 3)  # noqa: E731
+    return {
+        "verbosity": max(1, int(round(float(np.median([t.words for t in turns]))))),
+        "question_rate": share(lambda t: t.asks_question),
+        "acknowledgement_rate": share(lambda t: t.acknowledgement_only),
+        "cooperation": share(lambda t: t.act not in ("confusion", "off_task", "other")),
+        "source": reference.name,
+    }

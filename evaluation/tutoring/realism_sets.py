@@ -10,17 +10,22 @@ from django.db.models import Max
 from evaluation.errors import FieldProblem, InvalidInput, NotFound
 from evaluation.models import EvaluationRun, Persona, RunMessage, Transcript
 from evaluation.models.runs import RunKind, RunSource, RunStatus
+from evaluation.providers import get_llm
+from evaluation.tutoring.next_turn import NextTurnReport, next_turns
 from evaluation.tutoring.realism import (
+    MIN_DIALOGUES,
     Card,
     Corpus,
     TableDialogue,
     bridge_error,
     builtin_corpus,
+    grounding_fit,
     is_builtin,
     measure_messages,
     realism_card,
     table_text,
 )
+from evaluation.tutoring.values import PersonaSpec
 
 MAX_RUNS = 500
 """A persona's newest runs a card reads, per simulator model."""
@@ -152,3 +157,72 @@ def reference_table(records: Any) -> tuple[str, int, int]:
             measure_messages(messages, external_id), (split,), bridge_error(metadata.get("e"))
         )
     return table_text(list(rows.values())), len(rows), sum(len(r.measures.turns) for r in rows.values())
+
+
+def persona_grounding_proposal(reference: str = DEFAULT_REFERENCE) -> dict[str, Any]:
+    """Grounding values fitted to a reference (a shipped table or part of one, or an imported set)."""
+    return grounding_fit(corpus(reference))
+
+
+_NOTES: dict[tuple[Any, ...], dict[str, Any] | None] = {}
+NOTES_KEPT = 256
+
+
+def realism_note(persona_id: str, simulator: str, *, reference: str = DEFAULT_REFERENCE) -> dict[str, Any] | None:
+    """What a report of a run of this persona and simulator says of its students' realism: the card's verdict and
+    notes over the persona's completed runs with that simulator (None before MIN_DIALOGUES of them). Kept until
+    another run of the persona completes."""
+    runs = EvaluationRun.objects.filter(
+        kind=RunKind.TUTOR, source=RunSource.SIMULATED, status=RunStatus.COMPLETED, persona__persona_id=persona_id
+    )
+    signature = (persona_id, simulator, reference, runs.count(), runs.aggregate(m=Max("completed_at"))["m"])
+    if signature in _NOTES:
+        return _NOTES[signature]
+    note = None
+    if signature[3] >= MIN_DIALOGUES:
+        card = persona_realism(persona_id, simulator, reference=reference)
+        if card is not None and card.unrealistic is not None:
+            note = {
+                "reference": reference,
+                "simulator": simulator,
+                "runs": card.dialogues,
+                "unrealistic": card.unrealistic,
+                "notes": list(card.notes),
+                "summary": card.summary(),
+            }
+    if len(_NOTES) >= NOTES_KEPT:
+        _NOTES.clear()
+    _NOTES[signature] = note
+    return note
+
+
+def group_realism(entries: list[tuple[str, str]]) -> list[dict[str, Any]]:
+    """The realism notes of a comparison's (persona, simulator) pairs that are unrealistic."""
+    found = []
+    for persona_id, simulator in sorted(set(entries)):
+        note = realism_note(persona_id, simulator)
+        if note and note["unrealistic"]:
+            found.append({"persona_id": persona_id, **note})
+    return found
+
+
+def next_turn_reports(
+    *, transcripts: str, persona: str = "all", provider: str | None = None, limit: int = 100
+) -> list[NextTurnReport]:
+    """Next-turn tests of each persona (or one) against an imported set of real dialogues, with the simulator role's
+    model (or `provider`; offline: the rule-based student)."""
+    rows = list(
+        Transcript.objects.filter(source=transcripts)
+        .order_by("external_id")
+        .values_list("external_id", "messages")[:MAX_TRANSCRIPTS]
+    )
+    if not rows:
+        raise NotFound(f"no imported transcripts of source {transcripts!r}")
+    dialogues = [(f"{transcripts}:{eid}", [(m["role"], m["content"]) for m in messages]) for eid, messages in rows]
+    personas = Persona.objects.order_by("persona_id")
+    if persona != "all":
+        personas = personas.filter(persona_id=persona)
+        if not personas.exists():
+            raise NotFound(f"persona: no persona {persona!r}")
+    llm = get_llm("simulator", override=provider)
+    return [next_turns(dialogues, PersonaSpec.from_record(p), llm, limit=limit) for p in personas]

@@ -194,6 +194,7 @@ def review_markdown(ctx: dict[str, Any]) -> str:
             "doing, not the tutor's: " + "; ".join(fidelity["reasons"]) + ".",
             "",
         ]
+    lines += realism_lines(evaluation.get("simulator_realism"))
     lines += ["## Scores", "", "| dimension | score | |", "|---|---|---|"]
     for name, score in evaluation["scores"].items():
         lines.append(f"| {name.replace('_', ' ')} | {score:g}/10 | `{bar(score)}` |")
@@ -212,6 +213,18 @@ def review_markdown(ctx: dict[str, Any]) -> str:
                 "",
             ]
     return "\n".join(lines)
+
+
+def realism_lines(realism: dict[str, Any] | None) -> list[str]:
+    """review.md's warning when the persona's simulated students are unlike real ones (the realism card)."""
+    if not realism or not realism.get("unrealistic"):
+        return []
+    return [
+        f"> **Warning: these simulated students are unrealistic** against real students ({realism['reference']}, "
+        f"over {realism['runs']} runs of {realism['simulator']}): " + "; ".join(realism["notes"]) + ". A tutor's "
+        "scores against them may not carry over to real students (manage.py realism shows the card).",
+        "",
+    ]
 
 
 def _pct(rate: dict[str, Any]) -> str:
@@ -395,7 +408,13 @@ def _by_judge(runs: list[dict[str, Any]], *, min_coverage: float) -> dict[str, A
 
 
 def write_comparison(
-    folder: Path, group: str, runs: list[dict[str, Any]], *, min_coverage: float, gate: Gate | None = None
+    folder: Path,
+    group: str,
+    runs: list[dict[str, Any]],
+    *,
+    min_coverage: float,
+    gate: Gate | None = None,
+    realism: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """comparison.json and comparison.md, with the group's gate against its baseline when it has one.
 
@@ -472,6 +491,14 @@ def write_comparison(
             lines.append("")
     if gate:
         lines += gate_lines(gate)
+    if realism:
+        data["realism"] = realism
+        lines += [
+            "",
+            "> **The verdict stands, but it rests on simulated students unlike real ones:** "
+            + "; ".join(f"{r['persona_id']} ({r['simulator']}): {'; '.join(r['notes'])}" for r in realism)
+            + " (manage.py realism shows the cards).",
+        ]
     lines += ["", "## Root causes", "", "| root cause | count |", "|---|---|"]
     lines += [f"| {c} | {n} |" for c, n in data["root_causes"].items()] or ["| (none) | 0 |"]
     _write(folder / "comparison.md", "\n".join(lines) + "\n")

@@ -17,7 +17,17 @@ from evaluation.redact import redact
 from evaluation.runs.selectors import run_scores, run_usage, runs_filter, runs_with_results
 from evaluation.tutoring.fidelity import simulator_fidelity
 from evaluation.tutoring.personas import persona_as_dict, persona_schema
-from evaluation.tutoring.realism_sets import DEFAULT_REFERENCE, persona_realism, realism_cards, reference_table
+from evaluation.tutoring.realism_sets import (
+    DEFAULT_REFERENCE,
+    group_realism,
+    next_turn_reports,
+    persona_grounding_proposal,
+    persona_realism,
+    realism_cards,
+    realism_note,
+    reference_table,
+    simulator_label,
+)
 from evaluation.tutoring.regression import Gate, gate
 from evaluation.tutoring.reports import (
     ARTIFACTS,
@@ -48,6 +58,8 @@ __all__ = [
     "group_baseline",
     "group_runs",
     "group_gate",
+    "group_realism_of",
+    "run_realism",
     "run_coverage",
     "Coverage",
     "persona_as_dict",
@@ -56,6 +68,8 @@ __all__ = [
     "persona_list",
     "DEFAULT_REFERENCE",
     "persona_realism",
+    "persona_grounding_proposal",
+    "next_turn_reports",
     "realism_cards",
     "reference_table",
     "Judged",
@@ -144,7 +158,16 @@ def run_evaluation(
         "offline": run.judge_label.startswith("offline/"),
         "models": run_models(run),
         "simulator_fidelity": run_fidelity(run, messages),
+        "simulator_realism": run_realism(run),
     }
+
+
+def run_realism(run: EvaluationRun) -> dict[str, Any] | None:
+    """What the realism card says of the students this run's persona and simulator play (None for a real session,
+    or before enough runs of them)."""
+    if run.source != "simulated" or run.persona is None:
+        return None
+    return realism_note(run.persona.persona_id, simulator_label(run.config or {}))
 
 
 def run_fidelity(run: EvaluationRun, messages: list[dict[str, Any]] | None = None) -> dict[str, Any] | None:
@@ -440,11 +463,20 @@ def comparison_context(group: str) -> dict[str, Any] | None:
         "series": series,
         "baseline": {k: v for k, v in baseline.items() if k != "means"} if baseline else None,
         "gate": checked.as_dict() if checked else None,
+        "realism": group_realism_of(group),
         "one_run": checked is not None and any(v.n == 1 for v in checked.verdicts),
         "gate_final": not EvaluationRun.objects.filter(group=group, status__in=ACTIVE_STATUSES).exists(),
         "left_out": data["left_out"],
         "min_coverage": setting("MIN_COVERAGE"),
     }
+
+
+def group_realism_of(group: str) -> list[dict[str, Any]]:
+    """The unrealistic simulated students among a comparison's runs (shown beside its verdict, never changing it)."""
+    runs = EvaluationRun.objects.filter(group=group, source="simulated", persona__isnull=False).select_related(
+        "persona"
+    )
+    return group_realism([(r.persona.persona_id, simulator_label(r.config or {})) for r in runs if r.persona])
 
 
 def comparison_summary(group: str) -> dict[str, Any]:

@@ -381,3 +381,14 @@ def runs_execute_here(
         manage_server=manage_server,
         not_started=not_started,
     )
+
+
+def persona_ground(*, persona_id: str, grounding: dict[str, Any]) -> None:
+    """Store grounding values on a persona (its `grounding`), checked against personas/schema.json first."""
+    persona = selectors.persona_get(persona_id)
+    document = {**selectors.persona_as_dict(persona), "grounding": grounding}
+    problems = validate_persona(document, file=f"persona {persona_id}")
+    if problems:
+        raise InvalidInput(problems)
+    persona.grounding = grounding
+    persona.save(update_fields=["grounding", "updated_at"])

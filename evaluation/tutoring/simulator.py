@@ -27,6 +27,14 @@ NATURAL_VARIATION = (
 )
 
 
+MOVE_DIRECTIVES = {
+    "acknowledge": " But this turn do not answer: only acknowledge the tutor in a word or two, like 'ok' or 'yes'.",
+    "disengage": " But this turn do not take up the task: say you don't know, or shrug it off in a word or two.",
+    "question": " Put it as a short question (like 'is it 12?'), or ask the tutor something short.",
+}
+"""A grounded persona's move (values.MOVES) as the directive says it; "answer" adds nothing."""
+
+
 GENERIC_MISTAKES = (
     "makes a careless slip in the working",
     "misreads what the question asks",
@@ -99,6 +107,8 @@ class StudentSimulator:
         lines.append("Guidelines: " + " ".join(p.behavioral_notes))
         if p.behaviors:
             lines.append("Tendencies: " + ", ".join(b.describe() for b in p.behaviors))
+        if p.grounding:
+            lines.append(p.grounding.describe())
         if self.topic:
             lines.append(f"You are being tutored on: {self.topic.name}.")
         lines.append(NATURAL_VARIATION)
@@ -117,7 +127,9 @@ class StudentSimulator:
             if draw < b.probability and self.triggered(b.trigger, correct, transcript or [])
         )
         mistake = self.rng.choice(self.mistakes) if not correct else None
-        decision = TurnDecision(turn, round(roll, 6), probability, correct, mistake, behaviours)
+        # A grounded persona rolls its move last, so an ungrounded one's rolls are as they always were.
+        move = self.persona.grounding.move(self.rng.random()) if self.persona.grounding else "answer"
+        decision = TurnDecision(turn, round(roll, 6), probability, correct, mistake, behaviours, move)
         self.turn_decisions.append(decision)
         return decision
 
@@ -151,6 +163,7 @@ class StudentSimulator:
                 text += f" Make this mistake: {decision.mistake}."
         for name in decision.behaviors:
             text += f" Also show this tendency now: {name.replace('_', ' ')}."
+        text += MOVE_DIRECTIVES.get(decision.move, "")
         return f"[TURN DIRECTIVE: {text}]"
 
     def messages(self, transcript: list[dict[str, Any]]) -> list[Message]:

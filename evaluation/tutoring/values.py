@@ -58,6 +58,62 @@ class Behaviour:
         return f"{self.name.replace('_', ' ')} (about {self.probability:.0%} of turns{when})"
 
 
+MOVES = ("answer", "acknowledge", "disengage", "question")
+"""What a grounded student does with a turn: attempt the answer, only acknowledge ("ok"), not take up the task
+("idk"), or ask (its answer as a question, "is it 12?")."""
+
+
+@dataclass(frozen=True)
+class Grounding:
+    """What real students do, as a persona's targets (personas/schema.json `grounding`): the measures the
+    realism card compares, which the simulator steers by (each turn's move is rolled against them)."""
+
+    verbosity: int
+    """The usual (median) words of a turn."""
+    question_rate: float
+    """Share of turns that ask something."""
+    acknowledgement_rate: float
+    """Share of turns that only acknowledge ("ok", "yes")."""
+    cooperation: float
+    """Share of turns that take up the tutor's task (the others: "idk", one-word replies, off-task)."""
+    source: str = ""
+    """Where the values come from, e.g. "bridge:error=guess"."""
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | None) -> "Grounding | None":
+        if not data:
+            return None
+        return cls(
+            verbosity=int(data.get("verbosity", 1)),
+            question_rate=float(data.get("question_rate", 0.0)),
+            acknowledgement_rate=float(data.get("acknowledgement_rate", 0.0)),
+            cooperation=float(data.get("cooperation", 1.0)),
+            source=str(data.get("source") or ""),
+        )
+
+    def move(self, roll: float) -> str:
+        """One roll in [0, 1) against the shares: acknowledge, disengage, question, else answer."""
+        for name, share in (
+            ("acknowledge", self.acknowledgement_rate),
+            ("disengage", 1 - self.cooperation),
+            ("question", self.question_rate),
+        ):
+            if roll < share:
+                return name
+            roll -= share
+        return "answer"
+
+    def describe(self) -> str:
+        """For the simulator's prompt."""
+        words = "a word or two" if self.verbosity <= 2 else f"about {self.verbosity} words or fewer"
+        return (
+            f"Write like a real student in an online chat: most of your messages are {words}, often a bare number. "
+            f"About {self.acknowledgement_rate:.0%} of your messages are only 'ok' or 'yes'; in about "
+            f"{1 - self.cooperation:.0%} you do not take up the task ('idk', a shrug); you ask something in about "
+            f"{self.question_rate:.0%}. Never write full explanations of your working unless asked."
+        )
+
+
 @dataclass(frozen=True)
 class PersonaSpec:
     """A student persona (personas/schema.json), as the simulator, the judge and the reports read it."""
@@ -74,6 +130,8 @@ class PersonaSpec:
     behavioral_notes: tuple[str, ...] = ()
     behaviors: tuple[Behaviour, ...] = ()
     """persona_specific_behaviors, sorted by key so a seed replays exactly."""
+    grounding: Grounding | None = None
+    """Targets from real students (verbosity, question, acknowledgement and cooperation rates); None: not grounded."""
     document: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
     """The persona as its file holds it (unknown keys included), for reports."""
 
@@ -102,6 +160,7 @@ class PersonaSpec:
                     key=lambda b: b.key,
                 )
             ),
+            grounding=Grounding.from_dict(data.get("grounding")),
             document=dict(data),
         )
 
@@ -201,6 +260,8 @@ class TurnDecision:
     correct: bool
     mistake: str | None = None
     behaviors: tuple[str, ...] = ()
+    move: str = "answer"
+    """A grounded persona's move this turn (MOVES); always "answer" without grounding."""
 
     def as_dict(self) -> dict[str, Any]:
         # Field by field: dataclasses.asdict deep-copies every value, and this runs twice a turn.
@@ -211,4 +272,5 @@ class TurnDecision:
             "correct": self.correct,
             "mistake": self.mistake,
             "behaviors": list(self.behaviors),
+            "move": self.move,
         }

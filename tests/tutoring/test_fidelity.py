@@ -85,7 +85,8 @@ def test_a_student_that_ignores_its_decisions_flags_the_run(server, loopback, se
     run = cli(persona="ace", provider=f"openai/sim@{loopback.openai_url}", max_turns=8, seed=5)
     assert run.status == "completed", run.error
     fidelity = staff_client.get(f"/api/evaluation/runs/{run.run_id}").json()["evaluation"]["simulator_fidelity"]
-    decided_correct = [d["turn"] for d in run.config["turn_decisions"] if d["correct"]]
+    # a grounded persona's turns that were decided not to answer ("ok", "idk") are not checked
+    decided_correct = [d["turn"] for d in run.config["turn_decisions"] if d["correct"] and d["move"] == "answer"]
     assert fidelity["strayed"] is True and fidelity["realised"]["k"] == 0
     assert [c["turn"] for c in fidelity["contradictions"]] == decided_correct != []
     assert fidelity["realised"]["high"] < 0.9 and "excludes the persona's target 90%" in fidelity["reasons"][0]

@@ -8,7 +8,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from evaluation.errors import InvalidInput, NotFound
 from evaluation.judging import selectors as judging_selectors
-from evaluation.tutoring import selectors
+from evaluation.tutoring import selectors, services
 
 
 class Command(BaseCommand):
@@ -38,11 +38,35 @@ class Command(BaseCommand):
             help="Bridge's train/validation/test JSON files: write their per-turn measures as a reference table",
         )
         parser.add_argument("--out", type=Path, default=None, help="--build-reference: where to write the table")
+        parser.add_argument(
+            "--fit",
+            metavar="PERSONA",
+            default="",
+            help="Propose grounding values for this persona from --reference (e.g. bridge:error=guess) and show its "
+            "card now; --save stores them (then run a batch and card it again)",
+        )
+        parser.add_argument("--save", action="store_true", help="--fit: store the proposed values on the persona")
+        parser.add_argument(
+            "--next-turn",
+            action="store_true",
+            help="Next-turn tests: replay the --transcripts set's real dialogues, let the simulator write each student "
+            "turn as --persona, and score it against the real turn",
+        )
+        parser.add_argument(
+            "--provider", default=None, help="--next-turn: the simulator's provider (default: its role's)"
+        )
+        parser.add_argument(
+            "--limit", type=int, default=100, help="--next-turn: student turns per persona (default 100)"
+        )
 
     def handle(self, *args, **opts):
         try:
             if opts["build_reference"]:
                 return self.build(opts["build_reference"], opts["out"])
+            if opts["next_turn"]:
+                return self.next_turn(opts)
+            if opts["fit"]:
+                return self.fit(opts["fit"], opts["reference"], opts["save"], opts["json"])
             cards = selectors.realism_cards(
                 reference=opts["reference"],
                 persona=opts["persona"],
@@ -50,9 +74,7 @@ class Command(BaseCommand):
                 group=opts["group"],
             )
         except InvalidInput as exc:
-            for problem in exc.problems:
-                self.stderr.write(self.style.ERROR(f"error: {problem}"))
-            raise CommandError(f"{len(exc.problems)} problem(s)") from None
+            raise CommandError("; ".join(str(p) for p in exc.problems)) from None
         except NotFound as exc:
             raise CommandError(str(exc)) from None
         if opts["json"]:
@@ -78,6 +100,49 @@ class Command(BaseCommand):
             flag = {True: "FLAG", False: "ok", None: "-"}[m.flag]
             lines.append(f"  [{flag:>4}] {m.name}: {value} | real: {ref} | {m.distance_name} {m.distance}")
         return "\n".join(lines)
+
+    def next_turn(self, opts: dict[str, Any]) -> None:
+        if not opts["transcripts"]:
+            raise CommandError("--next-turn needs --transcripts SOURCE (an imported set of real dialogues)")
+        if opts["limit"] < 1:
+            raise CommandError("--limit must be at least 1")
+        reports = selectors.next_turn_reports(
+            transcripts=opts["transcripts"], persona=opts["persona"], provider=opts["provider"], limit=opts["limit"]
+        )
+        if opts["json"]:
+            self.stdout.write(
+                json.dumps({"transcripts": opts["transcripts"], "reports": [r.as_dict() for r in reports]}, indent=2)
+            )
+            return
+        for r in reports:
+            self.stdout.write(
+                f"{r.persona} ({r.simulator}): {r.turns} turn(s); same act {r.act_agreement}, same answer-or-not "
+                f"{r.attempt_agreement}, |log length ratio| {r.mean_length_gap}, ROUGE-L {r.mean_rouge_l}; median words "
+                f"{r.median_words} against {r.real_median_words}"
+            )
+
+    def fit(self, persona: str, reference: str, save: bool, as_json: bool) -> None:
+        proposal = selectors.persona_grounding_proposal(reference)
+        before = selectors.realism_cards(reference=reference, persona=persona).cards
+        if save:
+            services.persona_ground(persona_id=persona, grounding=proposal)
+        if as_json:
+            self.stdout.write(
+                json.dumps(
+                    {"persona": persona, "grounding": proposal, "saved": save, "before": [c.as_dict() for c in before]},
+                    indent=2,
+                )
+            )
+            return
+        self.stdout.write(f"{persona}: grounding fitted to {reference}: {json.dumps(proposal)}")
+        self.stdout.write("saved on the persona" if save else "not saved (--save stores it)")
+        self.stdout.write("The card now (before):" if before else "No completed simulated runs yet: no card before.")
+        for card in before:
+            self.stdout.write(self.text(card))
+        self.stdout.write(
+            f"After: run a batch (manage.py run_evaluation --persona {persona}) and "
+            f"manage.py realism --persona {persona} --reference {reference}"
+        )
 
     def build(self, files: list[Path], out: Path | None) -> None:
         if out is None:
