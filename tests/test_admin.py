@@ -56,7 +56,10 @@ def persona_post(**changes):
     behaviours = dict(data.pop("persona_specific_behaviors", {}))
     form = {}
     for key, value in data.items():
-        form[key] = "\n".join(value) if isinstance(value, list) else value
+        if isinstance(value, dict):  # a JSON field (grounding) holds its JSON text
+            form[key] = json.dumps(value)
+        else:
+            form[key] = "\n".join(value) if isinstance(value, list) else value
     for key in ("max_words", "language", "examples"):
         value = style.pop(key, "")
         form[f"style_{key}"] = "\n".join(value) if isinstance(value, list) else value

@@ -11,7 +11,7 @@ clustered data"). Rules (m = the number of flaggable measures, a Bonferroni fami
 - a distribution (words and characters per turn: Wasserstein-1 distance; the act distribution: Jensen-Shannon
   distance, base 2): flagged when the set is farther from the reference than the (1 - FAMILY_ALPHA/m) quantile
   of the distances of same-sized dialogue resamples of the reference itself (the reference's own sampling
-  noise at the set's size), and, for lengths, when the set's mean is at least LENGTH_RATIO times the
+  noise at the set's size in dialogues and turns), and, for lengths, when the set's mean is at least LENGTH_RATIO times the
   reference's or at most its inverse; for acts, when the distance is at least MIN_ACT_DISTANCE;
 - lexical diversity (type-token ratio per dialogue) is shown, never flagged: it falls with a dialogue's
   length, and reference excerpts are shorter than most runs.
@@ -289,16 +289,25 @@ def jensen_shannon(p: np.ndarray, q: np.ndarray) -> float:
     return float(jensenshannon(p, q, base=2))
 
 
-def noise_quantile(reference: Corpus, size: int, distance: Callable[[np.ndarray], float], *, seed: int = SEED) -> float:
-    """The FAMILY_CONFIDENCE quantile of the distance from the reference to `size` of its own dialogues drawn
-    with replacement: how far a set of real students of that size lands by chance. `distance` takes the
-    reference's turns' weights in one resample (how often each turn was drawn)."""
+def noise_quantile(
+    reference: Corpus, size: int, distance: Callable[[np.ndarray], float], *, turns: int = 0, seed: int = SEED
+) -> float:
+    """The FAMILY_CONFIDENCE quantile of the distance from the reference to a sample of its own dialogues drawn
+    with replacement, as large as the set (`size` dialogues and at least `turns` student turns: the reference's
+    dialogues may be shorter than the set's): how far a set of real students of that size lands by chance.
+    `distance` takes the reference's turns' weights in one resample (how often each turn was drawn)."""
     rng = np.random.default_rng(seed)
     arrays = _Arrays.of(reference)
+    lengths = np.bincount(arrays.dialogue_of_turn, minlength=arrays.dialogues)
+    mean_length = max(float(lengths.mean()), 1e-9)
+    draw = max(size, int(np.ceil(turns / mean_length * 1.5)) + 10)
     found = []
-    for start in range(0, RESAMPLES, CHUNK):
-        draws = rng.integers(0, arrays.dialogues, size=(min(CHUNK, RESAMPLES - start), size))
-        found += [distance(w) for w in _turn_weights(draws, arrays.dialogue_of_turn, arrays.dialogues)]
+    for _ in range(RESAMPLES):
+        drawn = rng.integers(0, arrays.dialogues, size=draw)
+        enough = np.cumsum(lengths[drawn]) >= turns
+        cut = max(size, int(np.argmax(enough)) + 1 if enough.any() else draw)
+        counts = np.bincount(drawn[:cut], minlength=arrays.dialogues)
+        found.append(distance(counts[arrays.dialogue_of_turn].astype(float)))
     return float(np.quantile(found, FAMILY_CONFIDENCE))
 
 
@@ -334,7 +343,7 @@ def _length_row(name: str, unit: str, get: Callable[[Any], int], s: Corpus, r: C
     flag = None
     note = ""
     if judged:
-        noise = noise_quantile(r, len(s.dialogues), lambda w: wasserstein(rv, rv, w), seed=SEED + 1)
+        noise = noise_quantile(r, len(s.dialogues), lambda w: wasserstein(rv, rv, w), turns=s.turns, seed=SEED + 1)
         ratio = s_mean / r_mean if r_mean else float("inf")
         flag = distance > noise and (ratio >= LENGTH_RATIO or ratio <= 1 / LENGTH_RATIO)
         if flag:
@@ -435,7 +444,9 @@ def _acts_row(s: Corpus, r: Corpus, judged: bool) -> MeasureRow:
     note = ""
     if judged:
         acts = act_codes(_values(r, lambda t: t.act))
-        noise = noise_quantile(r, len(s.dialogues), lambda w: jensen_shannon(act_shares(acts, w), q), seed=SEED + 2)
+        noise = noise_quantile(
+            r, len(s.dialogues), lambda w: jensen_shannon(act_shares(acts, w), q), turns=s.turns, seed=SEED + 2
+        )
         flag = distance > noise and distance >= MIN_ACT_DISTANCE
         if flag:
             gaps = sorted(zip(ACTS, p - q, strict=True), key=lambda x: -abs(x[1]))[:2]
