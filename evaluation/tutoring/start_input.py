@@ -30,6 +30,16 @@ def start_problems(
     return problems
 
 
+def gate_problems(*, alpha: float, power: float) -> list[FieldProblem]:
+    """The gate's error rates, each out-of-range one with its reason."""
+    problems = []
+    if not 0 < alpha < 0.5:
+        problems.append(FieldProblem("alpha", f"{alpha} is out of range (a false-alarm rate above 0 and below 0.5)"))
+    if not 0.5 <= power < 1:
+        problems.append(FieldProblem("power", f"{power} is out of range (0.5 or more and below 1)"))
+    return problems
+
+
 def approved_topic(topic_id: str) -> Topic:
     """The topic, which must be approved for runs."""
     topic = selectors.topic_get(topic_id, field="topic_id")
