@@ -1,6 +1,5 @@
 """Tutor runs: start simulated runs, evaluate a stored session, re-judge a run, a batch's comparison."""
 
-from django.conf import settings
 from drf_spectacular.utils import OpenApiExample, extend_schema_field, extend_schema_serializer
 from rest_framework import serializers, status
 from rest_framework.request import Request
@@ -241,7 +240,6 @@ class StartView(APIView):
                 threshold=data["regression_threshold"],
                 alpha=data["alpha"],
                 power=data["power"],
-                workers=int(settings.Q_CLUSTER.get("workers", 1)),
             )
             return Response({**forecast_body(found), "plan": PlanOutput(plan).data}, status=status.HTTP_200_OK)
         runs = services.run_start(

@@ -45,7 +45,7 @@ S. Holm, "A simple sequentially rejective multiple test procedure", Scand. J. St
 
 import math
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -208,7 +208,8 @@ def holm(p_values: Sequence[float | None], alpha: float = ALPHA) -> list[bool]:
     """Holm's step-down procedure: which of the hypotheses are rejected at family-wise level alpha (a missing
     p-value counts as 1: nothing to reject; the family's size counts it)."""
     m = len(p_values)
-    order = sorted(range(m), key=lambda i: 1.0 if p_values[i] is None else p_values[i])  # type: ignore[return-value]
+    ps = [1.0 if p is None else p for p in p_values]
+    order = sorted(range(m), key=lambda i: ps[i])
     rejected = [False] * m
     for rank, i in enumerate(order):
         p = p_values[i]
@@ -219,8 +220,8 @@ def holm(p_values: Sequence[float | None], alpha: float = ALPHA) -> list[bool]:
 
 
 def family_test(
-    baseline: dict[str, Sequence[Observation]],
-    candidate: dict[str, Sequence[Observation]],
+    baseline: Mapping[str, Sequence[Observation]],
+    candidate: Mapping[str, Sequence[Observation]],
     *,
     alpha: float = ALPHA,
     power: float = POWER,
@@ -272,7 +273,7 @@ def detectable(
 
 
 def plan(
-    baseline: dict[str, Sequence[Observation]],
+    baseline: Mapping[str, Sequence[Observation]],
     *,
     threshold: float,
     alpha: float = ALPHA,

@@ -10,6 +10,8 @@ import math
 import statistics
 from typing import Any
 
+from django.conf import settings
+
 from evaluation.errors import FieldProblem, InvalidInput, NotFound
 from evaluation.models import EvaluationRun
 from evaluation.providers import get_llm
@@ -72,13 +74,16 @@ def run_plan(
     threshold: float | None = None,
     alpha: float = noise.ALPHA,
     power: float = noise.POWER,
-    workers: int = 1,
+    workers: int | None = None,
     min_coverage: float = 0.5,
 ) -> dict[str, Any]:
     """{"runs_per_persona", "cost_usd", "minutes", "detects", ...} for a start of these runs against the
     baseline (or the latest comparable group); runs_per_persona is None, with the reason in "text", when
-    there is no spread to plan from. Bad input is refused as run_start refuses it."""
+    there is no spread to plan from. workers: runs at a time (default: the queue's workers). Bad input is
+    refused as run_start refuses it."""
     threshold = DEFAULT_THRESHOLD if threshold is None else threshold
+    if workers is None:  # the configured concurrency: the queue's workers
+        workers = int(settings.Q_CLUSTER.get("workers", 1))
     problems = gate_problems(alpha=alpha, power=power)
     if threshold <= 0:
         problems.append(FieldProblem("regression_threshold", f"{threshold} must be above 0 to plan for it"))
