@@ -137,7 +137,9 @@ def main() -> None:
     parser.add_argument("--threshold", type=float, default=1.0)
     parser.add_argument("--judges", default="offline,loopback")
     parser.add_argument("--personas", type=int, default=0, help="Use the first N personas (0: all)")
-    parser.add_argument("--k", type=int, default=0, help="Runs per persona to test (0: the planner's)")
+    parser.add_argument(
+        "--k", type=int, default=0, help="Runs per persona of the batch and the baseline (0: the planner's)"
+    )
     args = parser.parse_args()
     topic = TopicSpec.from_record(Topic.objects.get(topic_id=TOPIC))
     personas = [PersonaSpec.from_record(p) for p in Persona.objects.order_by("persona_id")]
@@ -161,17 +163,21 @@ def main() -> None:
         started = time.perf_counter()
         pilot = batch(personas, topic, 9_000_000, 2, args.max_turns, (), judge_llm, noisy, counter)
         found = noise.plan(regression.observations(pilot), threshold=args.threshold)
-        if found is None or found.runs_per_persona is None:
+        if args.k:
+            k, k_base = args.k, args.k
+            print(f"\n{label}: k={k} as asked, against a baseline of {k_base} runs per persona")
+        elif found is None or found.runs_per_persona is None:
             print(f"\n{label}: the planner found no k up to {noise.MAX_PLANNED_RUNS}; skipped")
             continue
-        k = args.k or found.runs_per_persona
-        k_base = found.baseline_runs_per_persona or 2
-        print(
-            f"\n{label}: the planner asks k={found.runs_per_persona}"
-            + (f" with a baseline of {k_base} runs per persona" if found.baseline_runs_per_persona else "")
-            + " (from a 2-run pilot baseline); detects at k: "
-            + ", ".join(f"{d} {x:g}" for d, x in found.detects.items())
-        )
+        else:
+            k = found.runs_per_persona
+            k_base = found.baseline_runs_per_persona or 2
+            print(
+                f"\n{label}: the planner asks k={found.runs_per_persona}"
+                + (f" with a baseline of {k_base} runs per persona" if found.baseline_runs_per_persona else "")
+                + " (from a 2-run pilot baseline); detects at k: "
+                + ", ".join(f"{d} {x:g}" for d, x in found.detects.items())
+            )
         rows: dict[tuple[int, str], list[str]] = {}
         for trial in range(args.trials):
             seed = 1 + trial * 7919
