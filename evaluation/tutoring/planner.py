@@ -83,7 +83,8 @@ def run_plan(
     refused as run_start refuses it."""
     threshold = DEFAULT_THRESHOLD if threshold is None else threshold
     if workers is None:  # the configured concurrency: the queue's workers
-        workers = int(settings.Q_CLUSTER.get("workers", 1))
+        cluster: dict[str, Any] = settings.Q_CLUSTER
+        workers = int(cluster.get("workers", 1))
     problems = gate_problems(alpha=alpha, power=power)
     if threshold <= 0:
         problems.append(FieldProblem("regression_threshold", f"{threshold} must be above 0 to plan for it"))
