@@ -33,6 +33,11 @@ SCRIPTS = [
     ("agreement.py", ["--dialogues", "12", "--candidates", "2", "--repeats", "1"], "kappa"),
     ("estimates.py", ["--seeds", "30", "--items", "400"], "corrected width / people-only width"),
     (
+        "gate_power.py",
+        ["--trials", "1", "--personas", "3", "--max-turns", "2", "--k", "2"],
+        "k=1 against a 2-run baseline: false alarms",
+    ),
+    (
         "judging_cost.py",
         ["--items", "40", "--warmup", "2", "--latency", "0", "--rpm", "100000", "--workers", "4", "--mode", "batch"],
         "prompt tokens at the full input price, caching on / off",

@@ -101,12 +101,23 @@ class StartInput(serializers.Serializer):
         help_text="A comparison group (or run) id: the batch's comparison flags regressions against it.",
     )
     regression_threshold = serializers.FloatField(
-        default=1.0, min_value=0, help_text="A drop beyond this may be a regression."
+        default=1.0,
+        min_value=0,
+        max_value=10,
+        help_text="The drop that matters: the gate must be able to see it, else it is inconclusive.",
     )
     regression_rule = serializers.ChoiceField(
         [(r, r) for r in services.REGRESSION_RULES],
         default="noise-aware",
-        help_text="noise-aware: the drop must also lie outside the repeats' 95% CI; fixed: any drop beyond the threshold.",
+        help_text="noise-aware: one t test per dimension of the batch mean's change, Holm over the dimensions at "
+        "alpha, inconclusive when a drop of the threshold had less than `power` power; fixed: any dimension whose "
+        "batch mean dropped beyond the threshold.",
+    )
+    alpha = serializers.FloatField(
+        default=0.05, help_text="The gate's false-alarm rate over all its dimensions (above 0, below 0.5)."
+    )
+    power = serializers.FloatField(
+        default=0.8, help_text="The chance of seeing a drop of the threshold's size (0.5 or more, below 1)."
     )
     force_baseline = serializers.BooleanField(
         default=False,
@@ -118,6 +129,33 @@ class StartInput(serializers.Serializer):
         help_text="Answer 200 with the calls, tokens and price (direct and by batch) these runs would take, and "
         "start nothing: no run is created, no LLM is called.",
     )
+
+
+class PlanOutput(Output):
+    """The planner: how many runs per persona see a drop of the threshold, what they cost and how long."""
+
+    runs_per_persona = serializers.IntegerField(
+        allow_null=True, help_text="Runs per persona that detect the threshold's drop (null: no plan, see reason)."
+    )
+    baseline_runs_per_persona = serializers.IntegerField(
+        allow_null=True, help_text="Set when the baseline is too small: a new baseline needs this many runs too."
+    )
+    cost_usd = serializers.FloatField(allow_null=True, help_text="Those runs' price, high end, from the price table.")
+    minutes = serializers.FloatField(allow_null=True, help_text="How long they take at the configured concurrency.")
+    detects = serializers.DictField(child=serializers.FloatField(), help_text="Per dimension: the drop detected.")
+    detects_at_one_run = serializers.DictField(
+        child=serializers.FloatField(), help_text="Per dimension: the drop one run per persona detects."
+    )
+    spread = serializers.DictField(child=serializers.FloatField(), help_text="Per dimension: the run-to-run spread.")
+    threshold = serializers.FloatField()
+    alpha = serializers.FloatField()
+    power = serializers.FloatField()
+    spread_from = serializers.CharField(allow_null=True, help_text="The group whose repeats gave the spread.")
+    text = serializers.CharField()
+
+
+class StartForecastOutput(ForecastOutput):
+    plan = PlanOutput(help_text="The runs per persona a trustworthy verdict needs (the gate's planner).")
 
 
 class StartOutput(Output):
@@ -166,7 +204,7 @@ class StartView(APIView):
         "With `dry_run: true` the answer is 200 with the price before the run (calls, tokens, USD direct and by "
         "batch, from the prompts' sizes and today's price table) and nothing starts.",
         request=StartInput,
-        ok={202: StartOutput, 200: ForecastOutput},
+        ok={202: StartOutput, 200: StartForecastOutput},
         invalid="A field is not valid, e.g. max_turns out of range, an unknown provider, a persona path, "
         "a provider whose API key (OPENAI_API_KEY, ANTHROPIC_API_KEY) is not set, or a baseline that does "
         "not compare: another judge, judge prompt, rubric version, topic, max turns, or personas it lacks "
@@ -191,7 +229,19 @@ class StartView(APIView):
                 provider=data["provider"] or None,
                 grade=data["grade"],
             )
-            return Response(forecast_body(found), status=status.HTTP_200_OK)
+            plan = services.run_plan(
+                topic_id=data["topic_id"],
+                persona=data.get("persona_file") or data.get("persona") or "average_student.json",
+                max_turns=data["max_turns"],
+                agent_id=None if run_selectors.target_is_reference_tutor(data["target"]) else data["target"] or None,
+                provider=data["provider"] or None,
+                grade=data["grade"],
+                baseline=data["baseline"] or None,
+                threshold=data["regression_threshold"],
+                alpha=data["alpha"],
+                power=data["power"],
+            )
+            return Response({**forecast_body(found), "plan": PlanOutput(plan).data}, status=status.HTTP_200_OK)
         runs = services.run_start(
             user=request.user,
             topic_id=data["topic_id"],
@@ -207,6 +257,8 @@ class StartView(APIView):
             regression_threshold=data["regression_threshold"],
             regression_rule=data["regression_rule"],
             force_baseline=data["force_baseline"],
+            alpha=data["alpha"],
+            power=data["power"],
         )
         return Response(StartOutput(runs).data, status=status.HTTP_202_ACCEPTED)
 
@@ -288,8 +340,30 @@ class VerdictOutput(Output):
     low = serializers.FloatField(allow_null=True, help_text="The mean's 95% t interval (null for one run).")
     high = serializers.FloatField(allow_null=True)
     drop = serializers.FloatField()
-    regression = serializers.BooleanField()
+    flagged = serializers.BooleanField(
+        help_text="This persona's drop is beyond the threshold (and its interval): a diagnostic, not the verdict."
+    )
     why = serializers.CharField()
+
+
+class DimensionTestOutput(Output):
+    """One dimension's batch-mean change, tested as one of the gate's family."""
+
+    dimension = serializers.CharField()
+    delta = serializers.FloatField(help_text="Candidate minus baseline, averaged over personas (negative: a drop).")
+    se = serializers.FloatField(allow_null=True)
+    df = serializers.IntegerField()
+    personas = serializers.IntegerField()
+    paired = serializers.BooleanField(help_text="Compared run by run where persona, topic and seed match.")
+    pairs = serializers.IntegerField()
+    variance = serializers.FloatField(allow_null=True)
+    floored = serializers.BooleanField(help_text="The measured spread was below the floor; the floor was used.")
+    p_value = serializers.FloatField(allow_null=True, help_text="One-sided, before Holm.")
+    mdd = serializers.FloatField(allow_null=True, help_text="The minimum detectable drop at alpha/D and the power.")
+    low = serializers.FloatField(allow_null=True)
+    high = serializers.FloatField(allow_null=True)
+    significant = serializers.BooleanField(help_text="Rejected by Holm's procedure over the dimensions.")
+    regression = serializers.BooleanField(help_text="This dimension makes the gate a regression.")
 
 
 class BaselineGateOutput(Output):
@@ -297,11 +371,19 @@ class BaselineGateOutput(Output):
 
     baseline = serializers.CharField()
     outcome = serializers.ChoiceField(
-        ["regression", "pass", "not compared"], help_text="Only `pass` is a pass: `not compared` says why in reason."
+        ["regression", "pass", "inconclusive", "not compared"],
+        help_text="Only `pass` is a pass. `inconclusive`: no significant drop, but the batch could not have seen a "
+        "drop of the threshold (reason says what it could see and how many runs would); `not compared` says why.",
     )
     reason = serializers.CharField()
     rule = serializers.CharField()
+    family_rule = serializers.CharField(help_text="The rule in words: tests, pairing, multiplicity control.")
     threshold = serializers.FloatField()
+    alpha = serializers.FloatField()
+    power = serializers.FloatField()
+    pairing = serializers.CharField()
+    tests = DimensionTestOutput(many=True, help_text="Per dimension: the tests that decide the outcome.")
+    plan = serializers.DictField(allow_null=True, help_text="The planner's figures from the baseline's spread.")
     forced = serializers.BooleanField(help_text="Compared although the baseline does not match (see mismatches).")
     mismatches = serializers.ListField(child=serializers.CharField())
     verdicts = VerdictOutput(many=True)

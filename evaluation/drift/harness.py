@@ -356,20 +356,65 @@ def replay_judge(folder: Path, baseline: Baseline | None) -> ProviderSpec:
     return ProviderSpec("replay", model, options={"dir": str(folder / "recordings")})
 
 
+class SetupRefused(ValueError):
+    """A run refused before anything was judged: baselines of another setup. Its reports (refusal_markdown,
+    refusal_junit) are still written, headed with the refusal and each difference, so a pull request's
+    comment always appears."""
+
+    def __init__(self, message: str, differences: dict[str, list[str]]):
+        super().__init__(message)
+        self.differences = differences
+
+
 def setup_check(baselines: dict[str, Baseline | None], setups: dict[str, Setup], force: bool) -> dict[str, list[str]]:
-    """Refuse baselines captured with another setup than the agent's in this run; forced, return agent -> its
-    differences, for every report to show."""
+    """Refuse baselines captured with another setup than the agent's in this run (SetupRefused); forced, return
+    agent -> its differences, for every report to show."""
     differ = {a: setup_mismatches(b, setups[a]) for a, b in sorted(baselines.items()) if b is not None and b.has_scores}
     differ = {a: reasons for a, reasons in differ.items() if reasons}
     if differ and not force:
         some = next(iter(setups.values()))
-        raise ValueError(
+        raise SetupRefused(
             f"setup: this run's judge is {some.judge.label}, judging the last {some.max_messages} messages; "
             + "; ".join(f"{a}: {', '.join(reasons)}" for a, reasons in differ.items())
             + ". Scores from another setup are not comparable: record new baselines with drift_baseline, or pass "
-            "--force to compare anyway (every report then says so)."
+            "--force to compare anyway (every report then says so).",
+            differ,
         )
     return differ
+
+
+def refusal_markdown(refused: SetupRefused, *, mode: str) -> str:
+    """The Markdown of a refused run: the refusal first, then each agent's differences; nothing was judged."""
+    lines = [
+        f"### Persona drift ({mode}) — REFUSED",
+        "",
+        f"**Not compared:** {refused}",
+        "",
+        "| agent | how its baseline's setup differs from this run's |",
+        "|---|---|",
+        *(f"| {agent} | {'; '.join(reasons)} |" for agent, reasons in sorted(refused.differences.items())),
+        "",
+        "Failed: the run was refused before anything was judged.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def refusal_junit(refused: SetupRefused, *, mode: str) -> str:
+    """The JUnit XML of a refused run: one failing test case per agent whose baseline differs, naming each
+    difference."""
+    suite = ET.Element("testsuite", name="persona-drift (refused)")
+    props = ET.SubElement(suite, "properties")
+    ET.SubElement(props, "property", name="mode", value=mode)
+    ET.SubElement(props, "property", name="refused", value=str(refused))
+    for agent, reasons in sorted(refused.differences.items()):
+        case = ET.SubElement(suite, "testcase", classname=f"drift.{agent}", name="setup")
+        failure = ET.SubElement(case, "failure", message=f"refused: {'; '.join(reasons)}")
+        failure.text = str(refused)
+    suite.set("tests", str(len(refused.differences)))
+    suite.set("failures", str(len(refused.differences)))
+    suite.set("errors", "0")
+    suite.set("skipped", "0")
+    return ET.tostring(suite, encoding="unicode", xml_declaration=True)
 
 
 def _link_corrections(agent: Agent, run: EvaluationRun, before: set[uuid.UUID]) -> None:
@@ -622,4 +667,14 @@ def junit(report: Report) -> str:
     return ET.tostring(suite, encoding="unicode", xml_declaration=True)
 
 
-__all__ = ["DIMENSIONS", "baseline_from_runs", "harness_run", "junit", "markdown", "run_judge"]
+__all__ = [
+    "DIMENSIONS",
+    "SetupRefused",
+    "baseline_from_runs",
+    "harness_run",
+    "junit",
+    "markdown",
+    "refusal_junit",
+    "refusal_markdown",
+    "run_judge",
+]

@@ -43,6 +43,9 @@ __all__ = [
     "messages_ingest_body",
     "pre_invocation_for",
     "report_junit",
+    "SetupRefused",
+    "refusal_markdown",
+    "refusal_junit",
     "report_markdown",
 ]
 
@@ -51,6 +54,9 @@ HARNESS_MODES = harness.MODES
 HARNESS_RULES = harness.RULES
 report_markdown = harness.markdown
 report_junit = harness.junit
+SetupRefused = harness.SetupRefused
+refusal_markdown = harness.refusal_markdown
+refusal_junit = harness.refusal_junit
 
 
 def proposition_set_replacement(parsed: PropositionFile, *, file: str) -> SetReplacement | None:

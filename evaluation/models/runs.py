@@ -186,6 +186,7 @@ class BaselineGate(models.Model):
     class Outcome(models.TextChoices):
         REGRESSION = "regression"
         PASS = "pass"
+        INCONCLUSIVE = "inconclusive", "inconclusive (the batch could not see a drop of the threshold's size)"
         NOT_COMPARED = "not compared"
 
     group = models.CharField(max_length=120, unique=True)

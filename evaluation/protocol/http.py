@@ -70,10 +70,16 @@ def create_session(request: HttpRequest) -> JsonResponse:
     if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool) or abs(seed) >= 2**53):
         reason = "must be an integer (|seed| < 2**53) or absent"
         return JsonResponse({"error": f"seed: {reason}", "fields": {"seed": [reason]}}, status=400)
+    faults = body.get("faults")
+    if faults is not None and (
+        not isinstance(faults, list) or len(faults) > 10 or not all(isinstance(f, str) and len(f) <= 50 for f in faults)
+    ):
+        reason = "must be a list of at most 10 fault names (the degraded tutor's) or absent"
+        return JsonResponse({"error": f"faults: {reason}", "fields": {"faults": [reason]}}, status=400)
     try:
-        session = services.session_create(topic_id=body["topic_id"], user=user, seed=seed)
+        session = services.session_create(topic_id=body["topic_id"], user=user, seed=seed, faults=faults)
     except InvalidInput as exc:
-        return _invalid(exc, status=404)
+        return _invalid(exc, status=400 if any(p.field == "faults" for p in exc.problems) else 404)
     state = selectors.session_public_state(session)
     return JsonResponse({**state, "session_token": auth.session_token(state["session_id"])}, status=201)
 

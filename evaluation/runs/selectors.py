@@ -283,6 +283,27 @@ def reference_tutor() -> Agent:
     )
 
 
+DEGRADED_TUTOR_ID = "degraded-tutor"
+
+
+def degraded_tutor() -> Agent:
+    """The built-in degraded tutor: the reference tutor with the faults of tutoring.tutor.FAULTS (it gives the
+    answer away and ignores the student's last message), a known weaker tutor to measure a gate's power
+    against. Stored on first use (a run names its agent); no judge knows of it."""
+    return Agent(
+        id=DEGRADED_TUTOR_ID,
+        display_name="Degraded tutor (built in: the reference tutor with faults)",
+        kind=Agent.Kind.REFERENCE,
+        active=True,
+        extra={"faults": ["gives_answer_away", "ignores_last_message"]},
+    )
+
+
+def builtin_agent(agent_id: str) -> Agent | None:
+    """A built-in tutor no row stores yet, by id (the degraded tutor), or None."""
+    return degraded_tutor() if agent_id == DEGRADED_TUTOR_ID else None
+
+
 def target_is_reference_tutor(agent_id: str) -> bool:
     """Whether a run's target names the built-in reference tutor rather than a stored agent."""
     return agent_id == REFERENCE_TUTOR_ID and not Agent.objects.filter(pk=agent_id).exists()
@@ -306,7 +327,10 @@ def agent_list(*, kind: str = "", active: bool | None = None) -> list[Agent]:
     builtin = reference_tutor()
     if (not kinds or builtin.kind in kinds) and active is not False and target_is_reference_tutor(builtin.id):
         found.append(builtin)
-        found.sort(key=lambda agent: agent.id)
+    degraded = degraded_tutor()
+    if (not kinds or degraded.kind in kinds) and active is not False and not any(a.id == degraded.id for a in found):
+        found.append(degraded)
+    found.sort(key=lambda agent: agent.id)
     return found
 
 

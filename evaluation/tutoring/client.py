@@ -183,11 +183,13 @@ becoming unreachable."""
 class ProtocolTarget:
     """A tutor reached as a real student reaches it: POST /sessions, then the WebSocket."""
 
-    def __init__(self, base_url: str, auth_header: str = ""):
+    def __init__(self, base_url: str, auth_header: str = "", faults: list[str] | None = None):
         """auth_header: the Authorization value sent to create a session (the reference tutor's
-        `Bearer <protocol key>`, or an external server's own credential)."""
+        `Bearer <protocol key>`, or an external server's own credential); faults: the degraded tutor's,
+        asked of the reference tutor when its session is created."""
         self.base_url = base_url.rstrip("/")
         self.headers = {"Authorization": auth_header} if auth_header else {}
+        self.faults = list(faults or ())
 
     def session_headers(self, created: dict[str, Any]) -> dict[str, str]:
         """What reads the session and opens its socket: its own token when creation returned one
@@ -228,7 +230,12 @@ class ProtocolTarget:
                 "POST",
                 f"{self.base_url}/sessions",
                 # The run's seed: a tutor that honours it (the reference tutor does) replays the same session.
-                {"topic_id": topic_id, "user": "eval-student", "seed": simulator.seed},
+                {
+                    "topic_id": topic_id,
+                    "user": "eval-student",
+                    "seed": simulator.seed,
+                    **({"faults": self.faults} if self.faults else {}),
+                },
                 self.headers,
                 30,
             )

@@ -133,7 +133,7 @@ def run_forecast(
     if problems:
         raise InvalidInput(problems)
     topic = approved_topic(topic_id)
-    agent = start_agent(agent_id)
+    agent = start_agent(agent_id, store=False)
     records = start_personas(persona)
     tutor_spec, tutor_prompt, external = None, None, ""
     if agent is not None:

@@ -136,6 +136,12 @@ def offline_tutor(
             "student_correct": True,
             "move_on": True,
         }
+    if "gives_answer_away" in state.get("faults", ()):
+        return {
+            "reply": f"Not quite. The answer is {current['answer']}.{then}",
+            "student_correct": False,
+            "move_on": True,
+        }
     if state["attempts"] + 1 >= 2:
         reply = f"Not quite. The answer is {current['answer']}. {current['hint']}{then}"
         return {"reply": reply, "student_correct": False, "move_on": True}

@@ -127,8 +127,9 @@ def tutor_target(agent: Any, server_url: str | None, meter: Meter) -> Iterator[A
         auth = f"Bearer {setting('PROTOCOL_KEY')}"
     # Never start a tutor server here: a worker whose configured tutor is down fails the run with the
     # reason instead of starting tutor servers of its own (the CLI starts one for its whole batch).
+    faults = (agent.extra or {}).get("faults") if agent is not None and agent.kind == "reference" else None
     with tutor_server(base, manage=False) as url:
-        yield ProtocolTarget(url, auth)
+        yield ProtocolTarget(url, auth, faults=faults)
 
 
 def converse(handle: RunHandle, *, server_url: str | None) -> None:

@@ -511,24 +511,49 @@ def _row(cells: list[str]) -> list[str]:
 
 
 def gate_lines(gate: Gate) -> list[str]:
-    """The gate as Markdown: the outcome first, then what was compared and what was left out."""
+    """The gate as Markdown: the outcome first, the rule, the dimension tests that decided it, then the
+    per-persona diagnostics and what was left out."""
     lines = [
         "",
         f"## Against baseline {gate.baseline}" + (" (FORCED: the baseline does not match)" if gate.forced else ""),
         "",
-        f"Rule: {gate.rule} (a drop beyond {gate.threshold:g}"
-        + (" whose 95% CI excludes the baseline mean; one run: any such drop" if gate.rule == "noise-aware" else "")
-        + " is a regression).",
+        f"Rule: {gate.family_rule}.",
     ]
     lines += [f"- forced: {m}" for m in gate.mismatches]
     lines += ["", f"**{gate.outcome.upper()}**: {gate.reason}.", ""]
+    if gate.tests:
+        lines += [
+            "| dimension | change [interval] | SE | df | one-sided p | detects drops of | verdict |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        dropped = gate.regressions
+        for t in gate.tests:
+            mark = "**regression**" if t in dropped else "ok"
+            if t.mdd is None:
+                lines.append(
+                    f"| {t.dimension.replace('_', ' ')} | {t.delta:+.2f} | - | 0 | - | - | no spread estimate |"
+                )
+                continue
+            lines.append(
+                f"| {t.dimension.replace('_', ' ')} | {t.delta:+.2f} [{t.low:+.2f}, {t.high:+.2f}] | {t.se:.2f}"
+                + (" (floored)" if t.floored else "")
+                + f" | {t.df} | {t.p_value:.2g} | {t.mdd:.2f} | {mark} |"
+            )
+        lines += [
+            "",
+            f"Intervals are the change's two-sided {1 - 2 * gate.alpha / len(gate.tests):.1%} intervals "
+            "(the one-sided test's level on each side); a change is a difference and may lie anywhere in -10..10.",
+            "",
+        ]
     if gate.verdicts:
         lines += [
-            "| persona | dimension | baseline | mean [95% CI] | n | drop | verdict |",
+            "Per persona (diagnostics: they decide nothing):",
+            "",
+            "| persona | dimension | baseline | mean [95% CI] | n | drop | beyond the threshold |",
             "|---|---|---|---|---|---|---|",
         ]
         for v in gate.verdicts:
-            mark = "**regression**" if v.regression else "ok"
+            mark = "yes" if v.flagged else "no"
             lines.append(
                 f"| {v.persona_id} | {v.dimension.replace('_', ' ')} | {v.baseline:g} | "
                 f"{_mean_cell(v.mean, (v.low, v.high), v.n, least=2)} | {v.n} | {v.drop:g} | {mark}: {v.why} |"

@@ -28,7 +28,7 @@ from evaluation.tutoring.realism_sets import (
     reference_table,
     simulator_label,
 )
-from evaluation.tutoring.regression import Gate, gate
+from evaluation.tutoring.regression import Gate, counted, gate
 from evaluation.tutoring.reports import (
     ARTIFACTS,
     comparison_data,
@@ -296,6 +296,7 @@ def _group_entry(run: EvaluationRun) -> dict[str, Any]:
         "run_id": run.run_id,
         "persona_id": run.persona.persona_id if run.persona else None,
         "topic": run.topic.topic_id if run.topic else None,
+        "seed": run.seed,
         "status": run.status,
         "repeat_index": run.repeat_index,
         "scores": run_scores(run),
@@ -307,6 +308,7 @@ def _group_entry(run: EvaluationRun) -> dict[str, Any]:
         "turns_answered": coverage.answered if coverage else None,
         "coverage": coverage.share if coverage else 1.0,
         "ended_by": run.config.get("ended_by") or None,
+        "seconds": (run.completed_at - run.started_at).total_seconds() if run.completed_at and run.started_at else None,
     }
 
 
@@ -343,7 +345,14 @@ def group_gate(group: str, runs: list[dict[str, Any]] | None = None) -> Gate | N
     baseline = group_baseline(group)
     if baseline is None:
         return None
-    return gate(group_runs(group) if runs is None else runs, baseline, min_coverage=setting("MIN_COVERAGE"))
+    # a baseline recorded before its runs were kept with it: its runs as they are stored now
+    older = None if baseline.get("runs") else baseline_runs(baseline["id"])
+    return gate(
+        group_runs(group) if runs is None else runs,
+        baseline,
+        min_coverage=setting("MIN_COVERAGE"),
+        baseline_runs=[r for r in older or [] if counted(r, setting("MIN_COVERAGE"))],
+    )
 
 
 @dataclass
@@ -464,7 +473,6 @@ def comparison_context(group: str) -> dict[str, Any] | None:
         "baseline": {k: v for k, v in baseline.items() if k != "means"} if baseline else None,
         "gate": checked.as_dict() if checked else None,
         "realism": group_realism_of(group),
-        "one_run": checked is not None and any(v.n == 1 for v in checked.verdicts),
         "gate_final": not EvaluationRun.objects.filter(group=group, status__in=ACTIVE_STATUSES).exists(),
         "left_out": data["left_out"],
         "min_coverage": setting("MIN_COVERAGE"),

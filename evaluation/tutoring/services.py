@@ -13,6 +13,7 @@ from evaluation.models import EvaluationRun, ProviderBatch, RunMessage, Topic, T
 from evaluation.models.runs import RunKind, RunSource
 from evaluation.providers import ProviderSpec, get_llm, keys_check
 from evaluation.providers import batch as provider_batch
+from evaluation.runs import noise
 from evaluation.runs import services as runs
 from evaluation.runs.broadcast import Listener
 from evaluation.tutoring import pipeline, selectors
@@ -23,11 +24,13 @@ from evaluation.tutoring.forecast import run_forecast
 from evaluation.tutoring.judge import judge_config
 from evaluation.tutoring.personas import KNOWN_KEYS as PERSONA_KEYS
 from evaluation.tutoring.personas import split_known, validate_persona
+from evaluation.tutoring.planner import run_plan
 from evaluation.tutoring.regression import DEFAULT_THRESHOLD, RULES, baseline_means, counted, mismatches
 from evaluation.tutoring.server import ForeignServer, ServerProcess, check_install, own_server_env
 from evaluation.tutoring.sessions import SessionComplete, session_advance, session_create, session_open
 from evaluation.tutoring.start_input import (
     approved_topic,
+    gate_problems,
     resolve_personas,
     start_agent,
     start_personas,
@@ -54,6 +57,8 @@ __all__ = [
     "resolve_personas",
     "run_execute",
     "run_forecast",
+    "run_plan",
+    "replay_seed",
     "run_retry_evaluation_start",
     "runs_retry_evaluation_by_batch",
     "run_start",
@@ -89,6 +94,8 @@ def run_start(
     regression_threshold: float = DEFAULT_THRESHOLD,
     regression_rule: str = "noise-aware",
     force_baseline: bool = False,
+    alpha: float = noise.ALPHA,
+    power: float = noise.POWER,
     enqueue: bool = True,
     started_by: str = "api",
     user: Any = None,
@@ -105,6 +112,7 @@ def run_start(
         problems.append(FieldProblem("regression_rule", f"{regression_rule!r} is not one of {', '.join(RULES)}"))
     if regression_threshold < 0:
         problems.append(FieldProblem("regression_threshold", f"{regression_threshold} must be 0 or more"))
+    problems += gate_problems(alpha=alpha, power=power)
     if problems:
         raise InvalidInput(problems)
     keys_check(["simulator", "judge"], provider, field="provider")
@@ -121,6 +129,8 @@ def run_start(
             threshold=regression_threshold,
             rule=regression_rule,
             force=force_baseline,
+            alpha=alpha,
+            power=power,
         )
         if baseline
         else None
@@ -136,7 +146,7 @@ def run_start(
         for index, p in enumerate(personas):
             for repeat in range(1, runs_per_persona + 1):
                 suffix = f"_r{repeat}" if runs_per_persona > 1 else ""
-                run_seed = base_seed + index * 1000 + repeat
+                run_seed = replay_seed(base_seed, index, repeat)
                 run = runs.run_create(
                     base_id=f"run_{stamp}_{p.persona_id}{suffix}",
                     kind=RunKind.TUTOR,
@@ -155,6 +165,7 @@ def run_start(
                         "turn_timeout": turn_timeout,
                         "target": agent.pk if agent else "reference",
                         "provider": provider or "",
+                        "batch_seed": base_seed,
                         **({"grade": grade} if grade is not None else {}),
                         **({"baseline": against} if against else {}),
                         **({"catalog_warnings": catalog_warnings} if catalog_warnings else {}),
@@ -178,6 +189,8 @@ def _baseline(
     threshold: float,
     rule: str,
     force: bool,
+    alpha: float = noise.ALPHA,
+    power: float = noise.POWER,
 ) -> dict[str, Any]:
     """What a batch's gate checks against: the baseline's means per persona, the rule, and whether it
     compares (judge, judge prompt, rubric version, topic, personas, max turns); refused unless forced."""
@@ -203,8 +216,18 @@ def _baseline(
         "mismatches": differs,
         "rule": rule,
         "threshold": threshold,
+        "alpha": alpha,
+        "power": power,
         "means": baseline_means(runs),
+        # each run's scores, persona, topic and seed: the noise model's spread and pairs (regression.gate)
+        "runs": [{k: r.get(k) for k in ("persona_id", "topic", "seed", "scores")} for r in runs],
     }
+
+
+def replay_seed(batch_seed: int, persona_index: int, repeat: int) -> int:
+    """The seed of a batch's run: the batch seed for its first persona's first run, so that `--seed` with a
+    run's recorded seed, that persona and one run per persona replays the run."""
+    return batch_seed + persona_index * 1000 + repeat - 1
 
 
 def _session_messages(session: TutoringSession) -> list[dict[str, Any]]:

@@ -24,14 +24,22 @@ class SessionComplete(Exception):
     """The session has ended; no more student messages are taken."""
 
 
-def session_create(*, topic_id: str, user: str = "eval-student", seed: int | None = None) -> TutoringSession:
-    """A new session; a seed (a simulated run's) makes its exercises and tutor calls replay exactly."""
+def session_create(
+    *, topic_id: str, user: str = "eval-student", seed: int | None = None, faults: list[str] | None = None
+) -> TutoringSession:
+    """A new session; a seed (a simulated run's) makes its exercises and tutor calls replay exactly; faults
+    (tutor.FAULTS: the degraded tutor's) make the tutor show them."""
+    unknown = sorted(set(faults or ()) - set(tutor.FAULTS))
+    if unknown:
+        raise InvalidInput([FieldProblem("faults", f"unknown {', '.join(unknown)} (known: {', '.join(tutor.FAULTS)})")])
     try:
         topic = Topic.objects.get(topic_id=topic_id)
     except Topic.DoesNotExist:
         raise InvalidInput([FieldProblem("topic_id", f"no topic {topic_id!r}")]) from None
     session = TutoringSession(topic=topic, user=user or "eval-student")
-    session.state = tutor.initial_state(topic_as_dict(topic), str(session.id), setting("TUTOR_PROBLEMS"), seed=seed)
+    session.state = tutor.initial_state(
+        topic_as_dict(topic), str(session.id), setting("TUTOR_PROBLEMS"), seed=seed, faults=faults or ()
+    )
     session.save()
     return session
 

@@ -4,6 +4,7 @@ the same input with the same words."""
 from evaluation.errors import FieldProblem, InvalidInput, NotFound
 from evaluation.models import Agent, Persona, Topic
 from evaluation.providers import ProviderSpec
+from evaluation.runs.selectors import builtin_agent
 from evaluation.tutoring import selectors
 
 MAX_TURNS_RANGE = (1, 100)
@@ -27,6 +28,16 @@ def start_problems(
             ProviderSpec.parse(provider)
         except ValueError as exc:
             problems.append(FieldProblem("provider", str(exc)))
+    return problems
+
+
+def gate_problems(*, alpha: float, power: float) -> list[FieldProblem]:
+    """The gate's error rates, each out-of-range one with its reason."""
+    problems = []
+    if not 0 < alpha < 0.5:
+        problems.append(FieldProblem("alpha", f"{alpha} is out of range (a false-alarm rate above 0 and below 0.5)"))
+    if not 0.5 <= power < 1:
+        problems.append(FieldProblem("power", f"{power} is out of range (0.5 or more and below 1)"))
     return problems
 
 
@@ -69,11 +80,21 @@ def start_personas(persona: str | list[str]) -> list[Persona]:
     return personas
 
 
-def start_agent(agent_id: str | None) -> Agent | None:
-    """The agent under test a start names (None: the reference tutor)."""
+def start_agent(agent_id: str | None, *, store: bool = True) -> Agent | None:
+    """The agent under test a start names (None: the reference tutor). A built-in tutor (the degraded one) is
+    stored on first use when `store` (a run needs its row); a price (store=False) takes it unsaved."""
     if not agent_id:
         return None
     agent = Agent.objects.filter(pk=agent_id).first()
     if agent is None:
+        builtin = builtin_agent(agent_id)
+        if builtin is not None:
+            if not store:
+                return builtin
+            stored, _ = Agent.objects.get_or_create(
+                pk=builtin.pk,
+                defaults={f.name: getattr(builtin, f.name) for f in Agent._meta.concrete_fields if f.name != "id"},
+            )
+            return stored
         raise NotFound(f"target: no agent {agent_id!r}")
     return agent

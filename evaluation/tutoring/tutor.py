@@ -21,14 +21,32 @@ TUTOR_SCHEMA = {
     },
 }
 MAX_ATTEMPTS = 2
+FAULTS = {
+    "gives_answer_away": "after a wrong answer it states the answer at once and moves on, without a hint or asking "
+    "how the student reasoned",
+    "ignores_last_message": "it does not read the student's last message: its reply is the same whatever the "
+    "student said (so it never hears a right answer, a question or a worry)",
+}
+"""Faults a tutor session can be started with (the degraded tutor's): real tutors' failings, made on purpose so
+that a gate's power can be measured against a known weaker tutor. The judges know nothing of them."""
 
 
 def initial_state(
-    topic: dict[str, Any], session_id: str, problem_count: int = 8, *, seed: int | None = None
+    topic: dict[str, Any],
+    session_id: str,
+    problem_count: int = 8,
+    *,
+    seed: int | None = None,
+    faults: tuple[str, ...] | list[str] = (),
 ) -> dict[str, Any]:
     """A new session's state. With a seed (a simulated run's), the exercises and every tutor call are
-    seeded from it, so the same seed replays the same session; without one, the session id seeds them."""
+    seeded from it, so the same seed replays the same session; without one, the session id seeds them.
+    faults: names from FAULTS the tutor shows in this session (none for the reference tutor)."""
+    unknown = sorted(set(faults) - set(FAULTS))
+    if unknown:
+        raise ValueError(f"faults: unknown {', '.join(unknown)} (known: {', '.join(FAULTS)})")
     return {
+        **({"faults": sorted(faults)} if faults else {}),
         "topic": topic,
         "problems": [
             p.as_dict()
@@ -49,6 +67,11 @@ def turn_seed(state: dict[str, Any]) -> int | None:
 
 def system_prompt(state: dict[str, Any]) -> str:
     topic = state["topic"]
+    faulty = (
+        ["When the student is wrong, state the correct answer straight away and move on to the next problem."]
+        if "gives_answer_away" in state.get("faults", ())
+        else []
+    )
     return "\n".join(
         [
             f"You are a warm, patient maths tutor teaching a grade {topic['grade']} student: {topic['name']}.",
@@ -58,6 +81,7 @@ def system_prompt(state: dict[str, Any]) -> str:
             "your wording. When the student is wrong, find the misconception rather than just giving the answer.",
             'Reply with JSON: {"reply": what you say, "student_correct": bool, "move_on": bool}. Move on when the '
             f"student is right or has tried {MAX_ATTEMPTS} times; when moving on, end your reply with the next problem.",
+            *faulty,
         ]
     )
 
@@ -90,6 +114,10 @@ def tutor_turn(
         result = llm.call(messages, offline=TutorRule(state=state, opening=True), seed=turn_seed(state))
         _account(state, llm, result)
         return result.text.strip(), False
+    if "ignores_last_message" in state.get("faults", ()):
+        # the fault: the student's last message never reaches the tutor
+        student_text = ""
+        history = history[:-1] if history and history[-1]["role"] == "student" else history
     current = problems[state["index"]]
     upcoming = problems[state["index"] + 1]["question"] if state["index"] + 1 < len(problems) else None
     situation = (

@@ -155,7 +155,18 @@ def start(request: HttpRequest) -> HttpResponse:
                 agent_id=request.POST.get("target") or None,
                 provider=request.POST.get("provider") or None,
             )
-            request.session["start_forecast"] = found.text().splitlines()
+            # and the gate's planner: the runs per persona that see a drop of the threshold, their cost and time
+            plan = services.run_plan(
+                topic_id=request.POST.get("topic_id", ""),
+                persona=personas,
+                max_turns=int(request.POST.get("max_turns") or 20),
+                agent_id=request.POST.get("target") or None,
+                provider=request.POST.get("provider") or None,
+                baseline=request.POST.get("baseline", "").strip() or None,
+            )
+            request.session["start_forecast"] = found.text().splitlines() + [
+                f"Gate plan: {line}" for line in plan["text"].splitlines()
+            ]
             return redirect("evaluation-dashboard")
         runs = services.run_start(
             user=request.user,

@@ -207,6 +207,7 @@ def test_start_against_a_baseline_records_it_or_says_why_not(api, runs):
     assert response.status_code == 202, response.content
     run = EvaluationRun.objects.get(run_id=response.json()["run_id"])
     scores = dict(DimensionScore.objects.filter(run__run_id="run_ace").values_list("dimension", "score"))
+    base = EvaluationRun.objects.get(run_id="run_ace")
     assert run.config["baseline"] == {
         "id": "run_ace",
         "judge": "offline/offline-rules-v1",
@@ -215,8 +216,14 @@ def test_start_against_a_baseline_records_it_or_says_why_not(api, runs):
         "mismatches": [],
         "rule": "noise-aware",
         "threshold": 1.0,
+        "alpha": 0.05,
+        "power": 0.8,
         "means": {"ace": {**scores, "average": 7.0}},
+        # each run's scores with its persona, topic and seed: the gate's spread and pairs
+        "runs": [{"persona_id": "ace", "topic": run.topic.topic_id, "seed": base.seed, "scores": scores}],
     }
+    bad_rates = start(api, persona_file="ace", provider="offline", baseline="run_ace", alpha=0.6, power=0.3)
+    assert bad_rates.status_code == 400 and {"alpha", "power"} <= set(bad_rates.json()["fields"])
     refused = start(api, persona_file="ace", provider="openai/j@http://127.0.0.1:9/v1", baseline="run_ace")
     reason = refused.json()["fields"]["baseline"][0]
     assert (

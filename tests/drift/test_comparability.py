@@ -80,15 +80,27 @@ def record(loopback, folder: Path, agents: str) -> int:
 # --- refusals: one per part of the setup ---------------------------------------------------------
 
 
-def test_a_baseline_from_another_judge_model_is_refused(catalog, baselines):
+def test_a_baseline_from_another_judge_model_is_refused(catalog, baselines, tmp_path):
     edit(baselines / "rex.json", judge={"provider": "offline", "model": "offline-rules-v2", "prompt": PROMPT_VERSION})
+    md, xml = tmp_path / "drift.md", tmp_path / "drift.xml"
     with pytest.raises(CommandError) as refused:
-        drift_run("--agents", "rex", "--judge", "offline", "--baselines", str(baselines))
+        drift_run(
+            "--agents", "rex", "--judge", "offline", "--baselines", str(baselines), "--markdown", str(md),
+            "--junit", str(xml),
+        )  # fmt: skip
     message = str(refused.value)
     assert f"rex: the baseline was scored by offline/offline-rules-v2 (prompt {PROMPT_VERSION})" in message
     assert f"this run's judge is offline/offline-rules-v1 (prompt {PROMPT_VERSION})" in message
     assert "--force" in message
     assert not EvaluationRun.objects.exists()  # refused before anything is judged
+    # the refusal still writes both reports, headed with it and each difference: the PR comment appears
+    text = md.read_text()
+    assert text.startswith("### Persona drift (live) — REFUSED") and f"**Not compared:** {message}" in text
+    assert f"| rex | the baseline was scored by offline/offline-rules-v2 (prompt {PROMPT_VERSION})" in text
+    suite = ET.parse(xml).getroot()
+    assert suite.get("name") == "persona-drift (refused)" and suite.get("failures") == "1"
+    (case,) = suite.iter("testcase")
+    assert case.get("classname") == "drift.rex" and "offline-rules-v2" in case.find("failure").get("message")
 
 
 def test_a_baseline_that_does_not_record_its_judge_provider_is_refused(catalog, baselines):

@@ -63,3 +63,35 @@ def test_a_staff_token_with_the_start_permission_creates_a_session(client, catal
 def test_the_protocol_key_needs_no_user(client, catalog, settings):
     response = create(client, f"Bearer {settings.EVALUATION['PROTOCOL_KEY']}")
     assert response.status_code == 201, response.content
+
+
+@pytest.mark.parametrize(
+    ("faults", "reason"),
+    [
+        ("gives_answer_away", "faults: must be a list of at most 10 fault names"),
+        ([1], "faults: must be a list of at most 10 fault names"),
+        (["sleeps_in_class"], "faults: unknown sleeps_in_class (known: gives_answer_away, ignores_last_message)"),
+    ],
+)
+def test_a_session_with_faults_the_tutor_does_not_know_is_refused_naming_the_field(
+    client, catalog, settings, faults, reason
+):
+    response = client.post(
+        "/sessions",
+        {"topic_id": "comparing-decimals", "faults": faults},
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {settings.EVALUATION['PROTOCOL_KEY']}",
+    )
+    assert response.status_code == 400 and reason in response.json()["error"], response.content
+    assert "faults" in response.json()["fields"] and not TutoringSession.objects.exists()
+
+
+def test_a_session_with_the_degraded_tutors_faults_keeps_them_in_its_state(client, catalog, settings):
+    response = client.post(
+        "/sessions",
+        {"topic_id": "comparing-decimals", "faults": ["ignores_last_message", "gives_answer_away"]},
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {settings.EVALUATION['PROTOCOL_KEY']}",
+    )
+    assert response.status_code == 201, response.content
+    assert TutoringSession.objects.get().state["faults"] == ["gives_answer_away", "ignores_last_message"]

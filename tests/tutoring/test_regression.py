@@ -43,33 +43,39 @@ def test_one_run_per_persona_against_a_higher_baseline_fails_with_regression_lin
 
     judge = f"openai/judge@{loopback.openai_url}"
     loopback.responder = scripted(judge_giving(10))
-    cli(provider=judge, seed=3, runs_per_persona=2)
+    cli(provider=judge, seed=3, runs_per_persona=3)
     baseline = newest_group()
     loopback.responder = scripted(judge_giving(1))
     out = StringIO()
-    with pytest.raises(CommandError, match="regression: 6 regression\\(s\\)"):
-        cli(out, provider=judge, seed=3, baseline=baseline)  # the default: one run per persona
+    with pytest.raises(CommandError, match="regression: 5 dimension\\(s\\) dropped") as error:
+        cli(out, provider=judge, seed=30, baseline=baseline)  # the default: one run per persona
+    assert error.value.returncode == 1
     printed = out.getvalue()
     assert f"Against baseline {baseline}: REGRESSION" in printed
-    assert printed.count("REGRESSION") == 7 and "fixed rule: one run has no interval" in printed
+    # the five dimension tests decide; the six per-persona rows are diagnostics
+    assert printed.count("REGRESSION") == 6 and "diagnostics (decide nothing): 6 persona row(s)" in printed
+    assert "Holm over 5 dimensions at family alpha 0.05" in printed and "(spread floored)" in printed
     group = newest_group(baseline)
     stored = BaselineGate.objects.get(group=group)
     assert (stored.outcome, stored.baseline, stored.forced) == ("regression", baseline, False)
     api = staff_client.get(f"/api/evaluation/comparisons/{group}").json()
     assert api["final"] is True and api["gate"]["outcome"] == "regression"
-    assert {v["dimension"] for v in api["gate"]["verdicts"] if v["regression"]} == {*DIMS, "average"}
+    assert {t["dimension"] for t in api["gate"]["tests"] if t["regression"]} == set(DIMS)
+    assert {v["dimension"] for v in api["gate"]["verdicts"] if v["flagged"]} == {*DIMS, "average"}
     page = staff_client.get(f"/admin/evaluation/comparisons/{group}/").content.decode()
-    assert "<b>REGRESSION</b>: 6 regression(s)" in page and '<tr class="regression"><td>Meera</td>' in page
-    assert "(one run of a persona has no interval: its drops are judged by the fixed rule)" in page
+    assert "<b>REGRESSION</b>: 5 dimension(s) dropped" in page and '<tr class="regression"><td>Pacing</td>' in page
     data, text = comparison(settings, group)
-    assert data["gate"]["outcome"] == "regression" and "**REGRESSION**: 6 regression(s)" in text
+    assert data["gate"]["outcome"] == "regression" and "**REGRESSION**: 5 dimension(s) dropped" in text
 
-    # the same scores again pass, and say what they compared
+    # the same scores again: one run per persona against three cannot see a drop of 1, and says so with its
+    # own exit status
     loopback.responder = scripted(judge_giving(10))
     out = StringIO()
-    cli(out, provider=judge, seed=3, baseline=baseline)
-    assert f"Against baseline {baseline}: PASS" in out.getvalue()
-    assert BaselineGate.objects.get(group=newest_group(baseline, group)).outcome == "pass"
+    with pytest.raises(CommandError, match="inconclusive: k=1 detects only drops >= ") as error:
+        cli(out, provider=judge, seed=30, baseline=baseline)
+    assert error.value.returncode == 3
+    assert f"Against baseline {baseline}: INCONCLUSIVE" in out.getvalue()
+    assert BaselineGate.objects.get(group=newest_group(baseline, group)).outcome == "inconclusive"
 
 
 @pytest.mark.django_db(transaction=True)
@@ -103,11 +109,13 @@ def test_a_baseline_from_another_judge_or_setup_is_refused_unless_forced(server,
         cli(provider=same, baseline=baseline)
     assert not EvaluationRun.objects.exclude(group=baseline).exists()  # nothing was started
 
-    # forced: compared, and labelled forced wherever it shows
+    # forced: compared, and labelled forced wherever it shows (one run against two: inconclusive, exit status 3)
     loopback.responder = scripted(judge_giving(9))
     out = StringIO()
-    cli(out, provider=same, baseline=baseline, force_baseline=True)
-    assert f"Against baseline {baseline} (FORCED: the baseline does not match): PASS" in out.getvalue()
+    with pytest.raises(CommandError, match="inconclusive") as error:
+        cli(out, provider=same, baseline=baseline, force_baseline=True)
+    assert error.value.returncode == 3
+    assert f"Against baseline {baseline} (FORCED: the baseline does not match): INCONCLUSIVE" in out.getvalue()
     assert "forced: judge prompt: the baseline has 0ld" in out.getvalue()
     group = newest_group(baseline)
     _, text = comparison(settings, group)
@@ -166,6 +174,6 @@ def test_the_dashboard_starts_a_batch_against_a_baseline_and_shows_its_gate(serv
     group = newest_group(baseline)
     assert started.redirect_chain[-1][0] == f"/admin/evaluation/comparisons/{group}/"
     stored = BaselineGate.objects.get(group=group)  # the dashboard's seed is random: pass or regression
-    assert stored.outcome in ("pass", "regression") and len(stored.detail["verdicts"]) == 6
+    assert stored.outcome in ("pass", "regression", "inconclusive") and len(stored.detail["verdicts"]) == 6
     page = started.content.decode()
     assert f"Against baseline {baseline}" in page and f"<b>{stored.outcome.upper()}</b>: " in page

@@ -1,5 +1,6 @@
-"""Regression rules without a database: means with t intervals, regressions only beyond the noise, one
-run judged by the fixed rule, gates that leave out what does not count, baselines that do not compare."""
+"""Regression rules without a database: per-persona diagnostics with t intervals, gates decided by the family of
+dimension tests (pass, regression, inconclusive), gates that leave out what does not count, baselines that do
+not compare."""
 
 import statistics
 
@@ -7,6 +8,7 @@ import pytest
 from scipy import stats
 
 from evaluation.tutoring.regression import (
+    INCONCLUSIVE,
     NOT_COMPARED,
     PASS,
     REGRESSION,
@@ -23,9 +25,14 @@ TOPIC = "two-digit-addition-regrouping"
 
 
 def test_the_mean_interval_is_students_t():
-    # mean 5, sd 0.2, n 3: 5 ± t(0.975, 2) * 0.2 / sqrt(3) = 5 ± 4.3027 * 0.11547 = [4.5032, 5.4968]
-    assert mean_ci([5.0, 5.2, 4.8]) == (4.5, 5.5)
-    assert mean_ci([6.0]) == (None, None) and mean_ci([6.0, 6.0]) == (6.0, 6.0)
+    # mean 5, sd 0.4, n 3: 5 ± t(0.975, 2) * 0.4 / sqrt(3) = 5 ± 4.3027 * 0.23094 = [4.0063, 5.9937]
+    assert mean_ci([5.0, 5.4, 4.6]) == (4.01, 5.99)
+    assert mean_ci([6.0]) == (None, None)
+    # two runs that score the same are no evidence of zero spread: the spread is floored at the rounding of the
+    # judge's whole points, sd sqrt(1/12): 6 ± 12.706 * 0.288675 / sqrt(2) = 6 ± 2.5937
+    assert mean_ci([6.0, 6.0]) == (3.41, 8.59)
+    # and an interval never leaves the score's range: n=2 on 0 and 10 made [-22.41, 28.41]
+    assert mean_ci([3.0, 6.0]) == (0.0, 10.0) and mean_ci([9.0, 10.0]) == (3.15, 10.0)
     # an independent computation: the t quantile from its distribution function, not the interval helper
     values = [3.0, 8.0, 7.0, 6.5]
     mean, sd = statistics.fmean(values), statistics.stdev(values)
@@ -46,34 +53,42 @@ def test_a_drop_is_a_regression_only_beyond_the_threshold_and_outside_the_interv
     runs = runs_of("steady", [5.0, 5.2, 4.8]) + runs_of("noisy", [3.0, 8.0, 7.0]) + runs_of("close", [6.6, 6.5, 6.7])
     baseline = {"steady": {"average": 7.0}, "noisy": {"average": 7.5}, "close": {"average": 7.0}}
     verdicts = {v.persona_id: v for v in compare(runs, baseline)}
-    assert verdicts["steady"].regression and verdicts["steady"].drop == 2.0
+    assert verdicts["steady"].flagged and verdicts["steady"].drop == 2.0
     assert "excludes 7" in verdicts["steady"].why
     # a drop of 1.5, but three runs this far apart cannot tell it from noise
-    assert not verdicts["noisy"].regression and "holds 7.5: noise" in verdicts["noisy"].why
-    assert not verdicts["close"].regression and "within the threshold" in verdicts["close"].why
+    assert not verdicts["noisy"].flagged and "holds 7.5: noise" in verdicts["noisy"].why
+    assert not verdicts["close"].flagged and "within the threshold" in verdicts["close"].why
     # the fixed rule flags the noisy drop too
-    fixed = {v.persona_id: v.regression for v in compare(runs, baseline, rule="fixed")}
+    fixed = {v.persona_id: v.flagged for v in compare(runs, baseline, rule="fixed")}
     assert fixed == {"steady": True, "noisy": True, "close": False}
     # exactly at the threshold is not beyond it
     at = compare(runs_of("edge", [6.0, 6.0]), {"edge": {"average": 7.0}}, rule="fixed")
-    assert [v.regression for v in at] == [False]
+    assert [v.flagged for v in at] == [False]
 
 
-def test_one_run_is_judged_by_the_fixed_rule_and_says_so():
+def test_one_run_of_a_persona_is_flagged_by_the_threshold_alone_and_says_so():
     baseline = {"solo": {"average": 8.0, "pacing": 8.0}, "fine": {"average": 7.0}}
     verdicts = {
         (v.persona_id, v.dimension): v for v in compare(runs_of("solo", [1.0]) + runs_of("fine", [6.5]), baseline)
     }
     drop = verdicts[("solo", "average")]
-    assert drop.regression and drop.n == 1 and (drop.low, drop.high) == (None, None)
-    assert "fixed rule" in drop.why and "2 or more runs" in drop.why
-    assert verdicts[("solo", "pacing")].regression
+    assert drop.flagged and drop.n == 1 and (drop.low, drop.high) == (None, None)
+    assert "one run of this persona: no interval" in drop.why
+    assert verdicts[("solo", "pacing")].flagged
     within = verdicts[("fine", "average")]
-    assert not within.regression and within.why == "drop 0.5 is within the threshold 1"
+    assert not within.flagged and within.why == "drop 0.5 is within the threshold 1"
 
 
-def baseline_of(means, **extra):
-    return {"id": "base", "means": means, "rule": "noise-aware", "threshold": 1.0, **extra}
+def baseline_of(means, runs=None, **extra):
+    """A recorded baseline: its means per persona, and its runs (two per persona around each mean unless given)."""
+    if runs is None:
+        runs = [
+            {"persona_id": p, "topic": TOPIC, "seed": 100 + i, "scores": {"pacing": dims["average"] + d}}
+            for p, dims in means.items()
+            for i, d in enumerate((-0.5, 0.5))
+            if "average" in dims
+        ]
+    return {"id": "base", "means": means, "rule": "noise-aware", "threshold": 1.0, "runs": runs, **extra}
 
 
 def test_the_gate_leaves_out_failed_and_cut_short_runs_and_counts_them():
@@ -91,16 +106,19 @@ def test_the_gate_leaves_out_failed_and_cut_short_runs_and_counts_them():
         "dead: failed, no scores",
     )
     assert checked.reason == (
-        "not measured: ace (no run counts: failed or cut short); no regression in 1 comparison(s) of the other "
+        "not measured: ace (no run counts: failed or cut short); no regression in 1 dimension(s) of the other "
         "1 persona(s); 2 run(s) left out"
     )
-    # one whole run of ace beside them: ace is measured, the others are left out and counted
+    # one whole run of ace beside them: ace is measured, the others are left out and counted; one run per
+    # persona against two cannot see a drop of 1 here, and says so
     whole = runs_of("ace", [8.5], coverage=1.0)
-    passed = gate(runs + whole, baseline_of({"ace": {"average": 9.0}, "quiet": {"average": 7.0}}), min_coverage=0.8)
-    assert passed.outcome == PASS and passed.reason.endswith("of 2 persona(s); 2 run(s) left out")
-    # with a threshold below its coverage the same run counts, and is a regression
+    seen = gate(runs + whole, baseline_of({"ace": {"average": 9.0}, "quiet": {"average": 7.0}}), min_coverage=0.8)
+    assert seen.outcome == INCONCLUSIVE and seen.reason.startswith("k=1 detects only drops >= ")
+    assert seen.reason.endswith("; 2 run(s) left out")
+    # with a threshold below its coverage the same run counts, and pacing's batch mean dropped by 2
     lower = gate(runs, baseline_of({"ace": {"average": 9.0}, "quiet": {"average": 7.0}}), min_coverage=0.1)
-    assert lower.outcome == REGRESSION and [v.persona_id for v in lower.regressions] == ["ace"]
+    assert lower.outcome == REGRESSION and [t.dimension for t in lower.regressions] == ["pacing"]
+    assert lower.regressions[0].delta == -2.0
 
 
 def test_a_gate_that_compares_nothing_is_not_a_pass():
@@ -150,33 +168,32 @@ def test_a_verdict_carries_its_figures_rounded_to_two_places():
         "baseline": 7.0,
         "mean": 6.12,
         "n": 3,
-        "low": 6.12,
-        "high": 6.13,
+        "low": 5.41,
+        "high": 6.84,
         "drop": 0.88,
-        "regression": False,
+        "flagged": False,
         "why": "drop 0.88 is within the threshold 1",
     }
-    assert mean_ci([6.123, 6.123]) == (6.12, 6.12)
+    assert mean_ci([6.123, 6.123]) == (3.53, 8.72)
     # the default rule is the noise-aware one, which says when one run leaves it to the fixed rule
     assert verdict("ace", "pacing", 7.0, [6.5]).why == "drop 0.5 is within the threshold 1"
     assert verdict("ace", "pacing", 9.0, [6.5]).why == (
-        "drop 2.5 exceeds the threshold 1 (fixed rule: one run has no interval; "
-        "the noise-aware rule needs 2 or more runs per persona)"
+        "drop 2.5 exceeds the threshold 1 (one run of this persona: no interval)"
     )
 
 
 def test_an_interval_that_reaches_the_baseline_holds_it():
-    # mean 4, sd 0.2, n 3: the interval's top is 4 + 4.3027 * 0.11547 = 4.4968, shown as 4.5
-    v = verdict("ace", "pacing", 4.5, [4.0, 4.2, 3.8], threshold=0.4)
-    assert (v.high, v.regression) == (4.5, False) and "holds 4.5: noise" in v.why
+    # mean 4, sd 0.4, n 3: the interval's top is 4 + 4.3027 * 0.23094 = 4.9937, shown as 4.99
+    v = verdict("ace", "pacing", 4.99, [4.0, 4.4, 3.6], threshold=0.4)
+    assert (v.high, v.flagged) == (4.99, False) and "holds 4.99: noise" in v.why
 
 
 def test_compare_passes_the_threshold_on_and_names_real_sessions_session():
     runs = [{"persona_id": None, "scores": {"pacing": 5.0}, "avg_score": 5.0}]
     (v,) = compare(runs, {"session": {"pacing": 7.0}}, rule="fixed")
-    assert (v.persona_id, v.regression) == ("session", True)
+    assert (v.persona_id, v.flagged) == ("session", True)
     (v,) = compare(runs, {"session": {"pacing": 7.0}}, rule="fixed", threshold=3.0)
-    assert not v.regression and v.why == "drop 2 is within the threshold 3"
+    assert not v.flagged and v.why == "drop 2 is within the threshold 3"
 
 
 def test_baseline_means_per_persona_and_dimension_from_scored_runs_only():
@@ -196,19 +213,26 @@ def test_a_gate_as_stored_names_everything_it_decided():
     runs = runs_of("ace", [5.0], coverage=1.0)
     base = baseline_of({"ace": {"average": 9.0}}, forced=True, mismatches=["topic: the baseline has x, this batch y"])
     stored = gate(runs, base, min_coverage=0.8).as_dict()
-    assert {k: v for k, v in stored.items() if k != "verdicts"} == {
+    assert {k: v for k, v in stored.items() if k not in ("verdicts", "tests", "plan", "reason", "family_rule")} == {
         "baseline": "base",
-        "outcome": "regression",
-        "reason": "1 regression(s): ace average: drop 4 exceeds the threshold 1 (fixed rule: one run has no "
-        "interval; the noise-aware rule needs 2 or more runs per persona)",
+        "outcome": "inconclusive",
         "rule": "noise-aware",
         "threshold": 1.0,
+        "alpha": 0.05,
+        "power": 0.8,
+        "pairing": "unpaired: the within-persona run-to-run spread, pooled over personas",
         "forced": True,
         "mismatches": ["topic: the baseline has x, this batch y"],
         "left_out": [],
         "no_baseline": [],
         "min_coverage": 0.8,
     }
+    # one persona, one run, one degree of freedom: a drop of 4 is not significant, and a drop of 1 unseeable
+    assert stored["reason"].startswith("k=1 detects only drops >= ") and " on pacing; " in stored["reason"]
+    assert [(t["dimension"], t["delta"], t["df"], t["regression"]) for t in stored["tests"]] == [
+        ("pacing", -4.0, 1, False)
+    ]
+    assert stored["plan"]["df"] == {"pacing": 1} and "Holm over 1 dimensions" in stored["family_rule"]
     assert [v["dimension"] for v in stored["verdicts"]] == ["average"]
     # a run that recorded no coverage (a stored session) counts as whole, and no more than whole
     assert counted({"scores": {"pacing": 5.0}}, 1.0) and not counted({"scores": {"pacing": 5.0}}, 1.01)
@@ -228,31 +252,59 @@ def test_every_value_a_baseline_disagrees_on_is_listed():
 def test_a_drop_is_rounded_like_the_figures_it_compares():
     # 7.005 - 6 is 1.00499... in binary: shown and judged as 1, within the threshold
     v = verdict("ace", "pacing", 7.005, [6.0], rule="fixed")
-    assert (v.drop, v.regression) == (1.0, False)
+    assert (v.drop, v.flagged) == (1.0, False)
 
 
 def test_a_gate_applies_the_baselines_rule_and_threshold_and_words_its_reason():
     noisy = runs_of("ace", [3.0, 8.0, 7.0]) + runs_of("bo", [6.0, 6.0])
     means = {"ace": {"average": 7.5}, "bo": {"average": 9.0}}
+    # the fixed rule: the batch mean of pacing dropped by ((6 - 7.5) + (6 - 9)) / 2 = 2.25
     fixed = gate(noisy, baseline_of(means, rule="fixed"), min_coverage=0.8)
     assert fixed.outcome == REGRESSION and fixed.reason == (
-        "2 regression(s): ace average: drop 1.5 exceeds the threshold 1 (fixed rule); "
-        "bo average: drop 3 exceeds the threshold 1 (fixed rule)"
+        "1 dimension(s) dropped: pacing batch mean dropped 2.25 (beyond 1, fixed rule)"
     )
-    loose = gate(noisy, baseline_of(means, threshold=3.0), min_coverage=0.8)
-    assert loose.outcome == PASS and loose.reason == "no regression in 2 comparison(s) of 2 persona(s)"
-    extra = gate(noisy + runs_of("cy", [5.0]), baseline_of(means, threshold=3.0), min_coverage=0.8)
-    assert extra.reason == "no regression in 2 comparison(s) of 2 persona(s)" and extra.no_baseline == ("cy",)
+    assert gate(noisy, baseline_of(means, rule="fixed", threshold=3.0), min_coverage=0.8).outcome == PASS
+    # noise-aware: ace's spread (sd 2.6) makes the drop not significant, and a drop of 1 unseeable
+    loose = gate(noisy, baseline_of(means, threshold=1.0), min_coverage=0.8)
+    assert loose.outcome == INCONCLUSIVE and loose.reason.startswith("k=2 detects only drops >= ")
+    # a persona the baseline lacks: never a pass, whatever else was seen
+    extra = gate(noisy + runs_of("cy", [5.0]), baseline_of(means, threshold=9.0, rule="fixed"), min_coverage=0.8)
+    assert extra.outcome == INCONCLUSIVE and extra.no_baseline == ("cy",)
+    assert extra.reason == (
+        "the baseline covers 2 of the batch's 3 personas (none for cy): a partial comparison is never a pass"
+    )
     dead = {"run_id": "r9", "persona_id": "ace", "scores": {}, "avg_score": None}
-    assert gate([*noisy, dead], baseline_of(means, threshold=3.0), min_coverage=0.8).reason == (
-        "no regression in 2 comparison(s) of 2 persona(s); 1 run(s) left out"
+    assert gate([*noisy, dead], baseline_of(means, threshold=9.0, rule="fixed"), min_coverage=0.8).reason == (
+        "no dimension dropped in 1 dimension(s) of 2 persona(s); 1 run(s) left out"
     )
     assert gate([dead], baseline_of(means), min_coverage=0.8).left_out == ("r9: not scored, no scores",)
     assert gate([], baseline_of(means), min_coverage=0.8).reason == "the batch has no runs"
     sessions = [{"run_id": "s", "persona_id": None, "scores": {"pacing": 5.0}, "avg_score": 5.0}]
     other = gate(sessions + runs_of("dee", [5.0]), baseline_of(means), min_coverage=0.8)
     assert other.reason == "no persona in common with the baseline (the batch has dee, session)"
-    assert gate(sessions, baseline_of({"session": {"pacing": 5.0}}), min_coverage=0.8).outcome == PASS
+    # a baseline record without its runs (and none stored any more): nothing to test against, not a pass
+    bare = gate(noisy, baseline_of(means, runs=[]), min_coverage=0.8)
+    assert bare.outcome == NOT_COMPARED and "no scores of base to test against" in bare.reason
+
+
+def test_a_clear_drop_on_enough_runs_is_a_regression_and_no_change_a_pass():
+    means = {p: {"average": 6.0} for p in ("ace", "bo", "cy", "dee")}
+    base_runs = [
+        {"persona_id": p, "topic": TOPIC, "seed": i, "scores": {"pacing": v}}
+        for p in means
+        for i, v in enumerate((5.0, 6.0, 7.0, 6.0))
+    ]
+    same = [r for p in means for r in runs_of(p, [5.0, 6.0, 7.0, 6.0])]
+    passed = gate(same, baseline_of(means, runs=base_runs), min_coverage=0.8)
+    assert passed.outcome == PASS and passed.reason == (
+        "no dimension dropped in 1 dimension(s) of 4 persona(s) (each would have seen a drop of 1 with 80% power)"
+    )
+    worse = [r for p in means for r in runs_of(p, [3.0, 4.0, 5.0, 4.0])]
+    dropped = gate(worse, baseline_of(means, runs=base_runs), min_coverage=0.8)
+    assert dropped.outcome == REGRESSION and dropped.reason.startswith(
+        "1 dimension(s) dropped: pacing batch mean dropped 2.00 (interval ["
+    )
+    assert "significant after Holm" in dropped.reason and not dropped.tests[0].paired
 
 
 def test_an_unknown_rule_is_refused_not_read_as_another():
@@ -261,7 +313,7 @@ def test_an_unknown_rule_is_refused_not_read_as_another():
     with pytest.raises(ValueError, match="rule: 'vibes'"):
         compare(runs_of("ace", [6.0]), {"ace": {"average": 7.0}}, rule="vibes")
     # called without a rule, both apply the noise-aware one (which one run leaves to the fixed rule)
-    assert compare(runs_of("ace", [5.0]), {"ace": {"average": 7.0}})[0].regression
+    assert compare(runs_of("ace", [5.0]), {"ace": {"average": 7.0}})[0].flagged
     assert verdict("ace", "pacing", 7.5, [3.0, 8.0, 7.0]).why.endswith("holds 7.5: noise")
 
 
@@ -289,6 +341,6 @@ def test_every_persona_not_measured_is_named_and_the_others_counted_without_the_
     checked = gate(runs, baseline_of({"ace": {"average": 9.0}}, forced=True), min_coverage=0.8)
     assert checked.outcome == NOT_COMPARED and checked.no_baseline == ("dee",)
     assert checked.reason == (
-        "not measured: bo, cy (no run counts: failed or cut short); no regression in 1 comparison(s) of the other "
+        "not measured: bo, cy (no run counts: failed or cut short); no regression in 1 dimension(s) of the other "
         "1 persona(s); 2 run(s) left out"
     )

@@ -55,17 +55,17 @@ def test_real_models_get_the_seed_where_the_vendor_takes_one_and_the_run_records
     assert run.status == "completed", run.error
     bodies = [r.body for r in loopback.requests]
     student = [b for b in bodies if not b.get("response_format")]
-    assert run.seed == 32  # the batch's seed 31, plus the repeat number
-    assert [b["seed"] for b in student] == [32 * 1000 + turn for turn in (1, 2, 3)]
+    assert run.seed == 31  # the batch's seed: its first persona's first run replays with it
+    assert [b["seed"] for b in student] == [31 * 1000 + turn for turn in (1, 2, 3)]
     assert {b["temperature"] for b in student} == {0.9}
-    assert [b["seed"] for b in bodies if b.get("response_format")] == [32]
+    assert [b["seed"] for b in bodies if b.get("response_format")] == [31]
     llm = run.config["llm"]
     assert llm["simulator"] == {
         "provider": "openai",
         "model": "sim-model",
         "source": "override",
         "temperature": 0.9,
-        "seed": 32,
+        "seed": 31,
         "seed_sent": True,
     }
-    assert llm["judge"]["seed"] == 32 and llm["judge"]["seed_sent"] is True
+    assert llm["judge"]["seed"] == 31 and llm["judge"]["seed_sent"] is True

@@ -79,6 +79,13 @@ class Command(BaseCommand):
                 force=opts["force"],
                 batch=opts["batch"],
             )
+        except services.SetupRefused as refused:
+            # the refusal still writes the reports, headed with it and each difference: a PR comment always appears
+            if opts["markdown"]:
+                opts["markdown"].write_text(services.refusal_markdown(refused, mode=opts["mode"]))
+            if opts["junit"]:
+                opts["junit"].write_text(services.refusal_junit(refused, mode=opts["mode"]))
+            raise CommandError(str(refused)) from None
         except (ValueError, RuntimeError, ProviderError, InvalidInput) as exc:
             raise CommandError(str(exc)) from None
         if report.judge.startswith("offline/") and opts["mode"] != "mock-judge" and not opts["judge"]:

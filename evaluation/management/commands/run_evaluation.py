@@ -6,6 +6,8 @@ or EVAL_SERVER_URL set in the environment. A server it is told to use must be th
 that refuses this install's protocol key stops the command before any run starts.
 """
 
+import argparse
+import json
 import os
 from pathlib import Path
 
@@ -19,6 +21,9 @@ from evaluation.providers import VENDORS, require_keys, resolve
 from evaluation.runs.selectors import run_scores
 from evaluation.tutoring import selectors, services
 from evaluation.tutoring.selectors import DIMENSIONS
+
+INCONCLUSIVE_STATUS = 3
+"""The exit status of a batch whose gate is inconclusive (0: pass; 1: regression, failure, or not compared)."""
 
 SOURCES = {"override": "--provider", "database": "admin LLM config", "environment": "environment", "default": "default"}
 
@@ -66,15 +71,39 @@ class Command(BaseCommand):
             help="A comparison group (or run) id to check this batch against; regressions make the command fail",
         )
         parser.add_argument(
-            "--regression-threshold", type=float, default=1.0, help="A drop beyond this may be a regression"
+            "--regression-threshold",
+            type=float,
+            default=1.0,
+            help="The drop that matters: the gate must be able to see it (else it is inconclusive)",
+        )
+        parser.add_argument(
+            "--threshold",
+            dest="regression_threshold",
+            type=float,
+            default=argparse.SUPPRESS,
+            help="The same as --regression-threshold: the drop the gate (and --plan) must be able to see",
         )
         parser.add_argument(
             "--regression-rule",
             choices=["noise-aware", "fixed"],
             default="noise-aware",
-            help="noise-aware: the drop must also lie outside the 95%% CI of the repeats (default; one run per "
-            "persona has no interval, so its drops are judged by the fixed rule); fixed: any drop beyond the threshold",
+            help="noise-aware (default): one t test per dimension of the batch mean's change, Holm over the "
+            "dimensions at --alpha; inconclusive (exit status 3) when a drop of the threshold had less than --power "
+            "power; fixed: any dimension whose batch mean dropped beyond the threshold",
         )
+        parser.add_argument(
+            "--alpha", type=float, default=0.05, help="The gate's false-alarm rate over all its dimensions"
+        )
+        parser.add_argument(
+            "--power", type=float, default=0.8, help="The chance of seeing a drop of the threshold's size"
+        )
+        parser.add_argument(
+            "--plan",
+            action="store_true",
+            help="Print how many runs per persona detect a drop of the threshold (from --baseline's repeats, or "
+            "the latest comparable group's), what they cost and how long they take; start nothing",
+        )
+        parser.add_argument("--json", action="store_true", help="With --plan: print the plan as JSON")
         parser.add_argument(
             "--force-baseline",
             action="store_true",
@@ -94,6 +123,9 @@ class Command(BaseCommand):
     (the demo, while it prepares the database); the caller stops it."""
 
     def handle(self, *args, **opts):
+        if opts["plan"]:
+            self.print_plan(opts)
+            return
         if opts["dry_run"]:
             self.print_forecast(opts)
             return
@@ -140,6 +172,32 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from exc
         self.stdout.write(f"Dry run on topic {topic_id!r}: nothing was created or sent.")
         self.stdout.write(found.text())
+
+    def print_plan(self, opts) -> None:
+        """The planner: runs per persona for the threshold at --alpha and --power, their cost and time."""
+        topic_id = opts["topic_id"] or Topic.objects.filter(approved=True).values_list("topic_id", flat=True).first()
+        if not topic_id:
+            raise CommandError("--topic-id: no approved topic is loaded; run manage.py load_catalog first")
+        try:
+            found = services.run_plan(
+                topic_id=topic_id,
+                persona=opts["persona"],
+                max_turns=opts["max_turns"],
+                agent_id=opts["target"],
+                provider=opts["provider"],
+                grade=opts["grade"],
+                baseline=opts["baseline"],
+                threshold=opts["regression_threshold"],
+                alpha=opts["alpha"],
+                power=opts["power"],
+                workers=opts["workers"],
+            )
+        except (InvalidInput, NotFound) as exc:
+            raise CommandError(str(exc)) from exc
+        if opts["json"]:
+            self.stdout.write(json.dumps(found, indent=2))
+        else:
+            self.stdout.write(found["text"])
 
     def told_server(self, opts) -> str | None:
         """The server the command was told to use, or None: start one of its own."""
@@ -189,6 +247,8 @@ class Command(BaseCommand):
                 regression_threshold=opts["regression_threshold"],
                 regression_rule=opts["regression_rule"],
                 force_baseline=opts["force_baseline"],
+                alpha=opts["alpha"],
+                power=opts["power"],
                 enqueue=False,
                 started_by="cli",
             )
@@ -215,10 +275,13 @@ class Command(BaseCommand):
         failed = [r for r in done if r.status != "completed"]
         if failed:
             problems.append(f"{len(failed)} run(s) failed: " + "; ".join(f"{r.run_id}: {r.error}" for r in failed))
+        inconclusive: list[str] = []
         if opts["baseline"]:
-            problems += self.print_gates({r.group for r in done if r.group}, opts["baseline"])
+            problems += self.print_gates({r.group for r in done if r.group}, opts["baseline"], inconclusive)
         if problems:
-            raise CommandError("\n".join(problems))
+            raise CommandError("\n".join(problems + inconclusive))
+        if inconclusive:
+            raise CommandError("\n".join(inconclusive), returncode=INCONCLUSIVE_STATUS)
 
     def providers_line(self, override: str | None, url: str | None, *, own_tutor: bool) -> str:
         """One line: the provider each role uses, where that choice comes from, and how to choose another;
@@ -257,9 +320,9 @@ class Command(BaseCommand):
             "or TUTOR_LLM_PROVIDER (the tutor); offline calls no LLM."
         )
 
-    def print_gates(self, groups, baseline):
+    def print_gates(self, groups, baseline, inconclusive):
         """Print each group's gate against its baseline; returns why the command must fail (a regression, or
-        nothing compared), empty when every gate passed."""
+        nothing compared), empty when every gate passed or was inconclusive (added to `inconclusive`)."""
         problems = []
         for group in sorted(groups):
             gate = selectors.group_gate(group)
@@ -270,19 +333,23 @@ class Command(BaseCommand):
             self.stdout.write(f"\nAgainst baseline {gate.baseline}{forced}: {gate.outcome.upper()}")
             for why in gate.mismatches:
                 self.stdout.write(f"  forced: {why}")
-            if gate.rule == "noise-aware" and any(v.n == 1 for v in gate.verdicts):
-                self.stdout.write(
-                    "  (one run of a persona has no interval: its drops are judged by the fixed rule; "
-                    "--runs-per-persona 2 or more for the noise-aware rule)"
-                )
-            for v in gate.verdicts:
-                mark = "REGRESSION" if v.regression else "ok"
-                self.stdout.write(f"  {v.persona_id:<22}{v.dimension:<22}{mark:<11}{v.why}")
+            self.stdout.write(f"  {gate.reason}")
+            self.stdout.write(f"  rule: {gate.family_rule}")
+            for t in gate.tests:
+                mark = "REGRESSION" if t in gate.regressions else "ok"
+                self.stdout.write(f"  {t.dimension:<22}{mark:<11}{test_line(t)}")
+            flagged = [v for v in gate.verdicts if v.flagged]
+            if flagged:
+                self.stdout.write(f"  diagnostics (decide nothing): {len(flagged)} persona row(s) beyond the threshold")
+                for v in flagged:
+                    self.stdout.write(f"    {v.persona_id:<22}{v.dimension:<22}{v.why}")
             for why in gate.left_out:
                 self.stdout.write(f"  left out: {why}")
             for persona in gate.no_baseline:
                 self.stdout.write(f"  no baseline for persona {persona}")
-            if gate.outcome != "pass":
+            if gate.outcome == "inconclusive":
+                inconclusive.append(f"against {gate.baseline}: inconclusive: {gate.reason}")
+            elif gate.outcome != "pass":
                 problems.append(f"against {gate.baseline}: {gate.outcome}: {gate.reason}")
         if not groups:
             problems.append(f"no comparison with baseline {baseline}: no batch was checked")
@@ -313,6 +380,16 @@ class Command(BaseCommand):
         groups = {r.group for r in runs if r.group}
         for group in groups:
             self.stdout.write(f"Comparison: {Path(setting('RUNS_DIR')) / group / 'comparison.md'}")
+
+
+def test_line(t) -> str:
+    """One dimension's test as the CLI prints it."""
+    if t.mdd is None:
+        return f"change {t.delta:+.2f}; no spread estimate"
+    return (
+        f"change {t.delta:+.2f} [{t.low:+.2f}, {t.high:+.2f}], SE {t.se:.2f}, df {t.df}, p {t.p_value:.2g}, "
+        f"detects drops >= {t.mdd:.2f}" + (" (spread floored)" if t.floored else "")
+    )
 
 
 def _and(names: list[str]) -> str:

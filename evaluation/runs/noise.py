@@ -1,0 +1,336 @@
+"""The gates' noise model: what a comparison of a candidate batch with a baseline batch can tell.
+
+One function (`family_test`) computes every interval, test and minimum detectable drop the tutoring gate
+shows, at every door (CLI, API, dashboard, comparison files), and `plan` answers the planner's question
+(how many runs per persona detect a drop of the threshold's size) from the same formulas.
+
+The unit of replication is a run. For a dimension d, persona p has baseline runs B_p (n_Bp of them) and
+candidate runs C_p (n_Cp). The primary comparison, one per dimension, is the batch mean's change
+
+    Delta_d = (1/P) * sum_p (mean C_p - mean B_p)        over the P personas both batches measured.
+
+Unpaired (the usual case: another seed):
+    s^2   = the within-persona run-to-run variance, pooled over every persona and both batches:
+            sum over (persona, batch) cells of sum (x - cell mean)^2, divided by df = sum (n - 1)
+    SE^2  = max(s^2, FLOOR) / P^2 * sum_p (1/n_Bp + 1/n_Cp)
+    With one candidate run per persona (1/n_Cp = 1) this is a prediction interval for a new run from the
+    baseline's spread; with k >= 2 the candidate's own repeats add to df.
+
+Paired (every candidate run has a baseline run of the same persona, topic and seed: the simulator's rolls
+and the tutor's seeded calls are the same, so the persona's and the rolls' share of the spread cancels):
+    D_p   = mean over p's pairs of (C - B);  Delta = mean_p D_p
+    SE^2  = max(var_p(D_p), 2 * FLOOR / m) / P,  df = P - 1     (m: the fewest pairs of a persona)
+
+Identical runs are not evidence of zero spread: the variance is never taken below FLOOR, the variance of
+rounding to the judge's whole-point scale (resolution^2 / 12, Sheppard's correction), so two runs that
+happen to score the same do not make an interval of no width.
+
+Each dimension is tested one-sided (H0: no drop) with Student's t on df degrees of freedom; the family of
+the rubric's dimensions is controlled with Holm's step-down procedure (Holm 1979) at alpha (0.05 by
+default), so the gate's false-alarm rate over all its comparisons is at most alpha. Per-persona rows are
+diagnostics and decide nothing.
+
+The minimum detectable drop of a dimension, at Holm's strictest level alpha/D and the chosen power:
+    MDD = (t_(1 - alpha/D, df) + t_(power, df)) * SE
+When some dimension's MDD exceeds the threshold and no drop was significant, the comparison is
+inconclusive: the batch could not have seen a drop of the threshold's size.
+
+A run's score comes from one judge call, so the judge's own call-to-call noise is inside the run-to-run
+variance; a judge's systematic error common to both batches cancels in Delta.
+
+References: E. Miller, "Adding Error Bars to Evals: A Statistical Approach to Language Model Evaluations"
+(arXiv:2411.00640, 2024), sections on clustered standard errors, paired differences and power analysis;
+S. Holm, "A simple sequentially rejective multiple test procedure", Scand. J. Statist. 6 (1979).
+"""
+
+import math
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+# scipy is imported where it is used: it takes longer to import than the rest of the app.
+
+ALPHA = 0.05
+"""The gate's family-wise false-alarm rate over all its dimensions."""
+POWER = 0.8
+"""The chance of seeing a drop of the threshold's size that the gate (and the planner) aim for."""
+RESOLUTION = 1.0
+"""The judge's scale moves in whole points."""
+MAX_PLANNED_RUNS = 20
+"""The most runs per persona a start takes (start_input's range); the planner looks no further."""
+
+
+def floor_variance(resolution: float = RESOLUTION) -> float:
+    """The least run-to-run variance taken: that of rounding to the scale's resolution (Sheppard)."""
+    return resolution * resolution / 12
+
+
+@dataclass(frozen=True)
+class Observation:
+    """One run's score on one dimension: its persona (the cluster) and its pairing key (persona, topic, seed)."""
+
+    persona: str
+    value: float
+    pair: tuple[Any, ...] | None = None
+
+
+@dataclass(frozen=True)
+class DimensionTest:
+    """One dimension's batch-mean change, its standard error and what it can tell."""
+
+    dimension: str
+    delta: float
+    """Candidate minus baseline, averaged over personas (negative: a drop)."""
+    se: float
+    df: int
+    personas: int
+    paired: bool
+    pairs: int
+    variance: float
+    """The run-to-run (or, paired, the difference) variance used, after the floor."""
+    floored: bool
+    """The measured variance was below the floor and the floor was used."""
+    p_value: float | None
+    """One-sided: the chance of a drop at least this large with no real change (None: no spread estimate)."""
+    mdd: float | None
+    """The minimum detectable drop at alpha/D and the power (None: no spread estimate)."""
+    low: float | None
+    high: float | None
+    """Delta's two-sided interval at 1 - 2 * alpha/D (the one-sided test's level on each side), unclipped:
+    Delta is a difference, which may lie anywhere in -10..10."""
+    significant: bool = False
+    """Rejected by Holm's procedure over the family."""
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _cells(obs: Iterable[Observation]) -> dict[str, list[float]]:
+    out: dict[str, list[float]] = {}
+    for o in obs:
+        out.setdefault(o.persona, []).append(o.value)
+    return out
+
+
+def pooled_variance(cells: Iterable[Sequence[float]]) -> tuple[float, int]:
+    """The within-cell variance pooled over cells, and its degrees of freedom (sum of n - 1)."""
+    ss, df = 0.0, 0
+    for values in cells:
+        if len(values) >= 2:
+            m = statistics.fmean(values)
+            ss += sum((x - m) ** 2 for x in values)
+            df += len(values) - 1
+    return (ss / df if df else math.nan), df
+
+
+def _pairs(baseline: Sequence[Observation], candidate: Sequence[Observation]) -> dict[str, list[float]] | None:
+    """Per persona, the differences of runs sharing persona, topic and seed; None unless every candidate run has
+    a baseline partner (each baseline run partners one candidate run at most)."""
+    partners: dict[tuple[Any, ...], list[float]] = {}
+    for o in baseline:
+        if o.pair is None:
+            return None
+        partners.setdefault(o.pair, []).append(o.value)
+    out: dict[str, list[float]] = {}
+    for o in candidate:
+        if o.pair is None or not partners.get(o.pair):
+            return None
+        out.setdefault(o.persona, []).append(o.value - partners[o.pair].pop())
+    return out
+
+
+def dimension_test(
+    dimension: str,
+    baseline: Sequence[Observation],
+    candidate: Sequence[Observation],
+    *,
+    family: int,
+    alpha: float = ALPHA,
+    power: float = POWER,
+    resolution: float = RESOLUTION,
+) -> DimensionTest | None:
+    """One dimension's comparison (see the module's formulas); None when no persona is in both batches.
+    family: how many dimensions the gate tests together (the MDD and interval use alpha / family)."""
+    from scipy import stats
+
+    base, cand = _cells(baseline), _cells(candidate)
+    personas = sorted(set(base) & set(cand))
+    if not personas:
+        return None
+    floor = floor_variance(resolution)
+    diffs = _pairs([o for o in baseline if o.persona in cand], [o for o in candidate if o.persona in base])
+    P = len(personas)
+    if diffs is not None and P >= 2:
+        means = [statistics.fmean(diffs[p]) for p in personas]
+        delta = statistics.fmean(means)
+        m = min(len(diffs[p]) for p in personas)
+        measured, df = statistics.variance(means), P - 1
+        least = 2 * floor / m
+        variance = max(measured, least)
+        se = math.sqrt(variance / P)
+        paired, pairs = True, sum(len(diffs[p]) for p in personas)
+    else:
+        delta = statistics.fmean(statistics.fmean(cand[p]) - statistics.fmean(base[p]) for p in personas)
+        measured, df = pooled_variance([base[p] for p in personas] + [cand[p] for p in personas])
+        least = floor
+        variance = max(measured, least) if df else math.nan
+        se = math.sqrt(variance / P**2 * sum(1 / len(base[p]) + 1 / len(cand[p]) for p in personas)) if df else math.nan
+        paired, pairs = False, 0
+    floored = bool(df) and not measured >= least
+    level = alpha / family
+    if not df:
+        return DimensionTest(
+            dimension, round(delta, 4), math.nan, 0, P, paired, pairs, math.nan, False, None, None, None, None
+        )
+    t = delta / se
+    p_value = float(stats.t.cdf(t, df))
+    q = float(stats.t.ppf(1 - level, df))
+    mdd = (q + float(stats.t.ppf(power, df))) * se
+    return DimensionTest(
+        dimension=dimension,
+        delta=round(delta, 4),
+        se=round(se, 4),
+        df=df,
+        personas=P,
+        paired=paired,
+        pairs=pairs,
+        variance=round(variance, 4),
+        floored=floored,
+        p_value=p_value,
+        mdd=round(mdd, 3),
+        low=round(delta - q * se, 3),
+        high=round(delta + q * se, 3),
+    )
+
+
+def holm(p_values: Sequence[float | None], alpha: float = ALPHA) -> list[bool]:
+    """Holm's step-down procedure: which of the hypotheses are rejected at family-wise level alpha (a missing
+    p-value counts as 1: nothing to reject; the family's size counts it)."""
+    m = len(p_values)
+    ps = [1.0 if p is None else p for p in p_values]
+    order = sorted(range(m), key=lambda i: ps[i])
+    rejected = [False] * m
+    for rank, i in enumerate(order):
+        p = p_values[i]
+        if p is None or p > alpha / (m - rank):
+            break
+        rejected[i] = True
+    return rejected
+
+
+def family_test(
+    baseline: Mapping[str, Sequence[Observation]],
+    candidate: Mapping[str, Sequence[Observation]],
+    *,
+    alpha: float = ALPHA,
+    power: float = POWER,
+    resolution: float = RESOLUTION,
+) -> list[DimensionTest]:
+    """Every dimension of the baseline that the candidate also has, tested as one family (Holm at alpha)."""
+    dims = [d for d in baseline if candidate.get(d)]
+    tests = [
+        dimension_test(d, baseline[d], candidate[d], family=len(dims), alpha=alpha, power=power, resolution=resolution)
+        for d in dims
+    ]
+    found = [t for t in tests if t is not None]
+    rejected = holm([t.p_value if t.delta < 0 else None for t in found], alpha)
+    return [DimensionTest(**{**asdict(t), "significant": r}) for t, r in zip(found, rejected, strict=True)]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How many runs per persona detect a drop of the threshold's size on every dimension."""
+
+    runs_per_persona: int | None
+    """None: no number up to MAX_PLANNED_RUNS does, against this baseline."""
+    baseline_runs_per_persona: int | None
+    """When the baseline itself is too small: the runs per persona a new baseline and the batch would each need."""
+    detects: dict[str, float]
+    """Per dimension: the drop detectable at runs_per_persona (or at the most runs planned)."""
+    detects_at_one: dict[str, float]
+    """Per dimension: the drop one run per persona detects."""
+    spread: dict[str, float]
+    """Per dimension: the run-to-run standard deviation used (after the floor)."""
+    df: dict[str, int]
+    personas: int
+    source: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def detectable(
+    variance: float, df_baseline: int, baseline_runs: Sequence[int], k: int, *, level: float, power: float
+) -> float:
+    """The minimum detectable drop of an unpaired comparison with k candidate runs per persona."""
+    from scipy import stats
+
+    P = len(baseline_runs)
+    df = df_baseline + P * (k - 1)
+    se = math.sqrt(variance / P**2 * sum(1 / n + 1 / k for n in baseline_runs))
+    return (float(stats.t.ppf(1 - level, df)) + float(stats.t.ppf(power, df))) * se
+
+
+def plan(
+    baseline: Mapping[str, Sequence[Observation]],
+    *,
+    threshold: float,
+    alpha: float = ALPHA,
+    power: float = POWER,
+    resolution: float = RESOLUTION,
+    source: str = "",
+) -> Plan | None:
+    """From a baseline's repeats: the fewest candidate runs per persona whose unpaired comparison has power
+    `power` against a drop of `threshold` on every dimension at Holm's strictest level. None when the baseline
+    has no repeats (no spread to plan from)."""
+    dims = list(baseline)
+    level = alpha / max(1, len(dims))
+    floor = floor_variance(resolution)
+    stats_by_dim = {}
+    for d in dims:
+        cells = _cells(baseline[d])
+        measured, df = pooled_variance(cells.values())
+        if not df:
+            return None
+        stats_by_dim[d] = (max(measured, floor), df, [len(v) for v in cells.values()])
+    if not stats_by_dim:
+        return None
+
+    def worst(k: int) -> dict[str, float]:
+        return {d: detectable(v, df, ns, k, level=level, power=power) for d, (v, df, ns) in stats_by_dim.items()}
+
+    chosen = next((k for k in range(1, MAX_PLANNED_RUNS + 1) if max(worst(k).values()) <= threshold), None)
+    fresh = None
+    if chosen is None:
+        # the baseline's own noise is too large: a new baseline of k runs per persona and a batch of k
+        fresh = next(
+            (
+                k
+                for k in range(2, MAX_PLANNED_RUNS + 1)
+                if all(
+                    detectable(v, len(ns) * (k - 1), [k] * len(ns), k, level=level, power=power) <= threshold
+                    for v, _, ns in stats_by_dim.values()
+                )
+            ),
+            None,
+        )
+    at = chosen or fresh or MAX_PLANNED_RUNS
+    if chosen is None and fresh is not None:
+        detects = {
+            d: detectable(v, len(ns) * (at - 1), [at] * len(ns), at, level=level, power=power)
+            for d, (v, _, ns) in stats_by_dim.items()
+        }
+    else:
+        detects = worst(at)
+    personas = max(len(ns) for _, _, ns in stats_by_dim.values())
+    return Plan(
+        runs_per_persona=chosen or fresh,
+        baseline_runs_per_persona=fresh if chosen is None else None,
+        detects={d: round(x, 2) for d, x in detects.items()},
+        detects_at_one={d: round(x, 2) for d, x in worst(1).items()},
+        spread={d: round(math.sqrt(v), 3) for d, (v, _, _) in stats_by_dim.items()},
+        df={d: df for d, (_, df, _) in stats_by_dim.items()},
+        personas=personas,
+        source=source,
+    )

@@ -1,0 +1,180 @@
+"""The gates' noise model against independent computations: statsmodels' OLS (a persona-by-batch cell-means
+model, whose contrast is the batch-mean change), its paired t test, its Holm procedure, a simulation of the
+gate's error rates, and the floor that keeps identical runs from making an interval of no width."""
+
+import math
+import random
+import statistics
+
+import numpy as np
+import pytest
+from scipy import stats
+from statsmodels.formula.api import ols
+from statsmodels.stats.multitest import multipletests
+
+from evaluation.runs import noise
+from evaluation.runs.noise import Observation, dimension_test, family_test, floor_variance, holm, plan
+
+
+def batch(values: dict[str, list[float]], seeds: dict[str, list[int]] | None = None) -> list[Observation]:
+    return [
+        Observation(p, v, None if seeds is None else (p, "t", seeds[p][i]))
+        for p, vs in values.items()
+        for i, v in enumerate(vs)
+    ]
+
+
+BASE = {"ace": [6.0, 4.0, 5.0], "bo": [7.0, 9.0], "cy": [3.0, 5.0, 4.0, 6.0]}
+CAND = {"ace": [4.0, 3.0], "bo": [8.0], "cy": [2.0, 4.0, 3.0]}
+
+
+def test_the_unpaired_change_and_its_error_are_the_cell_means_contrast_of_ols():
+    rows = [(p, arm, v) for arm, data in (("b", BASE), ("c", CAND)) for p, vs in data.items() for v in vs]
+    import pandas as pd
+
+    frame = pd.DataFrame(rows, columns=["persona", "arm", "y"])
+    fit = ols("y ~ 0 + C(persona):C(arm)", frame).fit()
+    names = list(fit.params.index)
+    contrast = np.zeros(len(names))
+    for p in BASE:
+        contrast[names.index(f"C(persona)[{p}]:C(arm)[c]")] += 1 / len(BASE)
+        contrast[names.index(f"C(persona)[{p}]:C(arm)[b]")] -= 1 / len(BASE)
+    ref = fit.t_test(contrast)
+    got = dimension_test("d", batch(BASE), batch(CAND), family=1)
+    assert got is not None and not got.paired
+    assert got.delta == pytest.approx(float(ref.effect[0]), abs=1e-4)
+    assert got.se == pytest.approx(float(ref.sd[0, 0]), abs=1e-4)
+    assert got.df == int(fit.df_resid) == 9
+    # one-sided p of a drop: half the two-sided p when the change is negative
+    assert got.delta < 0 and got.p_value == pytest.approx(float(ref.pvalue) / 2, rel=1e-6)
+    # the interval at 1 - 2 * alpha (family of one): statsmodels' conf_int at that level
+    low, high = ref.conf_int(alpha=2 * noise.ALPHA)[0]
+    assert (got.low, got.high) == (pytest.approx(low, abs=1e-3), pytest.approx(high, abs=1e-3))
+    # the minimum detectable drop: t quantiles at alpha/D and the power, times the standard error
+    three = dimension_test("d", batch(BASE), batch(CAND), family=3)
+    q = stats.t.ppf(1 - noise.ALPHA / 3, 9) + stats.t.ppf(noise.POWER, 9)
+    assert three.mdd == pytest.approx(q * got.se, abs=2e-3) and three.mdd > got.mdd
+
+
+def test_paired_runs_are_compared_pair_by_pair_with_the_spread_of_the_differences():
+    seeds = {"ace": [1, 2], "bo": [11], "cy": [21, 22]}
+    base = {"ace": [6.0, 4.0], "bo": [7.0], "cy": [3.0, 5.0]}
+    cand = {"ace": [5.0, 2.0], "bo": [7.0], "cy": [1.0, 4.0]}
+    got = dimension_test("d", batch(base, seeds), batch(cand, seeds), family=1)
+    assert got.paired and got.pairs == 5
+    per_persona = [statistics.fmean([c - b for b, c in zip(base[p], cand[p], strict=True)]) for p in base]
+    ref = stats.ttest_1samp(per_persona, 0.0, alternative="less")
+    assert got.delta == pytest.approx(statistics.fmean(per_persona), abs=1e-4) and got.df == 2
+    assert got.p_value == pytest.approx(float(ref.pvalue), rel=1e-6)
+    # another seed for one run: no longer every run has its partner, so the comparison is unpaired
+    other = dict(seeds, bo=[12])
+    assert not dimension_test("d", batch(base, seeds), batch(cand, other), family=1).paired
+
+
+def test_identical_runs_are_no_evidence_of_zero_spread():
+    # item 2 of the issue: two runs that score the same made the interval [4, 4]
+    same = {p: [4.0, 4.0] for p in ("ace", "bo", "cy", "dee")}
+    got = dimension_test("d", batch(same), batch({p: [3.0] for p in same}), family=1)
+    assert got.floored and got.variance == pytest.approx(floor_variance(), abs=1e-4) == pytest.approx(1 / 12, abs=1e-4)
+    assert got.high > got.delta > got.low and got.high - got.low > 0.5
+    # one point of resolution: the floor is its rounding variance; half a point, a quarter of it
+    assert floor_variance(0.5) == pytest.approx(1 / 48)
+    # a spread above the floor is used as measured
+    wide = dimension_test("d", batch(BASE), batch(CAND), family=1)
+    assert not wide.floored and wide.variance > floor_variance()
+
+
+def test_holm_matches_statsmodels_and_a_missing_p_value_rejects_nothing():
+    def adjusted(ps):  # Holm's adjusted p-values, written out: max over j <= i of (m - j + 1) p_(j)
+        order = sorted(range(len(ps)), key=lambda i: ps[i])
+        out, running = [0.0] * len(ps), 0.0
+        for rank, i in enumerate(order):
+            running = max(running, min(1.0, (len(ps) - rank) * ps[i]))
+            out[i] = running
+        return out
+
+    rng = random.Random(4)
+    for n in range(300):
+        ps = [rng.random() ** 3 for _ in range(rng.randint(1, 7))]
+        assert holm(ps, 0.05) == [a <= 0.05 for a in adjusted(ps)]
+        if n < 5:  # and statsmodels' (slow to call on a busy machine: a few cases)
+            assert holm(ps, 0.05) == list(multipletests(ps, alpha=0.05, method="holm")[0])
+    assert holm([0.001, None, 0.02], 0.05) == [True, False, True]
+    assert holm([0.0125, 0.0167], 0.05) == [True, True]  # 0.0125 <= 0.05/3? no: family of 2 -> 0.025, then 0.05
+    assert holm([0.026, 0.03], 0.05) == [False, False]
+
+
+def test_the_family_is_tested_together_and_only_drops_count():
+    base = {d: batch({p: [5.0, 6.0, 5.0] for p in "abcdefgh"}) for d in ("x", "y", "z")}
+    cand = {
+        "x": batch({p: [2.0, 3.0] for p in "abcdefgh"}),  # a clear drop
+        "y": batch({p: [8.0, 9.0] for p in "abcdefgh"}),  # a clear rise: not a regression
+        "z": batch({p: [5.0, 6.0] for p in "abcdefgh"}),
+    }
+    tests = {t.dimension: t for t in family_test(base, cand)}
+    assert tests["x"].significant and not tests["y"].significant and not tests["z"].significant
+    assert {t.mdd for t in tests.values()} == {tests["x"].mdd}  # one family level: alpha / 3
+
+
+def test_one_run_against_a_baseline_is_a_prediction_interval_from_the_baselines_spread():
+    base = {p: [5.0, 7.0] for p in ("ace", "bo")}
+    got = dimension_test("d", batch(base), batch({"ace": [6.0], "bo": [6.0]}), family=1)
+    # s^2 = 2 (each pair differs by 2), df 2; SE^2 = 2/4 * 2 * (1/2 + 1/1)
+    assert got.df == 2 and got.se == pytest.approx(math.sqrt(2 / 4 * 2 * 1.5), abs=1e-4)
+    # no repeats anywhere: no spread, no test, no detectable drop
+    blind = dimension_test("d", batch({"ace": [5.0]}), batch({"ace": [3.0]}), family=1)
+    assert blind.mdd is None and blind.p_value is None and blind.df == 0
+
+
+def mdd_written_out(s2, k, k_base=2, personas=8, level=noise.ALPHA):
+    """SE^2 = s^2 / P^2 * P * (1/k_base + 1/k), df = P (k_base - 1) + P (k - 1)."""
+    df = personas * (k_base - 1) + personas * (k - 1)
+    se = math.sqrt(s2 / personas**2 * personas * (1 / k_base + 1 / k))
+    return (stats.t.ppf(1 - level, df) + stats.t.ppf(noise.POWER, df)) * se
+
+
+def test_the_plan_is_the_fewest_runs_whose_detectable_drop_is_the_threshold():
+    found = plan({"d": batch({p: [4.0, 6.0] for p in "abcdefgh"})}, threshold=1.0)  # s^2 = 2
+    k = found.runs_per_persona
+    assert k is not None and found.baseline_runs_per_persona is None
+    assert mdd_written_out(2, k) <= 1.0 < mdd_written_out(2, k - 1)
+    assert found.detects["d"] == pytest.approx(mdd_written_out(2, k), abs=0.01)
+    assert found.detects_at_one["d"] == pytest.approx(mdd_written_out(2, 1), abs=0.01)
+    assert found.spread["d"] == pytest.approx(math.sqrt(2), abs=1e-3)
+    # a baseline this noisy (s^2 = 8) keeps the drop above 1 whatever the batch: a new baseline of k runs each
+    noisy = plan({"d": batch({p: [3.0, 7.0] for p in "abcdefgh"})}, threshold=1.0)
+    assert mdd_written_out(8, 10_000) > 1.0
+    fresh = noisy.baseline_runs_per_persona
+    assert fresh == noisy.runs_per_persona
+    assert mdd_written_out(8, fresh, k_base=fresh) <= 1.0 < mdd_written_out(8, fresh - 1, k_base=fresh - 1)
+    quiet = plan({"d": batch({p: [5.0, 5.5, 5.0, 5.5] for p in "abcdefgh"})}, threshold=1.0)
+    assert quiet.runs_per_persona == 1 and quiet.baseline_runs_per_persona is None
+    assert plan({"d": batch({"a": [5.0]})}, threshold=1.0) is None
+
+
+def test_the_gates_false_alarm_rate_and_power_hold_in_a_simulation():
+    """A hierarchical simulation, independent of the formulas: personas with their own means and spreads,
+    runs drawn around them and rounded to whole points as the judge's are."""
+    rng = np.random.default_rng(7)
+    personas, dims = 8, 5
+
+    def draw(means, sds, k, shift=0.0):
+        return {
+            f"d{d}": [
+                Observation(f"p{p}", float(np.clip(np.rint(means[p, d] + shift + rng.normal(0, sds[p, d])), 1, 10)))
+                for p in range(personas)
+                for _ in range(k)
+            ]
+            for d in range(dims)
+        }
+
+    alarms = hits = 0
+    trials = 150
+    for _ in range(trials):
+        means = rng.uniform(4, 8, (personas, dims))
+        sds = rng.uniform(0.3, 1.5, (personas, dims))
+        base = draw(means, sds, 4)
+        alarms += any(t.significant for t in family_test(base, draw(means, sds, 4)))
+        hits += any(t.significant for t in family_test(base, draw(means, sds, 4, shift=-2.0)))
+    assert alarms / trials <= 0.09  # 5% family-wise, with room for 150 draws
+    assert hits / trials >= 0.9
