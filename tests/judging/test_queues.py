@@ -1,0 +1,241 @@
+"""Labelling queues through their services: claims (one holder at a time, expired ones handed out again),
+blindness, adjudication's place in every figure, and who may see and do what."""
+
+import json
+from datetime import timedelta
+
+import numpy as np
+import pytest
+from django.utils import timezone
+
+from evaluation.errors import Conflict, InvalidInput, NotFound
+from evaluation.judging import agreement, selectors, services
+from evaluation.models import Adjudication, Annotation, Item, JudgeConfiguration, JudgeScore, QueueItem, QueueLabel
+from tests.judging.synthetic import candidate_sets
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def world(django_user_model):
+    services.transcripts_import(json.dumps(candidate_sets(6, 4, seed=3)), file="synthetic.json")
+    services.transcripts_judge(rubric="tutor-response", provider="offline", repeats=1, workers=1)
+    ids = sorted(Item.objects.values_list("pk", flat=True))
+    Annotation.objects.filter(item_id__in=ids[12:]).delete()  # the first 12 keep the import's labels
+    users = {
+        n: django_user_model.objects.create_user(n, password="x" * 16, is_staff=True)
+        for n in ("owner", "alice", "bob", "carol", "dave")
+    }
+    return users, ids
+
+
+def _queue(users, ids, **extra):
+    options = {
+        "name": "double",
+        "rubric": "tutor-response",
+        "owner": users["owner"],
+        "items": ids[12:],
+        "annotators": ["alice", "bob"],
+        "adjudicators": ["carol"],
+    } | extra
+    return services.queue_create(**options)
+
+
+def _labels(queue, level_of=lambda name, levels: levels[0]):
+    return {d["name"]: level_of(d["name"], [x["value"] for x in d["levels"]]) for d in _view(queue)["dimensions"]}
+
+
+def _view(queue):
+    entry = queue.entries.first()
+    return selectors.queue_item_view(queue, entry, queue.owner)
+
+
+def test_two_people_never_hold_the_same_item_and_an_expired_claim_is_handed_out_again(world):
+    users, ids = world
+    queue = _queue(users, ids, claim_seconds=60, annotators=["alice", "bob", "dave"])
+    a = services.queue_claim(queue=queue, user=users["alice"])
+    b = services.queue_claim(queue=queue, user=users["bob"])
+    assert a is not None and b is not None and a.pk != b.pk
+    assert services.queue_claim(queue=queue, user=users["alice"]).pk == a.pk  # a reload shows the same item
+    # every other item held too: the next person waits rather than share one
+    QueueItem.objects.filter(queue=queue).exclude(pk__in=[a.pk, b.pk]).update(
+        claimed_by=users["owner"], claim_expires=timezone.now() + timedelta(minutes=5)
+    )
+    assert services.queue_claim(queue=queue, user=users["dave"]) is None
+    # bob's claim lapses: it goes to the next person who asks, and bob's late submission is refused
+    QueueItem.objects.filter(pk=b.pk).update(claim_expires=timezone.now() - timedelta(seconds=1))
+    again = services.queue_claim(queue=queue, user=users["dave"])
+    assert again.pk == b.pk and QueueItem.objects.get(pk=b.pk).claimed_by == users["dave"]
+    with pytest.raises(Conflict, match="someone else"):
+        services.queue_submit(queue=queue, user=users["bob"], item_id=b.item_id, values=_labels(queue))
+    services.queue_submit(queue=queue, user=users["dave"], item_id=b.item_id, values=_labels(queue))
+    assert QueueItem.objects.get(pk=b.pk).claimed_by is None and QueueItem.objects.get(pk=b.pk).done == 1
+    # someone not assigned gets nothing, not even the queue's existence
+    with pytest.raises(NotFound):
+        services.queue_claim(queue=queue, user=users["carol"])
+
+
+def test_a_claim_is_a_conditional_update_one_of_two_racers_wins(world):
+    users, ids = world
+    queue = _queue(users, ids, items=ids[12:13])
+    entry = queue.entries.get()
+    now = timezone.now()
+    free = QueueItem.objects.filter(pk=entry.pk, claimed_by=None)
+    assert free.update(claimed_by=users["alice"], claim_expires=now + timedelta(minutes=1)) == 1
+    assert free.update(claimed_by=users["bob"], claim_expires=now + timedelta(minutes=1)) == 0
+    # the service sees the same: bob gets nothing while alice holds the only item
+    assert services.queue_claim(queue=queue, user=users["bob"]) is None
+    assert services.queue_claim(queue=queue, user=users["alice"]).pk == entry.pk
+
+
+def test_each_item_gets_its_labels_from_different_people_and_counts_at_once(world):
+    users, ids = world
+    queue = _queue(users, ids, items=ids[12:16])
+    configuration = JudgeConfiguration.objects.get()
+    before = selectors.estimate_table("tutor-response", configuration=configuration.pk).labelled
+    seen = {"alice": [], "bob": []}
+    for _round in range(4):
+        for who in ("alice", "bob"):
+            entry = services.queue_claim(queue=queue, user=users[who])
+            assert entry.item_id not in seen[who]
+            seen[who].append(entry.item_id)
+            services.queue_submit(queue=queue, user=users[who], item_id=entry.item_id, values=_labels(queue))
+    assert sorted(seen["alice"]) == sorted(seen["bob"]) == ids[12:16]
+    assert services.queue_claim(queue=queue, user=users["alice"]) is None  # all done
+    assert set(queue.entries.values_list("done", flat=True)) == {2}
+    after = selectors.estimate_table("tutor-response", configuration=configuration.pk).labelled
+    assert after == before + 4  # the judge card's estimates read the queue's labels as soon as they are saved
+    turns = QueueLabel.objects.filter(entry__queue=queue)
+    assert turns.count() == 8 and all(t.seconds is not None and t.seconds >= 0 for t in turns)
+
+
+def test_blind_hides_judge_scores_and_other_labels_until_ones_own_are_in(world):
+    users, ids = world
+    queue = _queue(users, ids, items=ids[12:14])
+    first = services.queue_claim(queue=queue, user=users["alice"])
+    services.queue_submit(queue=queue, user=users["alice"], item_id=first.item_id, values=_labels(queue))
+    # bob now holds the item alice labelled: he sees neither her labels nor the judge's scores
+    entry = services.queue_claim(queue=queue, user=users["bob"])
+    assert entry.item_id == first.item_id
+    view = selectors.queue_item_view(queue, entry, users["bob"])
+    assert view["others"] == [] and view["judge"] == [] and not view["revealed"]
+    services.queue_submit(queue=queue, user=users["bob"], item_id=entry.item_id, values=_labels(queue))
+    view = selectors.queue_item_view(queue, entry, users["bob"])
+    assert view["revealed"] and {o["annotator"] for o in view["others"]} == {"alice"}
+    assert len(view["judge"]) == JudgeScore.objects.filter(item_id=entry.item_id).count() > 0
+    # not blind: shown from the start
+    open_queue = _queue(users, ids, name="open", items=ids[14:15], blind=False)
+    view = selectors.queue_item_view(
+        open_queue, services.queue_claim(queue=open_queue, user=users["bob"]), users["bob"]
+    )
+    assert view["revealed"] and view["judge"]
+
+
+def test_a_submission_names_missing_and_off_scale_dimensions(world):
+    users, ids = world
+    queue = _queue(users, ids)
+    entry = services.queue_claim(queue=queue, user=users["alice"])
+    values = _labels(queue)
+    name = next(iter(values))
+    with pytest.raises(InvalidInput) as missing:
+        services.queue_submit(queue=queue, user=users["alice"], item_id=entry.item_id, values={name: values[name]})
+    assert "is required" in str(missing.value)
+    with pytest.raises(InvalidInput, match=f"{name}: 'Maybe' is not on the scale"):
+        services.queue_submit(queue=queue, user=users["alice"], item_id=entry.item_id, values=values | {name: "Maybe"})
+    assert not Annotation.objects.filter(item_id=entry.item_id).exists()  # nothing half-written
+
+
+def test_adjudication_stands_for_the_people_in_every_figure_and_the_raw_labels_stay(world):
+    users, ids = world
+    queue = _queue(users, ids, items=ids[12:20])
+    dims = [d["name"] for d in _view(queue)["dimensions"]]
+    target = dims[0]
+    for who, pick in (("alice", 0), ("bob", -1)):
+        for _ in range(8):
+            entry = services.queue_claim(queue=queue, user=users[who])
+            values = _labels(queue, lambda name, levels, pick=pick: levels[pick] if name == target else levels[0])
+            services.queue_submit(queue=queue, user=users[who], item_id=entry.item_id, values=values)
+    report = selectors.queue_report(queue)
+    row = next(a for a in report.agreement if a.dimension == target)
+    assert row.disagreements == 8 and row.exact == 0.0 and len(report.disagreements) == 8
+    # the people's alpha is agreement.alpha_estimate on the raw labels, nothing else
+    levels = [x["value"] for x in _view(queue)["dimensions"][0]["levels"]]
+    assert row.alpha.value == agreement.alpha_estimate([[0, len(levels) - 1]] * 8, len(levels)).value
+    configuration = JudgeConfiguration.objects.get()
+    before = selectors.estimate_data(configuration)
+    queue.adjudicators.add(users["alice"])  # an adjudicator who labelled the item may not settle it
+    with pytest.raises(Conflict, match="third person"):
+        services.queue_adjudicate(queue=queue, user=users["alice"], item_id=ids[12], values={target: levels[1]})
+    with pytest.raises(NotFound):
+        services.queue_adjudicate(queue=queue, user=users["dave"], item_id=ids[12], values={target: levels[1]})
+    for item in ids[12:20]:
+        services.queue_adjudicate(queue=queue, user=users["carol"], item_id=item, values={target: levels[1]})
+    assert Annotation.objects.filter(item_id__in=ids[12:20], annotator__in=["alice", "bob"]).count() == 16 * len(dims)
+    after = selectors.estimate_data(configuration)
+    d_before = next(d for d in before if d.name == target)
+    d_after = next(d for d in after if d.name == target)
+    settled = dict(Adjudication.objects.filter(item_id__in=ids[12:20]).values_list("item_id", "score"))
+    # estimates: the adjudicated value replaces the lower median of the two raw labels, and says so
+    for item in ids[12:20]:
+        assert d_before.people[item] == min(0, len(levels) - 1) == 0
+        assert d_after.people[item] == int(settled[item]) == 1
+    assert d_after.adjudicated == frozenset(ids[12:20]) and not d_before.adjudicated
+    table = selectors.estimate_table("tutor-response", configuration=configuration.pk)
+    assert table.adjudicated == 8 and table.as_dict()["adjudicated"] == 8
+    # the judge card: judge vs people uses the adjudicated value; alpha and the alt-test only raw labels
+    card = selectors.agreement_table(configuration)
+    row = next(r for r in card.rows if r.dimension == target)
+    assert row.adjudicated == 8
+    judged = dict(
+        JudgeScore.objects.filter(item_id__in=ids[12:20], dimension__name=target).values_list("item_id", "score")
+    )
+    exact = [judged[i] == 1 for i in ids[12:20]]
+    base_rows = [(i, v) for i, v in d_after.people.items() if i not in settled]
+    both = exact + [d_after.judged[i] == v for i, v in base_rows]
+    assert row.judge_vs_humans.exact.value == pytest.approx(np.mean(both))
+    assert selectors.table_as_dict(card)["dimensions"][0]["adjudicated"] == (
+        8 if card.rows[0].dimension == target else 0
+    )
+    # the queue's own figures: the disagreements list carries the adjudication; agreement stays on raw labels
+    report = selectors.queue_report(queue)
+    assert report.adjudicated == 8 and all(d.adjudicated for d in report.disagreements)
+    assert next(a for a in report.agreement if a.dimension == target).disagreements == 8
+    rows = selectors.queue_export_rows(queue)
+    kinds = {r["kind"] for r in rows}
+    assert kinds == {"label", "adjudication"}
+    assert all(r["adjudicated_value"] == levels[1] for r in rows if r["dimension"] == target)
+    assert all(r["seconds"] is not None for r in rows if r["kind"] == "label")
+
+
+def test_annotators_see_only_their_queues_and_the_owner_sees_everything(world):
+    users, ids = world
+    queue = _queue(users, ids)
+    other = _queue(users, ids, name="other", annotators=["dave"], adjudicators=[])
+    assert {q.name for q in selectors.queues_for(users["alice"])} == {"double"}
+    assert {q.name for q in selectors.queues_for(users["owner"])} == {"double", "other"}
+    with pytest.raises(NotFound):
+        selectors.queue_get(other.pk, users["alice"])
+    with pytest.raises(NotFound):
+        services.queue_claim(queue=other, user=users["alice"])
+    assert selectors.queue_role(queue, users["owner"]) == "owner"
+    assert selectors.queue_role(queue, users["carol"]) == "adjudicator"
+    assert selectors.queue_role(queue, users["alice"]) == "annotator"
+    assert selectors.queue_role(queue, users["dave"]) is None
+    assert "disagreements" in selectors.queue_report(queue).as_dict(owner=True)
+    assert "disagreements" not in selectors.queue_report(queue).as_dict(owner=False)
+
+
+def test_a_queue_from_label_next_picks_unlabelled_items_and_keeps_the_widths_at_the_start(world):
+    users, ids = world
+    configuration = JudgeConfiguration.objects.get()
+    queue = _queue(users, ids, items=None, origin="label-next", count=6, configuration=configuration.pk)
+    picked = list(queue.entries.values_list("item_id", flat=True))
+    assert len(picked) == 6 and set(picked) <= set(ids[12:])
+    assert queue.origin_detail.startswith("label next for")
+    assert set(queue.start_widths) == {d.name for d in selectors.estimate_data(configuration)}
+    sample = _queue(users, ids, items=None, origin="random", count=5, seed=1)
+    assert sample.entries.count() == 5
+    with pytest.raises(InvalidInput, match="annotators: no such user: 'nobody'"):
+        _queue(users, ids, annotators=["nobody"])
+    with pytest.raises(InvalidInput, match="labels_per_item"):
+        _queue(users, ids, labels_per_item=0)
