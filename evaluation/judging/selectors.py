@@ -515,6 +515,7 @@ MeanEstimate = estimates.MeanEstimate
 DifferenceRow = estimates.DifferenceRow
 Budget = estimates.Budget
 GROUPINGS = estimates.GROUPINGS
+PEOPLE_VALUE = estimates.PEOPLE_VALUE
 
 RUN_SOURCE = "run"
 """The source of the transcripts made of this app's own runs (services.run_item)."""
@@ -799,6 +800,21 @@ SHORTCUTS = "1234567890"
 """A level's key on the labelling page: the first ten levels as shown."""
 
 
+def queue_dimensions(queue: Any, spec: RubricSpec | None = None) -> list[dict[str, Any]]:
+    """Each dimension of the queue's rubric as the labelling page shows it: its question and its levels
+    (integer scales low to high, categories best first), each with its meaning and its key."""
+    out = []
+    for d in (spec or _queue_spec(queue)).dimensions:
+        shown = list(d.scale.levels) if d.scale.integer else list(reversed(d.scale.levels))
+        meanings = level_descriptions(d)
+        levels = [
+            {"value": v, "key": SHORTCUTS[k] if k < len(SHORTCUTS) else "", "description": meanings.get(v, "")}
+            for k, v in enumerate(shown)
+        ]
+        out.append({"id": d.id, "name": d.name, "question": d.question, "levels": levels})
+    return out
+
+
 def queue_item_view(queue: Any, entry: Any, user: Any) -> dict[str, Any]:
     """What the labelling page and the API show of one item: the conversation (or the candidate response in its
     dialogue), each dimension with its levels (integer scales low to high, categories best first), their meanings
@@ -819,26 +835,7 @@ def queue_item_view(queue: Any, entry: Any, user: Any) -> dict[str, Any]:
     )
     mine = {d: v for d, a, v in labels if a == name}
     reveal = not queue.blind or submitted
-    dimensions = []
-    for d in spec.dimensions:
-        shown = list(d.scale.levels) if d.scale.integer else list(reversed(d.scale.levels))
-        meanings = level_descriptions(d)
-        dimensions.append(
-            {
-                "id": d.id,
-                "name": d.name,
-                "question": d.question,
-                "levels": [
-                    {
-                        "value": level,
-                        "key": SHORTCUTS[k] if k < len(SHORTCUTS) else "",
-                        "description": meanings.get(level, ""),
-                    }
-                    for k, level in enumerate(shown)
-                ],
-                "mine": mine.get(d.id, ""),
-            }
-        )
+    dimensions = [d | {"mine": mine.get(d["id"], "")} for d in queue_dimensions(queue, spec)]
     out: dict[str, Any] = {
         "queue": queue.pk,
         "item": item.pk,

@@ -239,3 +239,135 @@ def test_a_queue_from_label_next_picks_unlabelled_items_and_keeps_the_widths_at_
         _queue(users, ids, annotators=["nobody"])
     with pytest.raises(InvalidInput, match="labels_per_item"):
         _queue(users, ids, labels_per_item=0)
+
+
+# --- the API ---------------------------------------------------------------------------------------------
+
+
+def _api(user):
+    from rest_framework.authtoken.models import Token
+    from rest_framework.test import APIClient
+
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.get_or_create(user=user)[0].key}")
+    return client
+
+
+@pytest.fixture
+def api_world(world):
+    from django.contrib.auth.models import Group
+
+    users, ids = world
+    for name in ("owner", "alice", "bob", "carol", "dave"):
+        users[name].groups.add(Group.objects.get(name="operator"))
+    return users, ids
+
+
+def test_the_api_makes_a_queue_hands_out_items_blind_and_takes_labels(api_world):
+    users, ids = api_world
+    owner = _api(users["owner"])
+    made = owner.post(
+        "/api/judging/queues",
+        {"name": "api", "rubric": "tutor-response", "origin": "items", "items": ids[12:14], "annotators": ["alice"]},
+        format="json",
+    )
+    assert made.status_code == 201, made.content
+    queue = made.json()["id"]
+    assert made.json()["items"] == 2 and made.json()["blind"] is True
+    assert owner.post(f"/api/judging/queues/{queue}/items", {"items": [ids[14]]}, format="json").json() == {
+        "added": 1,
+        "items": 3,
+    }
+    people = owner.post(f"/api/judging/queues/{queue}/people", {"annotators": ["alice", "bob"]}, format="json")
+    assert people.json()["annotators"] == ["alice", "bob"]
+    # alice labels the first item
+    alice, bob = _api(users["alice"]), _api(users["bob"])
+    first = alice.post(f"/api/judging/queues/{queue}/next").json()
+    assert first["item"] in ids[12:15] and first["judge"] == [] and first["others"] == []
+    labels = {d["name"]: d["levels"][0]["value"] for d in first["dimensions"]}
+    done = alice.post(f"/api/judging/queues/{queue}/labels", {"item": first["item"], "labels": labels}, format="json")
+    assert done.status_code == 200 and done.json()["seconds"] >= 0
+    # bob gets that item next (its second label first), blind: no judge score, nothing of alice's in the body
+    second = bob.post(f"/api/judging/queues/{queue}/next")
+    assert second.json()["item"] == first["item"]
+    text = second.content.decode()
+    assert second.json()["judge"] == [] and second.json()["others"] == [] and "alice" not in text
+    # a label off the scale names the dimension; a missing one says it is required
+    name = next(iter(labels))
+    bad = bob.post(
+        f"/api/judging/queues/{queue}/labels",
+        {"item": first["item"], "labels": {**labels, name: "Maybe"}},
+        format="json",
+    )
+    assert bad.status_code == 400 and name in bad.json()["fields"]
+    # someone else's held item: 409; not on the queue: 404, and no queue of theirs is listed
+    other = alice.post(f"/api/judging/queues/{queue}/labels", {"item": first["item"], "labels": labels}, format="json")
+    assert other.status_code == 200  # alice changes her own earlier labels: allowed
+    held = _api(users["owner"]).post(
+        f"/api/judging/queues/{queue}/labels", {"item": first["item"], "labels": labels}, format="json"
+    )
+    assert held.status_code == 409 and "someone else" in held.json()["error"]
+    dave = _api(users["dave"])
+    assert dave.post(f"/api/judging/queues/{queue}/next").status_code == 404
+    assert dave.get(f"/api/judging/queues/{queue}").status_code == 404
+    assert dave.get("/api/judging/queues").json() == []
+    # progress: the annotator sees the figures but not the items where people differ; the owner sees all
+    mine = alice.get(f"/api/judging/queues/{queue}").json()
+    assert mine["role"] == "annotator" and "disagreements" not in mine
+    assert {p["name"]: p["labelled"] for p in mine["people"]} == {"alice": 1, "bob": 0}
+    full = owner.get(f"/api/judging/queues/{queue}").json()
+    assert full["role"] == "owner" and "disagreements" in full and full["people_value"].startswith("the adjudicated")
+    assert alice.get(f"/api/judging/queues/{queue}/labels").status_code == 403
+    rows = owner.get(f"/api/judging/queues/{queue}/labels").json()["rows"]
+    assert {r["annotator"] for r in rows} == {"alice"} and all(r["rubric_version"] >= 1 for r in rows)
+    # only the owner changes the queue
+    assert alice.post(f"/api/judging/queues/{queue}/items", {"items": [ids[15]]}, format="json").status_code == 403
+
+
+def test_the_api_settles_a_disagreement_and_the_estimates_say_so(api_world):
+    users, ids = api_world
+    owner = _api(users["owner"])
+    queue = owner.post(
+        "/api/judging/queues",
+        {
+            "name": "settle",
+            "rubric": "tutor-response",
+            "items": ids[12:13],
+            "annotators": ["alice", "bob"],
+            "adjudicators": ["carol"],
+        },
+        format="json",
+    ).json()["id"]
+    for who, pick in (("alice", 0), ("bob", -1)):
+        client = _api(users[who])
+        item = client.post(f"/api/judging/queues/{queue}/next").json()
+        labels = {d["name"]: d["levels"][pick]["value"] for d in item["dimensions"]}
+        assert (
+            client.post(
+                f"/api/judging/queues/{queue}/labels", {"item": item["item"], "labels": labels}, format="json"
+            ).status_code
+            == 200
+        )
+    body = owner.get(f"/api/judging/queues/{queue}").json()
+    assert len(body["disagreements"]) == 1 and body["disagreements"][0]["item"] == ids[12]
+    name = body["disagreements"][0]["differing"][0]
+    settled = _api(users["carol"]).post(
+        f"/api/judging/queues/{queue}/adjudications",
+        {"item": ids[12], "labels": {name: body["disagreements"][0]["labels"][0]["value"]}},
+        format="json",
+    )
+    assert settled.status_code == 200 and settled.json()["adjudicated"] == 1
+    assert (
+        _api(users["alice"])
+        .post(f"/api/judging/queues/{queue}/adjudications", {"item": ids[12], "labels": {name: "Yes"}}, format="json")
+        .status_code
+        == 404
+    )  # an annotator is no adjudicator
+    estimates = owner.get("/api/judging/estimates", {"rubric": "tutor-response"}).json()
+    assert estimates["adjudicated"] == 1 and "adjudicated" in estimates["people_value"]
+    agreement = owner.get("/api/judging/agreement", {"rubric": "tutor-response"}).json()
+    row = next(d for d in agreement["configurations"][0]["dimensions"] if d["dimension"] == name)
+    assert row["adjudicated"] == 1
+    export = owner.get(f"/api/judging/queues/{queue}/labels").json()["rows"]
+    assert [r["kind"] for r in export].count("adjudication") == 1
+    assert {r["adjudicator"] for r in export if r["dimension"] == name} == {"carol"}
