@@ -260,8 +260,8 @@ class QueueNextView(APIView):
         queue = selectors.queue_get(queue_id, request.user)
         entry = services.queue_claim(queue=queue, user=request.user)
         if entry is None:
-            report = selectors.queue_report(queue)
-            mine = next((p for p in report.people if p.name == request.user.get_username()), None)
+            report = selectors.queue_progress(queue)
+            mine = report.person(request.user.get_username())
             if report.complete == report.items:
                 reason = "every item has the labels it needs"
             elif mine is not None and mine.remaining == 0:

@@ -1006,40 +1006,61 @@ def queue_widths(configuration: Any) -> dict[str, float | None]:
     return out
 
 
-def queue_report(queue: Any) -> QueueReport:
+@dataclass(frozen=True)
+class QueueProgress:
+    """How far a queue is: its items, those with all their labels, those held now, and each person's work."""
+
+    items: int
+    complete: int
+    held: int
+    people: tuple[PersonProgress, ...]
+
+    def person(self, name: str) -> PersonProgress | None:
+        return next((p for p in self.people if p.name == name), None)
+
+
+def queue_progress(queue: Any) -> QueueProgress:
+    """A queue's progress from a few aggregate reads (the labelling page shows it with every item)."""
     import statistics
 
     from django.utils import timezone
 
     from evaluation.models import QueueLabel
 
-    spec = _queue_spec(queue)
     entries = list(queue.entries.values_list("item_id", "done", "claimed_by_id", "claim_expires"))
-    item_ids = [e[0] for e in entries]
     now = timezone.now()
     turns = list(
         QueueLabel.objects.filter(entry__queue=queue).values_list(
-            "user__username", "submitted_at", "skipped", "seconds"
+            "user__username", "entry__item_id", "submitted_at", "skipped", "seconds"
         )
     )
     names = sorted({u.get_username() for u in queue.annotators.all()} | {t[0] for t in turns})
     open_items = {e[0] for e in entries if e[1] < queue.labels_per_item}
-    by_person_items: dict[str, set[int]] = {}
-    for user, item in QueueLabel.objects.filter(entry__queue=queue).values_list("user__username", "entry__item_id"):
-        by_person_items.setdefault(user, set()).add(item)
     people = []
     for n in names:
         mine = [t for t in turns if t[0] == n]
-        secs = [t[3] for t in mine if t[1] is not None and t[3] is not None]
+        secs = [t[4] for t in mine if t[2] is not None and t[4] is not None]
         people.append(
             PersonProgress(
                 name=n,
-                labelled=sum(1 for t in mine if t[1] is not None),
-                skipped=sum(1 for t in mine if t[2]),
+                labelled=sum(1 for t in mine if t[2] is not None),
+                skipped=sum(1 for t in mine if t[3]),
                 seconds_median=statistics.median(secs) if secs else None,
-                remaining=len(open_items - by_person_items.get(n, set())),
+                remaining=len(open_items - {t[1] for t in mine if t[2] is not None or t[3]}),
             )
         )
+    return QueueProgress(
+        items=len(entries),
+        complete=sum(1 for e in entries if e[1] >= queue.labels_per_item),
+        held=sum(1 for e in entries if e[2] is not None and e[3] is not None and e[3] > now),
+        people=tuple(people),
+    )
+
+
+def queue_report(queue: Any) -> QueueReport:
+    spec = _queue_spec(queue)
+    progress = queue_progress(queue)
+    item_ids = list(queue.entries.order_by("position", "pk").values_list("item_id", flat=True))
     labels: dict[int, dict[int, dict[str, int]]] = {}
     values: dict[tuple[int, int, str], str] = {}
     for item, dim, who, score, value in Annotation.objects.filter(
@@ -1093,10 +1114,10 @@ def queue_report(queue: Any) -> QueueReport:
         )
     now_widths = queue_widths(queue.configuration) if queue.configuration_id is not None else {}
     return QueueReport(
-        items=len(entries),
-        complete=sum(1 for e in entries if e[1] >= queue.labels_per_item),
-        held=sum(1 for e in entries if e[2] is not None and e[3] is not None and e[3] > now),
-        people=tuple(people),
+        items=progress.items,
+        complete=progress.complete,
+        held=progress.held,
+        people=progress.people,
         agreement=tuple(rows),
         disagreements=tuple(disagreements),
         widths=tuple((d.name, queue.start_widths.get(d.name), now_widths.get(d.name)) for d in spec.dimensions),

@@ -1015,6 +1015,37 @@ def _queue_values(queue: Any, values: dict[str, Any], *, every: bool) -> list[tu
     return out
 
 
+def _labels_write(item_id: int, user: Any, version_id: int, chosen: list[tuple[Any, str]], now: Any) -> None:
+    """The person's labels of one item under one version, in three statements whatever the dimensions: the
+    ones they had are changed, the others made (a labelling page submits every dimension at once)."""
+    name = user.get_username()
+    have = {
+        a.dimension_id: a
+        for a in Annotation.objects.filter(item_id=item_id, annotator=name, rubric_version_id=version_id)
+    }
+    new, changed = [], []
+    for dim, level in chosen:
+        score = float(dim.scale.score_of(level))
+        found = have.get(dim.id)
+        if found is None:
+            new.append(
+                Annotation(
+                    item_id=item_id,
+                    dimension_id=dim.id,
+                    annotator=name,
+                    rubric_version_id=version_id,
+                    value=level,
+                    score=score,
+                    user=user,
+                )
+            )
+        else:
+            found.value, found.score, found.user, found.updated_at = level, score, user, now
+            changed.append(found)
+    Annotation.objects.bulk_create(new)
+    Annotation.objects.bulk_update(changed, ["value", "score", "user", "updated_at"])
+
+
 def queue_submit(
     *, queue: Any, user: Any, item_id: int, values: dict[str, Any], comment: str = "", skip: bool = False
 ) -> Any:
@@ -1050,15 +1081,7 @@ def queue_submit(
             turn.skipped = True
         else:
             version = rubric_version_record(rubric=queue.rubric)
-            name = user.get_username()
-            for dim, level in chosen:
-                Annotation.objects.update_or_create(
-                    item_id=locked.item_id,
-                    dimension_id=dim.id,
-                    annotator=name,
-                    rubric_version_id=version.version_id,
-                    defaults={"value": level, "score": float(dim.scale.score_of(level)), "user": user},
-                )
+            _labels_write(locked.item_id, user, version.version_id, chosen, now)
             if not again:
                 turn.submitted_at = now
                 turn.seconds = max(0.0, (now - turn.shown_at).total_seconds())

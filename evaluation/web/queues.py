@@ -121,8 +121,8 @@ def queue_label(request: HttpRequest, queue_id: int) -> HttpResponse:
             entry = services.queue_claim(queue=queue, user=request.user)
     except NotFound as exc:
         raise Http404(str(exc)) from None
-    report = selectors.queue_report(queue)
-    mine = next((p for p in report.people if p.name == request.user.get_username()), None)
+    report = selectors.queue_progress(queue)
+    mine = report.person(request.user.get_username())
     context: dict[str, Any] = {
         "title": f"Label: {queue.name}",
         "queue": queue,

@@ -3,15 +3,18 @@
 // A static script: the CSP runs no inline code.
 (function () {
   "use strict";
+  if (!document.getElementById("labelling")) return;
   var form = document.getElementById("label-form");
-  if (!form) return;
-  var dims = Array.prototype.slice.call(form.querySelectorAll("fieldset.dimension"));
+  var back = document.getElementById("back");
+  var dims = form ? Array.prototype.slice.call(form.querySelectorAll("fieldset.dimension")) : [];
+  var comment = document.getElementById("comment");
   var current = 0;
   function firstOpen() {
     for (var i = 0; i < dims.length; i++) if (!dims[i].querySelector("input:checked")) return i;
     return dims.length - 1;
   }
   function show(i) {
+    if (!dims.length) return;
     current = Math.max(0, Math.min(dims.length - 1, i));
     dims.forEach(function (d, k) { d.classList.toggle("current", k === current); });
     dims[current].scrollIntoView({ block: "nearest" });
@@ -20,14 +23,17 @@
   dims.forEach(function (d, k) {
     d.addEventListener("change", function () { show(k + 1 < dims.length ? k + 1 : k); });
   });
-  var comment = document.getElementById("comment");
   document.addEventListener("keydown", function (e) {
     if (e.ctrlKey || e.metaKey || e.altKey) return;
-    if (e.target === comment) {
+    if (comment && e.target === comment) {
       if (e.key === "Escape") { comment.blur(); e.preventDefault(); }
       return;
     }
     var key = e.key;
+    if ((key === "b" || key === "B") && back) {
+      e.preventDefault(); window.location.assign(back.href); return;
+    }
+    if (!form) return;
     if (/^[0-9]$/.test(key)) {
       var input = dims[current].querySelector('input[data-key="' + key + '"]');
       if (input) {
@@ -47,10 +53,8 @@
     } else if (key === "s" || key === "S") {
       var skip = document.getElementById("skip");
       if (skip && !skip.disabled) { e.preventDefault(); skip.click(); }
-    } else if (key === "b" || key === "B") {
-      if (form.dataset.back) { e.preventDefault(); window.location.assign(form.dataset.back); }
     } else if (key === "c" || key === "C") {
-      e.preventDefault(); comment.focus();
+      if (comment) { e.preventDefault(); comment.focus(); }
     }
   });
 })();
