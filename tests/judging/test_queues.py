@@ -371,3 +371,111 @@ def test_the_api_settles_a_disagreement_and_the_estimates_say_so(api_world):
     export = owner.get(f"/api/judging/queues/{queue}/labels").json()["rows"]
     assert [r["kind"] for r in export].count("adjudication") == 1
     assert {r["adjudicator"] for r in export if r["dimension"] == name} == {"carol"}
+
+
+# --- the pages, the admin and the command -------------------------------------------------------------------
+
+
+def _client(user):
+    from django.test import Client
+
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def test_the_labelling_page_is_blind_skips_and_goes_back(api_world):
+    users, ids = api_world
+    queue = _queue(users, ids, items=ids[12:14])
+    url = f"/admin/evaluation/judging/queues/{queue.pk}/label"
+    alice, bob = _client(users["alice"]), _client(users["bob"])
+    page = alice.get(url).content.decode()
+    item = int(page.split('name="item" value="')[1].split('"')[0])
+    assert 'id="blind-note"' in page and 'data-key="1"' in page
+    form = {"item": item, "action": "submit"} | {f"label_{k}": v for k, v in _labels(queue).items()}
+    assert alice.post(url, form).status_code == 302
+    judge_values = set(JudgeScore.objects.filter(item_id=item).values_list("rationale", flat=True)) - {""}
+    page = bob.get(url).content.decode()
+    assert f'name="item" value="{item}"' in page  # the item alice labelled, bob's second label
+    assert "alice" not in page and 'id="revealed"' not in page
+    assert not any(r in page for r in judge_values)
+    # bob skips it: it is not handed to him again, and alice's next is the other item
+    assert bob.post(url, {"item": item, "action": "skip"}).status_code == 302
+    page = bob.get(url).content.decode()
+    assert f'name="item" value="{item}"' not in page and 'id="label-form"' in page
+    assert QueueLabel.objects.get(entry__item_id=item, user=users["bob"]).skipped
+    # back: alice's earlier item, her labels checked and, hers being in, the judge's scores shown
+    back = alice.get(f"{url}?item={item}").content.decode()
+    assert 'id="already"' in back and 'id="revealed"' in back and "checked" in back
+    # an item she never had is not shown to her
+    assert alice.get(f"{url}?item={ids[0]}").status_code == 404
+    # the queue's page: progress for everyone on it; the items where people differ for the owner only
+    assert 'id="disagreement-list"' not in alice.get(f"/admin/evaluation/judging/queues/{queue.pk}/").content.decode()
+    owner_page = _client(users["owner"]).get(f"/admin/evaluation/judging/queues/{queue.pk}/").content.decode()
+    assert 'id="disagreement-list"' in owner_page and 'id="person-alice"' in owner_page
+    assert _client(users["dave"]).get(f"/admin/evaluation/judging/queues/{queue.pk}/").status_code == 404
+    csv_text = _client(users["owner"]).get(f"/admin/evaluation/judging/queues/{queue.pk}/labels.csv").content.decode()
+    assert csv_text.splitlines()[0].split(",") == list(selectors.EXPORT_FIELDS) and ",alice," in csv_text
+    assert alice.get(f"/admin/evaluation/judging/queues/{queue.pk}/labels.csv").status_code == 404
+
+
+def test_a_queue_is_made_from_the_judge_card_the_admin_and_the_command(api_world):
+    from io import StringIO
+
+    from django.core.management import CommandError, call_command
+
+    from evaluation.models import LabelQueue
+
+    users, ids = api_world
+    configuration = JudgeConfiguration.objects.get()
+    owner = _client(users["owner"])
+    card = owner.get(f"/admin/evaluation/judging/{configuration.pk}/").content.decode()
+    assert 'id="make-queue"' in card
+    made = owner.post(
+        f"/admin/evaluation/judging/{configuration.pk}/queue",
+        {"name": "from the card", "count": "5", "annotators": "alice, bob", "labels_per_item": "2", "blind": "on"},
+    )
+    queue = LabelQueue.objects.get(name="from the card")
+    assert made["Location"] == f"/admin/evaluation/judging/queues/{queue.pk}/"
+    assert queue.entries.count() == 5 and queue.origin == "label-next" and queue.blind
+    refused = owner.post(f"/admin/evaluation/judging/{configuration.pk}/queue", {"annotators": "nobody"})
+    assert refused.status_code == 302 and not LabelQueue.objects.filter(annotators__username="nobody").exists()
+    admin = _client(users["owner"])
+    users["owner"].is_superuser = True
+    users["owner"].save()
+    form = admin.post(
+        "/admin/evaluation/labelqueue/add/",
+        {
+            "name": "from the admin",
+            "rubric": "tutor-response",
+            "origin": "random",
+            "count": "4",
+            "seed": "0",
+            "annotators": [users["alice"].pk],
+            "labels_per_item": "1",
+            "blind": "on",
+            "claim_seconds": "600",
+        },
+    )
+    assert form.status_code == 302, form.content.decode()[:2000]
+    assert LabelQueue.objects.get(name="from the admin").entries.count() == 4
+    bad = admin.post(
+        "/admin/evaluation/labelqueue/add/",
+        {"name": "x", "rubric": "tutor-response", "origin": "filter", "labels_per_item": "1", "claim_seconds": "600"},
+    )
+    assert bad.status_code == 200 and "a filter needs a source" in bad.content.decode()
+    out = StringIO()
+    call_command(
+        "queue", "make", "from the command", "--rubric", "tutor-response", "--from", "random", "--count", "3",
+        "--annotators", "alice,bob", "--owner", "owner", stdout=out,
+    )  # fmt: skip
+    pk = LabelQueue.objects.get(name="from the command").pk
+    assert f"queue {pk} 'from the command': 3 items" in out.getvalue()
+    shown = StringIO()
+    call_command("queue", "show", str(pk), stdout=shown)
+    assert "alice" in shown.getvalue() and "Krippendorff's alpha" in shown.getvalue()
+    exported = StringIO()
+    call_command("queue", "export", str(pk), "--format", "json", stdout=exported)
+    assert json.loads(exported.getvalue()) == []
+    with pytest.raises(CommandError, match="no such user: 'nobody'"):
+        call_command("queue", "make", "x", "--rubric", "tutor-response", "--annotators", "nobody", "--owner", "owner")
