@@ -75,17 +75,31 @@ def test_two_people_never_hold_the_same_item_and_an_expired_claim_is_handed_out_
         services.queue_claim(queue=queue, user=users["carol"])
 
 
-def test_a_claim_is_a_conditional_update_one_of_two_racers_wins(world):
+def test_a_claim_taken_between_choosing_and_claiming_is_not_taken_twice(world):
+    """The race made to happen: between alice's choice of the first free item and her claim of it, bob claims it
+    (a statement run through Django's execute_wrapper, just before her UPDATE). Her claim is conditional, so it
+    finds the item taken and she gets the next one; bob keeps his."""
+    from django.db import connection
+
     users, ids = world
-    queue = _queue(users, ids, items=ids[12:13])
-    entry = queue.entries.get()
-    now = timezone.now()
-    free = QueueItem.objects.filter(pk=entry.pk, claimed_by=None)
-    assert free.update(claimed_by=users["alice"], claim_expires=now + timedelta(minutes=1)) == 1
-    assert free.update(claimed_by=users["bob"], claim_expires=now + timedelta(minutes=1)) == 0
-    # the service sees the same: bob gets nothing while alice holds the only item
-    assert services.queue_claim(queue=queue, user=users["bob"]) is None
-    assert services.queue_claim(queue=queue, user=users["alice"]).pk == entry.pk
+    queue = _queue(users, ids, items=ids[12:15])
+    first = queue.entries.order_by("position").first()
+    raced = []
+
+    def bob_first(execute, sql, params, many, context):
+        if not raced and sql.startswith("UPDATE") and "queueitem" in sql and "claimed_by_id" in sql:
+            raced.append(sql)
+            QueueItem.objects.filter(pk=first.pk).update(
+                claimed_by=users["bob"], claim_expires=timezone.now() + timedelta(minutes=5)
+            )
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(bob_first):
+        got = services.queue_claim(queue=queue, user=users["alice"])
+    assert raced, "the race was not staged: no claim UPDATE ran"
+    assert got is not None and got.pk != first.pk
+    assert QueueItem.objects.get(pk=first.pk).claimed_by == users["bob"]
+    assert QueueItem.objects.get(pk=got.pk).claimed_by == users["alice"]
 
 
 def test_each_item_gets_its_labels_from_different_people_and_counts_at_once(world):
