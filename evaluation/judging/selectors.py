@@ -1069,12 +1069,12 @@ def queue_report(queue: Any) -> QueueReport:
         labels.setdefault(dim, {}).setdefault(item, {})[who] = int(score)
         values[(item, dim, who)] = value
     settled: dict[int, list[tuple[str, str, str]]] = {}
-    for item, dim, value, who in (
+    for settled_item, dim_name, final, adjudicator in (
         Adjudication.objects.filter(item_id__in=item_ids, rubric_version__rubric=queue.rubric)
         .order_by("dimension__position")
         .values_list("item_id", "dimension__name", "value", "adjudicator")
     ):
-        settled.setdefault(item, []).append((dim, value, who))
+        settled.setdefault(settled_item, []).append((dim_name, final, adjudicator))
     rows = []
     differing: dict[int, list[str]] = {}
     for d in spec.dimensions:
@@ -1170,7 +1170,7 @@ def queue_export_rows(queue: Any) -> list[dict[str, Any]]:
         .select_related("item__transcript", "dimension", "rubric_version")
         .order_by("item_id", "dimension__position", "annotator")
     ):
-        secs, comment = turns.get((a.item_id, a.user_id), (None, ""))
+        secs, comment = turns.get((a.item_id, a.user_id or 0), (None, ""))
         adj = settled.get((a.item_id, a.dimension_id))
         out.append(
             {

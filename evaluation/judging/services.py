@@ -805,7 +805,9 @@ def _queue_picks(
     if origin == QueueOrigin.RANDOM:
         ids = sorted(unit.values_list("pk", flat=True))
         wanted = min(count or 20, len(ids))
-        picked = np.random.default_rng(seed).choice(len(ids), size=wanted, replace=False) if ids else []
+        picked: list[int] = (
+            np.random.default_rng(seed).choice(len(ids), size=wanted, replace=False).tolist() if ids else []
+        )
         return [ids[int(k)] for k in picked], f"a random sample of {wanted} of {len(ids)} items (seed {seed})"
     if origin == QueueOrigin.FILTER:
         rows = unit
