@@ -12,7 +12,15 @@ from django.utils.html import format_html
 
 from evaluation.errors import InvalidInput
 from evaluation.judging import services
-from evaluation.models import Adjudication, JudgeConfiguration, LabelQueue, QueueItem, QueueOrigin, Rubric
+from evaluation.models import (
+    Adjudication,
+    JudgeConfiguration,
+    LabelQueue,
+    QueueItem,
+    QueueLabel,
+    QueueOrigin,
+    Rubric,
+)
 
 
 class MakeQueueForm(forms.Form):
@@ -136,6 +144,30 @@ class AdjudicationAdmin(admin.ModelAdmin):
     list_display = ("item", "dimension", "value", "adjudicator", "rubric_version", "queue", "updated_at")
     list_filter = ("dimension__rubric", "queue")
     readonly_fields = ("item", "dimension", "rubric_version", "value", "score", "adjudicator", "user", "queue")
+
+    def has_add_permission(self, request):
+        return False
+
+
+@admin.register(QueueItem)
+class QueueItemAdmin(admin.ModelAdmin):
+    """Who holds which item now: read-only (claims are taken on the labelling page and through the API)."""
+
+    list_display = ("queue", "item", "position", "done", "claimed_by", "claim_expires")
+    list_filter = ("queue",)
+    readonly_fields = ("queue", "item", "position", "done", "claimed_by", "claim_expires")
+
+    def has_add_permission(self, request):
+        return False
+
+
+@admin.register(QueueLabel)
+class QueueLabelAdmin(admin.ModelAdmin):
+    """Each person's turn at a queue item: shown, submitted or skipped, the seconds it took, the comment."""
+
+    list_display = ("entry", "user", "submitted_at", "seconds", "skipped")
+    list_filter = ("entry__queue", "skipped")
+    readonly_fields = ("entry", "user", "shown_at", "submitted_at", "seconds", "skipped", "comment")
 
     def has_add_permission(self, request):
         return False
