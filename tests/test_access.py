@@ -16,6 +16,7 @@ from evaluation.models import Agent, EvaluationRun, Suite
 pytestmark = pytest.mark.django_db
 
 RUN = {"run_id": "run_access"}
+QUEUE = {"queue_id": 1}
 PUBLIC = "public"
 # (url name, method, kwargs, body, permission it needs; PUBLIC = anyone, the API's documentation)
 DOORS = [
@@ -47,6 +48,15 @@ DOORS = [
     ("api-judging-agreement", "get", {}, None, "view_judgescore"),
     ("api-judging-estimates", "get", {}, None, "view_judgescore"),
     ("api-judging-jobs", "post", {}, {}, "add_transcript"),
+    ("api-judging-queues", "get", {}, None, "view_labelqueue"),
+    ("api-judging-queues", "post", {}, {}, "add_labelqueue"),
+    ("api-judging-queue", "get", QUEUE, None, "view_labelqueue"),
+    ("api-judging-queue-items", "post", QUEUE, {}, "add_labelqueue"),
+    ("api-judging-queue-people", "post", QUEUE, {}, "add_labelqueue"),
+    ("api-judging-queue-next", "post", QUEUE, {}, "add_annotation"),
+    ("api-judging-queue-labels", "post", QUEUE, {}, "add_annotation"),
+    ("api-judging-queue-labels", "get", QUEUE, None, "view_labelqueue"),
+    ("api-judging-queue-adjudications", "post", QUEUE, {}, "add_annotation"),
     ("api-evaluation-comparison", "get", {"group": "comparison_x"}, None, "view_evaluationrun"),
     ("api-index", "get", {}, None, PUBLIC),
     ("api-docs", "get", {}, None, PUBLIC),
@@ -71,6 +81,12 @@ DOORS = [
     ("evaluation-judging-import", "post", {}, {}, "add_transcript"),
     ("evaluation-judge-card", "get", {"configuration_id": 1}, None, "view_judgescore"),
     ("evaluation-transcript", "get", {"transcript_id": 1}, None, "view_transcript"),
+    ("evaluation-queue-from-card", "post", {"configuration_id": 1}, {}, "add_labelqueue"),
+    ("evaluation-queues", "get", {}, None, "view_labelqueue"),
+    ("evaluation-queue", "get", QUEUE, None, "view_labelqueue"),
+    ("evaluation-queue-label", "get", QUEUE, None, "add_annotation"),
+    ("evaluation-queue-adjudicate", "post", QUEUE, {}, "add_annotation"),
+    ("evaluation-queue-export", "get", {**QUEUE, "fmt": "csv"}, None, "view_labelqueue"),
 ]
 # "viewer_not_staff": in the viewer group without is_staff; the API and the dashboard are for staff only.
 ROLES = ["anonymous", "signed_in", "viewer_not_staff", "staff_no_perms", "viewer", "operator", "superuser"]
@@ -82,8 +98,10 @@ VIEWER = {
     "view_agent",
     "view_judgescore",
     "view_transcript",
+    "view_labelqueue",
 }
 OPERATOR = VIEWER | {
+    "add_labelqueue",
     "start_run",
     "retry_run",
     "cancel_run",

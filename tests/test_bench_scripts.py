@@ -32,6 +32,7 @@ SCRIPTS = [
     ("simulator_fidelity.py", ["--turns", "20", "--trials", "2"], "largest difference at seed"),
     ("agreement.py", ["--dialogues", "12", "--candidates", "2", "--repeats", "1"], "kappa"),
     ("estimates.py", ["--seeds", "30", "--items", "400"], "corrected width / people-only width"),
+    ("queues.py", ["--queue", "4", "--items", "300", "--labels", "10", "--seeds", "3"], "label next / random"),
     (
         "gate_power.py",
         ["--trials", "1", "--personas", "3", "--max-turns", "2", "--k", "2"],

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from evaluation.api import catalogue, docs, drift, index, judging, realism, runs, suites, tutoring
+from evaluation.api import catalogue, docs, drift, index, judging, queues, realism, runs, suites, tutoring
 
 urlpatterns = [
     path("", index.IndexView.as_view(), name="api-index"),
@@ -45,6 +45,17 @@ urlpatterns = [
     path("judging/agreement", judging.AgreementView.as_view(), name="api-judging-agreement"),
     path("judging/estimates", judging.EstimatesView.as_view(), name="api-judging-estimates"),
     path("judging/jobs", judging.JudgingJobsView.as_view(), name="api-judging-jobs"),
+    path("judging/queues", queues.QueuesView.as_view(), name="api-judging-queues"),
+    path("judging/queues/<int:queue_id>", queues.QueueView.as_view(), name="api-judging-queue"),
+    path("judging/queues/<int:queue_id>/items", queues.QueueItemsView.as_view(), name="api-judging-queue-items"),
+    path("judging/queues/<int:queue_id>/people", queues.QueuePeopleView.as_view(), name="api-judging-queue-people"),
+    path("judging/queues/<int:queue_id>/next", queues.QueueNextView.as_view(), name="api-judging-queue-next"),
+    path("judging/queues/<int:queue_id>/labels", queues.QueueLabelsView.as_view(), name="api-judging-queue-labels"),
+    path(
+        "judging/queues/<int:queue_id>/adjudications",
+        queues.QueueAdjudicationsView.as_view(),
+        name="api-judging-queue-adjudications",
+    ),
     # the schema's pages (evaluation.api.docs: their scripts from this server, inline parts by nonce)
     path(
         "docs/",

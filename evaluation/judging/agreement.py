@@ -151,6 +151,9 @@ class DimensionAgreement:
     ceiling: Ceiling
     disagreements: tuple[tuple[int, int, float], ...] = field(default=())
     """(item id, judge value, people's value), largest gap first."""
+    adjudicated: int = 0
+    """Items of judge_vs_humans whose people's value is an adjudicated label; the others' is the lower median of
+    the raw labels. The people-vs-people alpha and the alternative annotator test use raw labels only."""
 
 
 def _estimate(value: float | None, samples: NDArray[np.float64], n: int) -> Estimate:
@@ -473,14 +476,19 @@ def dimension_agreement(
     *,
     worst: int = 10,
     epsilon: float | None = None,
+    settled: dict[int, int] | None = None,
 ) -> DimensionAgreement:
     """judge: item -> values over repeats; humans: item -> annotator -> value; epsilon: the alternative
-    annotator test's (default: the ALT_TEST_EPSILON setting)."""
+    annotator test's (default: the ALT_TEST_EPSILON setting); settled: item -> an adjudicated value, which
+    stands for the people's value against the judge (never as one more annotator)."""
     k = len(levels)
+    settled = settled or {}
     judged = {item: lower_median(values) for item, values in judge.items() if values}
-    shared = sorted(set(judged) & {i for i, labels in humans.items() if labels})
+    shared = sorted(set(judged) & ({i for i, labels in humans.items() if labels} | set(settled)))
     a = np.array([judged[i] for i in shared], dtype=np.int64)
-    b = np.array([lower_median(list(humans[i].values())) for i in shared], dtype=np.int64)
+    b = np.array(
+        [settled[i] if i in settled else lower_median(list(humans[i].values())) for i in shared], dtype=np.int64
+    )
     annotators = {x for labels in humans.values() for x in labels}
     repeats = max((len(v) for v in judge.values()), default=0)
     gaps = sorted(zip(shared, a.tolist(), b.tolist(), strict=True), key=lambda t: (-abs(t[1] - t[2]), t[0]))
@@ -492,6 +500,7 @@ def dimension_agreement(
         self_consistency=alpha_estimate(list(judge.values()), k) if repeats >= 2 else None,
         ceiling=alternative_annotator_test(judged, humans, levels, epsilon=epsilon),
         disagreements=tuple((i, j, float(h)) for i, j, h in gaps[:worst] if j != h),
+        adjudicated=sum(1 for i in shared if i in settled),
     )
 
 

@@ -484,7 +484,10 @@ class DimensionData:
     judged: dict[int, int]
     """item -> the lower median of the judge's repeats."""
     people: dict[int, int]
-    """item -> the lower median of the people's labels (judged items only)."""
+    """item -> the people's value (judged items only): the adjudicated label where there is one, else the lower
+    median of the people's labels."""
+    adjudicated: frozenset[int] = frozenset()
+    """The items of people whose value is an adjudicated label."""
 
 
 @dataclass(frozen=True)
@@ -506,9 +509,21 @@ class EstimateTable:
     data: tuple[DimensionData, ...] = ()
     keep: frozenset[int] | None = None
     """The labelled items kept by a labelling budget (None: every labelled item)."""
+    adjudicated: int = 0
+    """Of the labelled items counted, those whose people's value is an adjudicated label on some dimension (the
+    others' is the lower median of the raw labels)."""
 
     def as_dict(self) -> dict[str, object]:
-        return {"rubric": self.rubric, "dimensions": [row.as_dict() for row in self.rows]}
+        return {
+            "rubric": self.rubric,
+            "adjudicated": self.adjudicated,
+            "people_value": PEOPLE_VALUE,
+            "dimensions": [row.as_dict() for row in self.rows],
+        }
+
+
+PEOPLE_VALUE = "the adjudicated label where one was set, else the lower median of the people's raw labels"
+"""What a labelled item's people's value is, in every estimate and in the judge-vs-people agreement."""
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from evaluation.judging import agreement, estimates, importing, probes, versions
 from evaluation.judging.forecast import judging_forecast as judging_forecast  # the doors price a job here
 from evaluation.judging.values import RubricSpec, rubric_spec, scale_from_row
 from evaluation.models import (
+    Adjudication,
     Annotation,
     CanarySet,
     DimensionScore,
@@ -153,19 +154,48 @@ def _on_scale(values: dict[int, dict[int, list[int]]], spec: RubricSpec) -> tupl
     return out, off
 
 
+def _compatible(
+    spec: RubricSpec, recorded: list[RubricVersion]
+) -> tuple[dict[int, Any], dict[int, set[int]], dict[int, int]]:
+    """Each dimension's meaning under spec; per dimension, the recorded versions (pks) under which it meant the
+    same; and each version's number."""
+    wanted = {d.id: versions.meaning(d) for d in spec.dimensions}
+    compatible: dict[int, set[int]] = {}
+    for version in recorded:
+        for then in map(versions.dimension_spec, version.dimensions):
+            if wanted.get(then.id) == versions.meaning(then):
+                compatible.setdefault(then.id, set()).add(version.pk)
+    return wanted, compatible, {v.pk: v.number for v in recorded}
+
+
+def _adjudicated_by_dimension(spec: RubricSpec, recorded: list[RubricVersion]) -> dict[int, dict[int, int]]:
+    """dimension id -> item id -> the adjudicated value, for adjudications made under a version where the
+    dimension means the same as under spec (the newest such counts)."""
+    wanted, compatible, number = _compatible(spec, recorded)
+    sizes = {d.id: d.scale.size for d in spec.dimensions}
+    out: dict[int, dict[int, int]] = {}
+    newest: dict[tuple[int, int], int] = {}
+    rows = Adjudication.objects.filter(dimension_id__in=list(wanted)).values_list(
+        "item_id", "dimension_id", "score", "rubric_version_id"
+    )
+    for item, dimension, score, version_id in rows.iterator(chunk_size=5000):
+        value = int(score)
+        if version_id not in compatible.get(dimension, ()) or not 0 <= value < sizes[dimension]:
+            continue
+        if newest.get((dimension, item), 0) > number[version_id]:
+            continue
+        newest[(dimension, item)] = number[version_id]
+        out.setdefault(dimension, {})[item] = value
+    return out
+
+
 def _labels_by_dimension(
     spec: RubricSpec, recorded: list[RubricVersion]
 ) -> tuple[dict[int, dict[int, dict[str, int]]], int]:
     """dimension id -> item id -> annotator -> value, for the labels that read the same under spec (see
     VersionedTable); and how many of those were off the scale."""
-    wanted = {d.id: versions.meaning(d) for d in spec.dimensions}
+    wanted, compatible, number = _compatible(spec, recorded)
     sizes = {d.id: d.scale.size for d in spec.dimensions}
-    compatible: dict[int, set[int]] = {}
-    number = {v.pk: v.number for v in recorded}
-    for version in recorded:
-        for then in map(versions.dimension_spec, version.dimensions):
-            if wanted.get(then.id) == versions.meaning(then):
-                compatible.setdefault(then.id, set()).add(version.pk)
     out: dict[int, dict[int, dict[str, int]]] = {}
     newest: dict[tuple[int, int, str], int] = {}
     off = 0
@@ -193,9 +223,15 @@ def agreement_table(configuration: JudgeConfiguration, *, epsilon: float | None 
     spec = _spec_at(rubric, configuration.rubric_version, recorded)
     judged, off_judged = _on_scale(_scores_by_dimension(configuration.pk), spec)
     labels, off_labels = _labels_by_dimension(spec, recorded)
+    settled = _adjudicated_by_dimension(spec, recorded)
     rows = tuple(
         agreement.dimension_agreement(
-            d.name, d.scale.levels, judged.get(d.id, {}), labels.get(d.id, {}), epsilon=epsilon
+            d.name,
+            d.scale.levels,
+            judged.get(d.id, {}),
+            labels.get(d.id, {}),
+            epsilon=epsilon,
+            settled=settled.get(d.id, {}),
         )
         for d in spec.dimensions
     )
@@ -385,6 +421,8 @@ def table_as_dict(table: agreement.AgreementTable) -> dict[str, Any]:
                 "self_consistency_alpha": row.self_consistency.as_dict() if row.self_consistency else None,
                 "human_ceiling": row.ceiling.as_dict(),
                 "disagreements": [{"item": i, "judge": j, "humans": h} for i, j, h in row.disagreements],
+                "adjudicated": row.adjudicated,
+                "people_value": estimates.PEOPLE_VALUE,
             }
             for row in table.rows
         ],
@@ -489,6 +527,7 @@ MeanEstimate = estimates.MeanEstimate
 DifferenceRow = estimates.DifferenceRow
 Budget = estimates.Budget
 GROUPINGS = estimates.GROUPINGS
+PEOPLE_VALUE = estimates.PEOPLE_VALUE
 
 RUN_SOURCE = "run"
 """The source of the transcripts made of this app's own runs (services.run_item)."""
@@ -554,11 +593,14 @@ def estimate_data(
         for dimension, extra in _runs_without_item(configuration, selection.group, spec, seen).items():
             judged.setdefault(dimension, {}).update({k: [v] for k, v in extra.items()})
     labels, _ = _labels_by_dimension(spec, recorded)
+    adjudicated = _adjudicated_by_dimension(spec, recorded)
     out = []
     for d in spec.dimensions:
         judge = {i: agreement.lower_median(v) for i, v in judged.get(d.id, {}).items()}
         people = {i: agreement.lower_median(list(v.values())) for i, v in labels.get(d.id, {}).items() if i in judge}
-        out.append(estimates.DimensionData(d.name, d.scale.levels, d.scale.integer, judge, people))
+        settled = {i: v for i, v in adjudicated.get(d.id, {}).items() if i in judge}
+        people.update(settled)
+        out.append(estimates.DimensionData(d.name, d.scale.levels, d.scale.integer, judge, people, frozenset(settled)))
     return out
 
 
@@ -604,6 +646,7 @@ def estimate_table(
         rows=estimates.table_rows(data, keep),
         data=tuple(data),
         keep=keep,
+        adjudicated=len({i for d in data for i in d.adjudicated if keep is None or i in keep}),
     )
 
 
@@ -653,9 +696,11 @@ def estimate_compare(
     return first, second, estimates.differences(first, second)
 
 
-def estimate_budget(table: estimates.EstimateTable, *, draws: int = 40, seed: int = 0) -> list[estimates.Budget]:
+def estimate_budget(
+    table: estimates.EstimateTable, *, draws: int = 40, seed: int = 0, count: int = 10
+) -> list[estimates.Budget]:
     """How many labels (estimates.budget): the width curve and what to label next, per dimension, widest first."""
-    return estimates.budget(table, draws=draws, seed=seed)
+    return estimates.budget(table, draws=draws, seed=seed, count=count)
 
 
 def estimate_notes(rows: Any) -> list[str]:
@@ -698,3 +743,484 @@ def comparison_estimates(
         "baseline": None if other is None else {"group": baseline, "table": other, "compared": bool(compared)},
         "multiple_judges": len(labels) > 1,
     }
+
+
+# --- labelling queues (services.queue_* write them) ------------------------------------------------------
+
+
+def queue_role(queue: Any, user: Any) -> str | None:
+    """What the user is to the queue: "owner" (its owner, or a superuser: sees everything), "adjudicator",
+    "annotator" (sees only the queue's items and its figures), or None."""
+    if user is None or not user.is_authenticated:
+        return None
+    if user.is_superuser or queue.owner_id == user.pk:
+        return "owner"
+    if queue.adjudicators.filter(pk=user.pk).exists():
+        return "adjudicator"
+    if queue.annotators.filter(pk=user.pk).exists():
+        return "annotator"
+    return None
+
+
+def queues_for(user: Any) -> list[Any]:
+    """The queues the user owns, labels or adjudicates (a superuser: every queue), newest first."""
+    from django.db.models import Count, Q
+
+    from evaluation.models import LabelQueue
+
+    rows = LabelQueue.objects.select_related("rubric", "rubric_version", "owner").annotate(
+        n_items=Count("entries", distinct=True)
+    )
+    if not user.is_superuser:
+        rows = rows.filter(Q(owner=user) | Q(annotators=user) | Q(adjudicators=user)).distinct()
+    return list(rows.order_by("-created_at"))
+
+
+def queue_get(pk: int, user: Any) -> Any:
+    """The queue, if the user may see it; NotFound otherwise (a queue not theirs is not shown to exist)."""
+    from evaluation.models import LabelQueue
+
+    queue = (
+        LabelQueue.objects.select_related("rubric", "rubric_version", "configuration", "owner").filter(pk=pk).first()
+    )
+    if queue is None or queue_role(queue, user) is None:
+        raise NotFound(f"no queue {pk} of yours")
+    return queue
+
+
+def level_descriptions(dimension: Any) -> dict[str, str]:
+    """level -> what it means, from the dimension's anchors (keyed by a level, or by a range of integer levels
+    such as `1-2`)."""
+    out: dict[str, str] = {}
+    for key, text in dimension.anchors:
+        if key in dimension.scale.levels:
+            out[key] = text
+            continue
+        low, sep, high = key.partition("-")
+        if sep and dimension.scale.integer and low.strip().isdigit() and high.strip().isdigit():
+            for level in dimension.scale.levels:
+                if int(low) <= int(level) <= int(high):
+                    out.setdefault(level, text)
+    return out
+
+
+def _queue_spec(queue: Any) -> RubricSpec:
+    return rubric_spec(queue.rubric)
+
+
+SHORTCUTS = "1234567890"
+"""A level's key on the labelling page: the first ten levels as shown."""
+
+
+def queue_dimensions(queue: Any, spec: RubricSpec | None = None) -> list[dict[str, Any]]:
+    """Each dimension of the queue's rubric as the labelling page shows it: its question and its levels
+    (integer scales low to high, categories best first), each with its meaning and its key."""
+    out = []
+    for d in (spec or _queue_spec(queue)).dimensions:
+        shown = list(d.scale.levels) if d.scale.integer else list(reversed(d.scale.levels))
+        meanings = level_descriptions(d)
+        levels = [
+            {"value": v, "key": SHORTCUTS[k] if k < len(SHORTCUTS) else "", "description": meanings.get(v, "")}
+            for k, v in enumerate(shown)
+        ]
+        out.append({"id": d.id, "name": d.name, "question": d.question, "levels": levels})
+    return out
+
+
+def queue_item_view(queue: Any, entry: Any, user: Any) -> dict[str, Any]:
+    """What the labelling page and the API show of one item: the conversation (or the candidate response in its
+    dialogue), each dimension with its levels (integer scales low to high, categories best first), their meanings
+    and keys, and the user's own labels. Judge scores and other people's labels only where the queue is not blind
+    or the user's own labels are in."""
+    from evaluation.models import QueueLabel
+
+    item = entry.item
+    transcript = item.transcript
+    spec = _queue_spec(queue)
+    name = user.get_username()
+    turn = QueueLabel.objects.filter(entry=entry, user=user).first()
+    submitted = turn is not None and turn.submitted_at is not None
+    labels = list(
+        Annotation.objects.filter(item=item, dimension__rubric=queue.rubric, rubric_version__rubric=queue.rubric)
+        .filter(rubric_version__number=queue.rubric.version)
+        .values_list("dimension_id", "annotator", "value")
+    )
+    mine = {d: v for d, a, v in labels if a == name}
+    reveal = not queue.blind or submitted
+    dimensions = [d | {"mine": mine.get(d["id"], "")} for d in queue_dimensions(queue, spec)]
+    out: dict[str, Any] = {
+        "queue": queue.pk,
+        "item": item.pk,
+        "position": entry.position,
+        "transcript": str(transcript),
+        "messages": transcript.messages if isinstance(transcript.messages, list) else [],
+        "candidate": item.key,
+        "response": item.response,
+        "dimensions": dimensions,
+        "submitted": submitted,
+        "comment": turn.comment if turn is not None else "",
+        "blind": queue.blind,
+        "revealed": reveal,
+        "others": [],
+        "judge": [],
+    }
+    if reveal:
+        names = {d.id: d.name for d in spec.dimensions}
+        out["others"] = [
+            {"dimension": names.get(d, str(d)), "annotator": a, "value": v} for d, a, v in labels if a != name
+        ]
+        if queue.configuration_id is not None:
+            out["judge"] = [
+                {"dimension": dim, "repeat": r, "value": v}
+                for dim, r, v in JudgeScore.objects.filter(item=item, configuration_id=queue.configuration_id)
+                .order_by("dimension__position", "repeat")
+                .values_list("dimension__name", "repeat", "value")
+            ]
+    return out
+
+
+def queue_previous(queue: Any, user: Any, before: int | None) -> int | None:
+    """The item the user submitted last in this queue (before the one they submitted at `before`, an item id):
+    where "back" goes."""
+    from evaluation.models import QueueLabel
+
+    turns = QueueLabel.objects.filter(entry__queue=queue, user=user, submitted_at__isnull=False)
+    if before is not None:
+        pivot = turns.filter(entry__item_id=before).values_list("submitted_at", flat=True).first()
+        if pivot is not None:
+            turns = turns.filter(submitted_at__lt=pivot)
+    return turns.order_by("-submitted_at").values_list("entry__item_id", flat=True).first()
+
+
+def queue_entry_submitted(queue: Any, user: Any, item_id: int) -> Any:
+    """The queue item, where the user already submitted labels for it (going back to it); else None."""
+    from evaluation.models import QueueLabel
+
+    turn = (
+        QueueLabel.objects.filter(entry__queue=queue, entry__item_id=item_id, user=user, submitted_at__isnull=False)
+        .select_related("entry__item__transcript")
+        .first()
+    )
+    return turn.entry if turn is not None else None
+
+
+def queue_held(queue: Any, user: Any) -> Any:
+    """The item the user holds a live claim on, if any."""
+    from django.utils import timezone
+
+    return (
+        queue.entries.filter(claimed_by=user, claim_expires__gt=timezone.now())
+        .select_related("item__transcript")
+        .order_by("position")
+        .first()
+    )
+
+
+@dataclass(frozen=True)
+class PersonProgress:
+    """One person's work on a queue."""
+
+    name: str
+    labelled: int
+    skipped: int
+    seconds_median: float | None
+    """Median seconds from an item shown to its labels submitted."""
+    remaining: int
+    """Items still open to them (not labelled or skipped by them, not yet fully labelled)."""
+
+
+@dataclass(frozen=True)
+class PeopleAgreement:
+    """Agreement between people on one dimension of a queue's items, on raw labels (never adjudicated ones):
+    Krippendorff's alpha (ordinal) with its bootstrap 95% interval, as on the judge card (agreement.alpha_estimate),
+    and the share of items with two or more labels where everyone gave the same level."""
+
+    dimension: str
+    alpha: agreement.Estimate
+    items: int
+    """Items with two or more labels."""
+    exact: float | None
+    disagreements: int
+
+
+@dataclass(frozen=True)
+class Disagreement:
+    """An item where people's labels differ on some dimension, with the adjudication where one was set."""
+
+    item: int
+    label: str
+    labels: tuple[tuple[str, str, str], ...]
+    """(dimension, annotator, value), by dimension then annotator."""
+    differing: tuple[str, ...]
+    adjudicated: tuple[tuple[str, str, str], ...]
+    """(dimension, value, adjudicator)."""
+
+
+@dataclass(frozen=True)
+class QueueReport:
+    """A queue's progress, its agreement between people, its disagreements and its intervals now against at
+    the start."""
+
+    items: int
+    complete: int
+    """Items with all the labels they need."""
+    held: int
+    """Items someone holds a live claim on now."""
+    people: tuple[PersonProgress, ...]
+    agreement: tuple[PeopleAgreement, ...]
+    disagreements: tuple[Disagreement, ...]
+    widths: tuple[tuple[str, float | None, float | None], ...]
+    """(dimension, corrected interval width at the start, now)."""
+    adjudicated: int
+    """Items with an adjudicated label."""
+    people_value: str = estimates.PEOPLE_VALUE
+
+    def as_dict(self, *, owner: bool) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "items": self.items,
+            "complete": self.complete,
+            "held": self.held,
+            "people": [p.__dict__ for p in self.people],
+            "agreement": [
+                {
+                    "dimension": a.dimension,
+                    "alpha": a.alpha.as_dict(),
+                    "items": a.items,
+                    "exact": a.exact,
+                    "disagreements": a.disagreements,
+                    "labels_used": "raw labels (adjudicated ones are not an annotator)",
+                }
+                for a in self.agreement
+            ],
+            "widths": [{"dimension": d, "start": s, "now": n} for d, s, n in self.widths],
+            "adjudicated": self.adjudicated,
+            "people_value": self.people_value,
+        }
+        if owner:
+            out["disagreements"] = [
+                {
+                    "item": d.item,
+                    "labels": [{"dimension": x, "annotator": a, "value": v} for x, a, v in d.labels],
+                    "differing": list(d.differing),
+                    "adjudicated": [{"dimension": x, "value": v, "adjudicator": a} for x, v, a in d.adjudicated],
+                }
+                for d in self.disagreements
+            ]
+        return out
+
+
+def queue_widths(configuration: Any) -> dict[str, float | None]:
+    """Per dimension, the corrected 95% interval's width of its leading estimand (as the judge card shows it)."""
+    table = estimate_table(configuration.rubric.slug, configuration=configuration.pk)
+    out: dict[str, float | None] = {}
+    for row in table.rows:
+        out.setdefault(row.dimension, row.corrected.width)
+    return out
+
+
+@dataclass(frozen=True)
+class QueueProgress:
+    """How far a queue is: its items, those with all their labels, those held now, and each person's work."""
+
+    items: int
+    complete: int
+    held: int
+    people: tuple[PersonProgress, ...]
+
+    def person(self, name: str) -> PersonProgress | None:
+        return next((p for p in self.people if p.name == name), None)
+
+
+def queue_progress(queue: Any) -> QueueProgress:
+    """A queue's progress from a few aggregate reads (the labelling page shows it with every item)."""
+    import statistics
+
+    from django.utils import timezone
+
+    from evaluation.models import QueueLabel
+
+    entries = list(queue.entries.values_list("item_id", "done", "claimed_by_id", "claim_expires"))
+    now = timezone.now()
+    turns = list(
+        QueueLabel.objects.filter(entry__queue=queue).values_list(
+            "user__username", "entry__item_id", "submitted_at", "skipped", "seconds"
+        )
+    )
+    names = sorted({u.get_username() for u in queue.annotators.all()} | {t[0] for t in turns})
+    open_items = {e[0] for e in entries if e[1] < queue.labels_per_item}
+    people = []
+    for n in names:
+        mine = [t for t in turns if t[0] == n]
+        secs = [t[4] for t in mine if t[2] is not None and t[4] is not None]
+        people.append(
+            PersonProgress(
+                name=n,
+                labelled=sum(1 for t in mine if t[2] is not None),
+                skipped=sum(1 for t in mine if t[3]),
+                seconds_median=statistics.median(secs) if secs else None,
+                remaining=len(open_items - {t[1] for t in mine if t[2] is not None or t[3]}),
+            )
+        )
+    return QueueProgress(
+        items=len(entries),
+        complete=sum(1 for e in entries if e[1] >= queue.labels_per_item),
+        held=sum(1 for e in entries if e[2] is not None and e[3] is not None and e[3] > now),
+        people=tuple(people),
+    )
+
+
+def queue_report(queue: Any) -> QueueReport:
+    spec = _queue_spec(queue)
+    progress = queue_progress(queue)
+    item_ids = list(queue.entries.order_by("position", "pk").values_list("item_id", flat=True))
+    labels: dict[int, dict[int, dict[str, int]]] = {}
+    values: dict[tuple[int, int, str], str] = {}
+    for item, dim, who, score, value in Annotation.objects.filter(
+        item_id__in=item_ids, rubric_version__rubric=queue.rubric, rubric_version__number=queue.rubric.version
+    ).values_list("item_id", "dimension_id", "annotator", "score", "value"):
+        labels.setdefault(dim, {}).setdefault(item, {})[who] = int(score)
+        values[(item, dim, who)] = value
+    settled: dict[int, list[tuple[str, str, str]]] = {}
+    for settled_item, dim_name, final, adjudicator in (
+        Adjudication.objects.filter(item_id__in=item_ids, rubric_version__rubric=queue.rubric)
+        .order_by("dimension__position")
+        .values_list("item_id", "dimension__name", "value", "adjudicator")
+    ):
+        settled.setdefault(settled_item, []).append((dim_name, final, adjudicator))
+    rows = []
+    differing: dict[int, list[str]] = {}
+    for d in spec.dimensions:
+        per_item = labels.get(d.id, {})
+        multi = {i: v for i, v in per_item.items() if len(v) >= 2}
+        differ = [i for i, v in multi.items() if len(set(v.values())) > 1]
+        for i in differ:
+            differing.setdefault(i, []).append(d.name)
+        rows.append(
+            PeopleAgreement(
+                dimension=d.name,
+                alpha=agreement.alpha_estimate([list(v.values()) for v in multi.values()], d.scale.size),
+                items=len(multi),
+                exact=(len(multi) - len(differ)) / len(multi) if multi else None,
+                disagreements=len(differ),
+            )
+        )
+    order = {i: k for k, i in enumerate(item_ids)}
+    items = items_get(list(differing))
+    disagreements = []
+    dim_names = {d.id: d.name for d in spec.dimensions}
+    for i in sorted(differing, key=lambda x: order.get(x, 0)):
+        disagreements.append(
+            Disagreement(
+                item=i,
+                label=str(items[i]) if i in items else str(i),
+                labels=tuple(
+                    sorted(
+                        (dim_names[dim], who, values[(i, dim, who)])
+                        for dim in dim_names
+                        for who in labels.get(dim, {}).get(i, {})
+                    )
+                ),
+                differing=tuple(differing[i]),
+                adjudicated=tuple(settled.get(i, ())),
+            )
+        )
+    now_widths = queue_widths(queue.configuration) if queue.configuration_id is not None else {}
+    return QueueReport(
+        items=progress.items,
+        complete=progress.complete,
+        held=progress.held,
+        people=progress.people,
+        agreement=tuple(rows),
+        disagreements=tuple(disagreements),
+        widths=tuple((d.name, queue.start_widths.get(d.name), now_widths.get(d.name)) for d in spec.dimensions),
+        adjudicated=len(settled),
+    )
+
+
+EXPORT_FIELDS = (
+    "queue",
+    "item",
+    "transcript",
+    "candidate",
+    "dimension",
+    "kind",
+    "annotator",
+    "value",
+    "rubric",
+    "rubric_version",
+    "labelled_at",
+    "seconds",
+    "comment",
+    "adjudicated_value",
+    "adjudicator",
+)
+"""An export row: `kind` is "label" (a person's raw label) or "adjudication" (the final label, stored apart)."""
+
+
+def queue_export_rows(queue: Any) -> list[dict[str, Any]]:
+    """Every label of the queue's items under the queue's rubric, with its annotator, when it was made, the
+    rubric version, the seconds the person took and their comment; then each adjudication, named as such. A
+    label row also carries the item's adjudicated value on its dimension, where one was set."""
+    from evaluation.models import QueueLabel
+
+    item_ids = list(queue.entries.values_list("item_id", flat=True))
+    turns = {
+        (item, user): (secs, comment)
+        for item, user, secs, comment in QueueLabel.objects.filter(entry__queue=queue).values_list(
+            "entry__item_id", "user_id", "seconds", "comment"
+        )
+    }
+    settled = {
+        (a.item_id, a.dimension_id): a
+        for a in Adjudication.objects.filter(item_id__in=item_ids, rubric_version__rubric=queue.rubric).select_related(
+            "dimension", "rubric_version"
+        )
+    }
+    out = []
+    for a in (
+        Annotation.objects.filter(item_id__in=item_ids, rubric_version__rubric=queue.rubric)
+        .select_related("item__transcript", "dimension", "rubric_version")
+        .order_by("item_id", "dimension__position", "annotator")
+    ):
+        secs, comment = turns.get((a.item_id, a.user_id or 0), (None, ""))
+        adj = settled.get((a.item_id, a.dimension_id))
+        out.append(
+            {
+                "queue": queue.pk,
+                "item": a.item_id,
+                "transcript": str(a.item.transcript),
+                "candidate": a.item.key,
+                "dimension": a.dimension.name,
+                "kind": "label",
+                "annotator": a.annotator,
+                "value": a.value,
+                "rubric": queue.rubric.slug,
+                "rubric_version": a.rubric_version.number,
+                "labelled_at": a.updated_at.isoformat(),
+                "seconds": None if secs is None else round(secs, 3),
+                "comment": comment,
+                "adjudicated_value": adj.value if adj else "",
+                "adjudicator": adj.adjudicator if adj else "",
+            }
+        )
+    for (item, _), adj in sorted(settled.items()):
+        out.append(
+            {
+                "queue": queue.pk,
+                "item": item,
+                "transcript": "",
+                "candidate": "",
+                "dimension": adj.dimension.name,
+                "kind": "adjudication",
+                "annotator": adj.adjudicator,
+                "value": adj.value,
+                "rubric": queue.rubric.slug,
+                "rubric_version": adj.rubric_version.number,
+                "labelled_at": adj.updated_at.isoformat(),
+                "seconds": None,
+                "comment": "",
+                "adjudicated_value": adj.value,
+                "adjudicator": adj.adjudicator,
+            }
+        )
+    return out

@@ -10,7 +10,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from evaluation.errors import FieldProblem, InvalidInput, NotFound
+from evaluation.errors import Conflict, FieldProblem, InvalidInput, NotFound
 from evaluation.judging import importing, judge, versions
 from evaluation.judging.judge import JudgeReport, judge_items
 from evaluation.judging.rubrics import SHIPPED_DIR, rubric_problems, rubric_rows
@@ -52,6 +52,12 @@ __all__ = [
     "VersionChange",
     "transcripts_import",
     "transcripts_judge",
+    "queue_adjudicate",
+    "queue_claim",
+    "queue_create",
+    "queue_items_add",
+    "queue_people_set",
+    "queue_submit",
 ]
 
 log = logging.getLogger(__name__)
@@ -444,11 +450,7 @@ def annotation_set(*, item_id: int, dimension_id: int, value: Any, user: Any = N
     version = rubric_version_record(rubric=dimension.rubric)
     spec = rubric_spec(dimension.rubric).dimension(dimension.name)
     assert spec is not None
-    level = spec.scale.level_of(value)
-    if level is None:
-        raise InvalidInput(
-            [FieldProblem(dimension.name, f"{value!r} is not on the scale; allowed: {spec.scale.allowed()}")]
-        )
+    level = _level(spec, value)
     name = annotator or (user.get_username() if user is not None else "")
     if not name:
         raise InvalidInput([FieldProblem("annotator", "is required")])
@@ -460,6 +462,14 @@ def annotation_set(*, item_id: int, dimension_id: int, value: Any, user: Any = N
         defaults={"value": level, "score": float(spec.scale.score_of(level)), "user": user},
     )
     return annotation
+
+
+def _level(spec: Any, value: Any) -> str:
+    """The level a label means on the dimension's scale; InvalidInput names the dimension and the allowed values."""
+    level = spec.scale.level_of(value)
+    if level is None:
+        raise InvalidInput([FieldProblem(spec.name, f"{value!r} is not on the scale; allowed: {spec.scale.allowed()}")])
+    return str(level)
 
 
 RUN_SOURCE = "run"
@@ -727,3 +737,397 @@ def transcripts_judge_later(
     args = (found.slug, provider or "", repeats, batch, again)
     transaction.on_commit(lambda: async_task("evaluation.tasks.judging_task", *args, task_name=task))
     return JudgingJob(task, found.slug, spec.label, repeats, batch, again, unit_items.count())
+
+
+# --- labelling queues -----------------------------------------------------------------------------------
+# A queue's labels are Annotations like any other (the judge card, the estimates and the label budget read them
+# as soon as they are saved); a QueueLabel keeps each person's turn (when shown, when submitted, the seconds it
+# took, a comment); an Adjudication is stored apart. Items are handed out by a claim taken with a conditional
+# UPDATE (claimed_by empty or expired), so two people never hold the same item at once, on any database.
+
+QUEUE_MAX_ITEMS = 5000
+"""Items one queue may hold (a queue is labelled by people: more than this is a mistake, or several queues)."""
+
+
+def _users(names: list[str] | tuple[str, ...], field: str) -> list[Any]:
+    from django.contrib.auth import get_user_model
+
+    wanted = sorted({str(n).strip() for n in names if str(n).strip()})
+    found = {u.get_username(): u for u in get_user_model().objects.filter(username__in=wanted)}
+    missing = [n for n in wanted if n not in found]
+    if missing:
+        raise InvalidInput([FieldProblem(field, f"no such user: {', '.join(repr(n) for n in missing[:10])}")])
+    return [found[n] for n in wanted]
+
+
+def _unit_items(rubric: Rubric) -> Any:
+    return Item.objects.filter(key="") if rubric.unit == "session" else Item.objects.exclude(key="")
+
+
+def _queue_picks(
+    rubric: Rubric,
+    origin: str,
+    *,
+    count: int | None,
+    seed: int,
+    configuration: JudgeConfiguration | None,
+    items: list[int] | None,
+    source: str | None,
+    candidate: str | None,
+    group: str | None,
+) -> tuple[list[int], str]:
+    """The item ids a new queue starts with, and what they were chosen by."""
+    import numpy as np
+
+    from evaluation.judging import selectors
+    from evaluation.models import EvaluationRun, QueueOrigin
+
+    unit = _unit_items(rubric)
+    if origin == QueueOrigin.LABEL_NEXT:
+        if configuration is None:
+            raise InvalidInput([FieldProblem("configuration", f"nothing judged with rubric {rubric.slug!r} yet")])
+        table = selectors.estimate_table(rubric.slug, configuration=configuration.pk)
+        wanted = count or 20
+        budgets = selectors.estimate_budget(table, draws=2, seed=seed, count=wanted)
+        widest = next((b for b in budgets if b.next_items), None)
+        if widest is None:
+            raise InvalidInput(
+                [FieldProblem("origin", "label next has nothing to pick: every judged item is labelled")]
+            )
+        return list(widest.next_items), (
+            f"label next for {widest.dimension} ({widest.estimand}) under {configuration.key}: {widest.rule}"
+        )
+    if origin == QueueOrigin.JOB:
+        if configuration is None:
+            raise InvalidInput([FieldProblem("configuration", "name the judge configuration whose items to label")])
+        ids = sorted(set(JudgeScore.objects.filter(configuration=configuration).values_list("item_id", flat=True)))
+        return ids[:count] if count else ids, f"items judged by {configuration.key}"
+    if origin == QueueOrigin.RANDOM:
+        ids = sorted(unit.values_list("pk", flat=True))
+        wanted = min(count or 20, len(ids))
+        picked: list[int] = (
+            np.random.default_rng(seed).choice(len(ids), size=wanted, replace=False).tolist() if ids else []
+        )
+        return [ids[int(k)] for k in picked], f"a random sample of {wanted} of {len(ids)} items (seed {seed})"
+    if origin == QueueOrigin.FILTER:
+        rows = unit
+        said = []
+        if group:
+            for run in EvaluationRun.objects.filter(group=group, status="completed").select_related("persona", "topic"):
+                try:
+                    run_item(run, rubric)
+                except InvalidInput:
+                    continue  # a run with no conversation has nothing to label
+            runs = EvaluationRun.objects.filter(group=group).values_list("run_id", flat=True)
+            rows = rows.filter(transcript__source=RUN_SOURCE, transcript__external_id__in=list(runs))
+            said.append(f"run group {group!r}")
+        if source:
+            rows = rows.filter(transcript__source=source)
+            said.append(f"source {source!r}")
+        if candidate:
+            rows = rows.filter(key=candidate)
+            said.append(f"candidate {candidate!r}")
+        if not said:
+            raise InvalidInput([FieldProblem("origin", "a filter needs a source, a candidate or a run group")])
+        ids = list(rows.order_by("pk").values_list("pk", flat=True))
+        return ids[:count] if count else ids, ", ".join(said)
+    return list(items or []), "items named one by one"
+
+
+def queue_create(
+    *,
+    name: str,
+    rubric: str,
+    owner: Any,
+    origin: str = "items",
+    items: list[int] | None = None,
+    count: int | None = None,
+    seed: int = 0,
+    configuration: int | None = None,
+    source: str | None = None,
+    candidate: str | None = None,
+    group: str | None = None,
+    annotators: list[str] | tuple[str, ...] = (),
+    adjudicators: list[str] | tuple[str, ...] = (),
+    labels_per_item: int = 2,
+    blind: bool = True,
+    claim_seconds: int = 600,
+) -> Any:
+    """A queue of the rubric's items (from label next's picks, a filter, a random sample, a judge configuration's
+    items or ids), with the people assigned. Its corrected intervals' widths now are kept to compare with later."""
+    from evaluation.judging import selectors
+    from evaluation.models import LabelQueue, QueueOrigin
+
+    problems = []
+    if not str(name).strip():
+        problems.append(FieldProblem("name", "is required"))
+    if origin not in QueueOrigin.values:
+        problems.append(FieldProblem("origin", f"{origin!r} is not one of {', '.join(QueueOrigin.values)}"))
+    if not 1 <= labels_per_item <= 10:
+        problems.append(FieldProblem("labels_per_item", "must be from 1 to 10"))
+    if not 30 <= claim_seconds <= 86_400:
+        problems.append(FieldProblem("claim_seconds", "must be from 30 to 86400"))
+    if count is not None and not 1 <= count <= QUEUE_MAX_ITEMS:
+        problems.append(FieldProblem("count", f"must be from 1 to {QUEUE_MAX_ITEMS}"))
+    if problems:
+        raise InvalidInput(problems)
+    try:
+        found = rubric_get(rubric)
+    except NotFound as exc:
+        raise InvalidInput([FieldProblem("rubric", str(exc))]) from None
+    people = _users(annotators, "annotators")
+    settlers = _users(adjudicators, "adjudicators")
+    try:
+        config = selectors.estimate_configuration(found.slug, configuration)
+    except NotFound as exc:
+        if configuration is not None or origin in (QueueOrigin.LABEL_NEXT, QueueOrigin.JOB):
+            raise InvalidInput([FieldProblem("configuration", str(exc))]) from None
+        config = None
+    ids, detail = _queue_picks(
+        found,
+        origin,
+        count=count,
+        seed=seed,
+        configuration=config,
+        items=items,
+        source=source,
+        candidate=candidate,
+        group=group,
+    )
+    version = rubric_version_record(rubric=found)
+    with transaction.atomic():
+        queue = LabelQueue.objects.create(
+            name=str(name).strip()[:200],
+            rubric=found,
+            rubric_version_id=version.version_id,
+            configuration=config,
+            owner=owner,
+            labels_per_item=labels_per_item,
+            blind=blind,
+            claim_seconds=claim_seconds,
+            origin=origin,
+            origin_detail=detail[:300],
+            start_widths=selectors.queue_widths(config) if config is not None else {},
+        )
+        queue.annotators.set(people)
+        queue.adjudicators.set(settlers)
+        queue_items_add(queue=queue, items=ids)
+    return queue
+
+
+def queue_items_add(*, queue: Any, items: list[int]) -> int:
+    """Add items to a queue (those already in it are left as they are); InvalidInput names ids that do not
+    exist or are not of the rubric's unit. Returns how many were added."""
+    from evaluation.models import QueueItem
+
+    wanted = list(dict.fromkeys(int(i) for i in items))
+    known = set(_unit_items(queue.rubric).filter(pk__in=wanted).values_list("pk", flat=True))
+    wrong = [i for i in wanted if i not in known]
+    if wrong:
+        kind = "conversation" if queue.rubric.unit == "session" else "candidate response"
+        raise InvalidInput([FieldProblem("items", f"not a {kind} item (rubric {queue.rubric.slug!r}): {wrong[:10]}")])
+    have = set(queue.entries.values_list("item_id", flat=True))
+    new = [i for i in wanted if i not in have]
+    if len(have) + len(new) > QUEUE_MAX_ITEMS:
+        raise InvalidInput([FieldProblem("items", f"a queue holds at most {QUEUE_MAX_ITEMS} items")])
+    start = (queue.entries.order_by("-position").values_list("position", flat=True).first() or 0) + 1
+    QueueItem.objects.bulk_create(QueueItem(queue=queue, item_id=i, position=start + k) for k, i in enumerate(new))
+    return len(new)
+
+
+def queue_people_set(*, queue: Any, annotators: list[str] | None = None, adjudicators: list[str] | None = None) -> None:
+    """Assign the people who label (and who settle disagreements); None leaves a list as it is."""
+    if annotators is not None:
+        queue.annotators.set(_users(annotators, "annotators"))
+    if adjudicators is not None:
+        queue.adjudicators.set(_users(adjudicators, "adjudicators"))
+
+
+def _may_label(queue: Any, user: Any) -> bool:
+    from evaluation.judging import selectors
+
+    return selectors.queue_role(queue, user) in ("owner", "annotator")
+
+
+def queue_claim(*, queue: Any, user: Any) -> Any:
+    """The queue item the user labels now: the one they hold, else the first free one (fewest labels missing
+    first, so items get their second label early; never one they labelled or skipped). The claim is a conditional
+    UPDATE, so of two people racing for an item one wins and the other takes the next. None: nothing is free."""
+    from django.db.models import Q
+
+    from evaluation.models import QueueItem, QueueLabel
+
+    if not _may_label(queue, user):
+        raise NotFound(f"no queue {queue.pk} of yours to label")
+    now = timezone.now()
+    held = queue.entries.filter(claimed_by=user, claim_expires__gt=now).order_by("position").first()
+    if held is None:
+        free = Q(claimed_by=None) | Q(claim_expires__lte=now)
+        mine = QueueLabel.objects.filter(entry__queue=queue, user=user).filter(
+            Q(submitted_at__isnull=False) | Q(skipped=True)
+        )
+        for _attempt in range(3):
+            candidates = list(
+                queue.entries.filter(free, done__lt=queue.labels_per_item)
+                .exclude(pk__in=mine.values("entry_id"))
+                .order_by("-done", "position", "pk")
+                .values_list("pk", flat=True)[:20]
+            )
+            for pk in candidates:
+                won = QueueItem.objects.filter(free, pk=pk, done__lt=queue.labels_per_item).update(
+                    claimed_by=user, claim_expires=now + timedelta(seconds=queue.claim_seconds)
+                )
+                if won:
+                    held = QueueItem.objects.get(pk=pk)
+                    break
+            if held is not None or not candidates:
+                break
+        if held is None:
+            return None
+        QueueLabel.objects.update_or_create(entry=held, user=user, defaults={"shown_at": now})
+    return held
+
+
+def _queue_entry(queue: Any, item_id: int) -> Any:
+    entry = queue.entries.filter(item_id=item_id).select_related("item").first()
+    if entry is None:
+        raise NotFound(f"item {item_id} is not in queue {queue.pk}")
+    return entry
+
+
+def _queue_values(queue: Any, values: dict[str, Any], *, every: bool) -> list[tuple[Any, str]]:
+    """(dimension spec, level) per given value, under the rubric's current scales; InvalidInput names unknown or
+    missing dimensions and values off the scale."""
+    spec = rubric_spec(queue.rubric)
+    known = {d.name: d for d in spec.dimensions}
+    problems = [
+        FieldProblem(n, f"rubric {spec.slug!r} has no such dimension") for n in sorted(set(values) - set(known))
+    ]
+    given = {n: v for n, v in values.items() if n in known and str(v).strip()}
+    if every:
+        problems += [FieldProblem(n, "is required") for n in known if n not in given]
+    out = []
+    for n, v in given.items():
+        try:
+            out.append((known[n], _level(known[n], v)))
+        except InvalidInput as exc:
+            problems += exc.problems
+    if problems:
+        raise InvalidInput(problems)
+    return out
+
+
+def _labels_write(item_id: int, user: Any, version_id: int, chosen: list[tuple[Any, str]], now: Any) -> None:
+    """The person's labels of one item under one version, in three statements whatever the dimensions: the
+    ones they had are changed, the others made (a labelling page submits every dimension at once)."""
+    name = user.get_username()
+    have = {
+        a.dimension_id: a
+        for a in Annotation.objects.filter(item_id=item_id, annotator=name, rubric_version_id=version_id)
+    }
+    new, changed = [], []
+    for dim, level in chosen:
+        score = float(dim.scale.score_of(level))
+        found = have.get(dim.id)
+        if found is None:
+            new.append(
+                Annotation(
+                    item_id=item_id,
+                    dimension_id=dim.id,
+                    annotator=name,
+                    rubric_version_id=version_id,
+                    value=level,
+                    score=score,
+                    user=user,
+                )
+            )
+        else:
+            found.value, found.score, found.user, found.updated_at = level, score, user, now
+            changed.append(found)
+    Annotation.objects.bulk_create(new)
+    Annotation.objects.bulk_update(changed, ["value", "score", "user", "updated_at"])
+
+
+def queue_submit(
+    *, queue: Any, user: Any, item_id: int, values: dict[str, Any], comment: str = "", skip: bool = False
+) -> Any:
+    """A person's labels of one queue item (every dimension), or a skip. The labels are Annotations under the
+    rubric's current version, as every figure reads them; the turn keeps the seconds from shown to submitted.
+    Allowed while the person holds the item, or for an item they labelled before (going back to change it);
+    Conflict where the claim lapsed and the item went to someone else, or it has all the labels it needs."""
+    from django.db.models import F
+
+    from evaluation.models import QueueItem, QueueLabel
+
+    if not _may_label(queue, user):
+        raise NotFound(f"no queue {queue.pk} of yours to label")
+    entry = _queue_entry(queue, item_id)
+    chosen = [] if skip else _queue_values(queue, values, every=True)
+    now = timezone.now()
+    with transaction.atomic():
+        locked = QueueItem.objects.select_for_update().get(pk=entry.pk)
+        turn = QueueLabel.objects.filter(entry=locked, user=user).first()
+        again = turn is not None and turn.submitted_at is not None
+        holds = locked.claimed_by_id == user.pk
+        lapsed_free = locked.claimed_by_id is None or (locked.claim_expires is not None and locked.claim_expires <= now)
+        if not again and not holds:
+            if not lapsed_free:
+                raise Conflict(f"item {item_id} is being labelled by someone else: take the next item")
+            if locked.done >= queue.labels_per_item:
+                raise Conflict(f"item {item_id} has the {queue.labels_per_item} labels it needs")
+        if turn is None:
+            turn = QueueLabel(entry=locked, user=user, shown_at=now)
+        if skip:
+            if again:
+                raise Conflict(f"item {item_id} is labelled already: change the labels instead of skipping")
+            turn.skipped = True
+        else:
+            version = rubric_version_record(rubric=queue.rubric)
+            _labels_write(locked.item_id, user, version.version_id, chosen, now)
+            if not again:
+                turn.submitted_at = now
+                turn.seconds = max(0.0, (now - turn.shown_at).total_seconds())
+                turn.skipped = False
+            turn.comment = str(comment)[:5000]
+        turn.save()
+        updates: dict[str, Any] = {}
+        if holds:
+            updates |= {"claimed_by": None, "claim_expires": None}
+        if not skip and not again:
+            updates["done"] = F("done") + 1
+        if updates:
+            QueueItem.objects.filter(pk=locked.pk).update(**updates)
+    return turn
+
+
+def queue_adjudicate(*, queue: Any, user: Any, item_id: int, values: dict[str, Any]) -> int:
+    """Settle an item's labels: the final value per dimension, stored as an Adjudication (the raw labels stay).
+    The queue's owner may; so may its adjudicators, on items they did not label themselves."""
+    from evaluation.judging import selectors
+    from evaluation.models import Adjudication
+
+    role = selectors.queue_role(queue, user)
+    entry = _queue_entry(queue, item_id) if role in ("owner", "adjudicator") else None
+    if entry is None:
+        raise NotFound(f"no queue {queue.pk} of yours to adjudicate")
+    if role != "owner" and Annotation.objects.filter(item_id=item_id, user=user).exists():
+        raise Conflict("you labelled this item: a third person (or the queue's owner) settles it")
+    chosen = _queue_values(queue, values, every=False)
+    if not chosen:
+        raise InvalidInput([FieldProblem("labels", "give the final label of at least one dimension")])
+    version = rubric_version_record(rubric=queue.rubric)
+    with transaction.atomic():
+        for dim, level in chosen:
+            Adjudication.objects.update_or_create(
+                item_id=item_id,
+                dimension_id=dim.id,
+                rubric_version_id=version.version_id,
+                defaults={
+                    "value": level,
+                    "score": float(dim.scale.score_of(level)),
+                    "adjudicator": user.get_username(),
+                    "user": user,
+                    "queue": queue,
+                },
+            )
+    return len(chosen)

@@ -17,6 +17,7 @@ from evaluation.models.judging import (
 )
 from evaluation.models.llm import EndpointCredential, LLMConfig
 from evaluation.models.prices import ModelPrice
+from evaluation.models.queues import Adjudication, LabelQueue, QueueItem, QueueLabel, QueueOrigin
 from evaluation.models.ratelimits import RateLimitBudget
 from evaluation.models.runs import (
     BaselineGate,
@@ -32,6 +33,11 @@ from evaluation.models.sessions import TutoringSession
 from evaluation.models.suites import CacheEntry, Case, CaseResult, Suite, SuiteRun
 
 __all__ = [
+    "Adjudication",
+    "LabelQueue",
+    "QueueItem",
+    "QueueLabel",
+    "QueueOrigin",
     "Transcript",
     "RubricDimension",
     "RubricVersion",

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from evaluation.web import judging, realism, views
+from evaluation.web import judging, queues, realism, views
 
 urlpatterns = [
     path("", views.dashboard, name="evaluation-dashboard"),
@@ -25,4 +25,10 @@ urlpatterns = [
     path("judging/import", judging.transcripts_upload, name="evaluation-judging-import"),
     path("judging/<int:configuration_id>/", judging.judge_card, name="evaluation-judge-card"),
     path("judging/transcripts/<int:transcript_id>/", judging.transcript, name="evaluation-transcript"),
+    path("judging/<int:configuration_id>/queue", queues.queue_from_card, name="evaluation-queue-from-card"),
+    path("judging/queues/", queues.queues, name="evaluation-queues"),
+    path("judging/queues/<int:queue_id>/", queues.queue_page, name="evaluation-queue"),
+    path("judging/queues/<int:queue_id>/label", queues.queue_label, name="evaluation-queue-label"),
+    path("judging/queues/<int:queue_id>/adjudicate", queues.queue_adjudicate, name="evaluation-queue-adjudicate"),
+    path("judging/queues/<int:queue_id>/labels.<str:fmt>", queues.queue_export, name="evaluation-queue-export"),
 ]

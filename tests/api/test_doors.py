@@ -20,7 +20,7 @@ def operations():
     schema = SchemaGenerator().get_schema(request=None, public=True)
     for path, item in schema["paths"].items():
         for method in item:
-            yield method, path.replace("{suite_id}", "1").replace("{", "x").replace("}", "")
+            yield method, path.replace("{suite_id}", "1").replace("{queue_id}", "1").replace("{", "x").replace("}", "")
 
 
 def test_every_operation_answers_anonymous_requests_401_with_the_scheme(anonymous):

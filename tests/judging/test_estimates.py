@@ -194,7 +194,12 @@ def test_the_rows_as_the_json_and_the_api_give_them():
     }
     assert a.as_dict() == {"value": a.value, "low": a.low, "high": a.high}
     table = estimates.EstimateTable("r", 1, "c", 1, "all", 3, 2, 2, (row,))
-    assert table.as_dict() == {"rubric": "r", "dimensions": [row.as_dict()]}
+    assert table.as_dict() == {
+        "rubric": "r",
+        "adjudicated": 0,
+        "people_value": estimates.PEOPLE_VALUE,
+        "dimensions": [row.as_dict()],
+    }
 
 
 def test_the_differences_of_two_tables_pair_their_estimands():
@@ -310,7 +315,8 @@ def _stored(configuration, dimension):
 def test_the_command_json_has_the_documented_shape_and_ppi_pys_figures(judged, capsys):
     call_command("estimate", "--rubric", "tutor-response", "--labelled", "30", "--seed", "7", "--json")
     body = json.loads(capsys.readouterr().out)
-    assert set(body) == {"rubric", "dimensions"} and body["rubric"] == "tutor-response"
+    assert set(body) == {"rubric", "adjudicated", "people_value", "dimensions"} and body["rubric"] == "tutor-response"
+    assert body["adjudicated"] == 0  # nothing settled: every people's value is the median of raw labels
     first = body["dimensions"][0]
     assert set(first) == {"name", "estimand", "judge_only", "people_only", "corrected", "all_people"}
     assert set(first["people_only"]) == {"value", "low", "high", "n"}

@@ -41,7 +41,8 @@ def render(table: selectors.EstimateTable) -> str:
         f"Judge {table.configuration}",
         f"rubric {table.rubric} v{table.rubric_version}, {table.selection}: {table.items} items judged, "
         f"{table.labelled} with people's labels"
-        + (f" (of {table.labelled_of}; the others' labels hidden)" if table.labelled != table.labelled_of else ""),
+        + (f" (of {table.labelled_of}; the others' labels hidden)" if table.labelled != table.labelled_of else "")
+        + f"; {table.adjudicated} adjudicated (people's value: {selectors.PEOPLE_VALUE})",
         "95% intervals. judge only: the judge's mean over every judged item (biased by whatever it gets wrong); "
         "people only: the people's mean over the labelled items (classical CLT); corrected: PPI++ with power tuning.",
         "",
