@@ -17,7 +17,7 @@ figures are the median (min-max) over the repeats. The rate-limit bound is max(i
 tokens / tpm) minutes, and no run can beat items / workers x latency either: the ratio is to the larger.
 
     python bench/judging_cost.py [--items 10000] [--mode direct] [--workers 16] [--latency 1.0]
-                                 [--rpm 600] [--tpm 1500000] [--vendor anthropic] [--repeats 1]
+                                 [--rpm 600] [--tpm 1500000] [--vendor anthropic] [--model ...] [--repeats 1]
 """
 
 import argparse
@@ -194,7 +194,7 @@ def configure(server: Loopback, args: argparse.Namespace, *, cache: bool) -> Non
     options = {"prompt_cache": cache, **({"api": "responses"} if args.vendor == "openai" else {})}
     LLMConfig.objects.update_or_create(
         role="rubric_judge",
-        defaults={"provider": args.vendor, "model": "bench-judge", "base_url": url, "options": options},
+        defaults={"provider": args.vendor, "model": args.model, "base_url": url, "options": options},
     )
 
 
@@ -226,10 +226,17 @@ def main() -> None:
     parser.add_argument("--rpm", type=int, default=600, help="requests per minute the server allows")
     parser.add_argument("--tpm", type=int, default=1_500_000, help="prompt tokens per minute the server allows")
     parser.add_argument("--vendor", choices=("anthropic", "openai"), default="anthropic")
+    parser.add_argument(
+        "--model",
+        default="",
+        help="the judge's model (default: the vendor's default, claude-opus-4-6 or gpt-5.2); the loopback caches "
+        "only prefixes as long as its minimum cacheable prompt (Opus 4.6: 4,096 tokens; Sonnet 4.6: 1,024)",
+    )
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--warmup", type=int, default=20, help="items judged once first, not counted")
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    args.model = args.model or ("claude-opus-4-6" if args.vendor == "anthropic" else "gpt-5.2")
     if args.serve:
         return serve(args)
 
@@ -264,7 +271,7 @@ def main() -> None:
 
     print(
         f"\n{args.items} imported items (import {import_seconds:.1f} s), mode {args.mode}, {args.workers} workers, "
-        f"{args.vendor} wire format, latency {args.latency:g} s, limits {args.rpm} requests and {args.tpm} prompt "
+        f"{args.vendor} wire format, model {args.model}, latency {args.latency:g} s, limits {args.rpm} requests and {args.tpm} prompt "
         f"tokens a minute; {args.repeats} repeat(s), warm-up of {args.warmup} items not counted"
     )
     for cache in (True, False):

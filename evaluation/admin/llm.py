@@ -64,6 +64,7 @@ class ModelPriceAdmin(admin.ModelAdmin):
         "input_per_mtok",
         "cached_input_per_mtok",
         "cache_write_per_mtok",
+        "cache_write_long_per_mtok",
         "output_per_mtok",
         "batch_discount",
         "edited_in_admin",

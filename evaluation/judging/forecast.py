@@ -3,9 +3,10 @@
 from typing import Any
 
 from evaluation.errors import FieldProblem, InvalidInput
-from evaluation.judging.judge import ROLE, _inputs, build_user_message, system_prompt
+from evaluation.judging.judge import ROLE, _inputs, build_user_message, schema, system_prompt
 from evaluation.judging.values import rubric_spec
 from evaluation.providers import resolve
+from evaluation.providers.base import schema_instruction
 from evaluation.providers.forecast import CallPlan, Forecast, estimate_tokens, forecast
 from evaluation.providers.registry import settings_for
 
@@ -28,12 +29,16 @@ def judging_forecast(
         raise InvalidInput([FieldProblem("provider", str(exc))]) from None
     spec = rubric_spec(rubric)
     inputs = _inputs(spec, item_ids)
-    system = estimate_tokens(system_prompt(spec)) + MESSAGE_OVERHEAD
+    # The system prompt and the reply's JSON schema go with every call (the schema as an instruction in
+    # Anthropic's system prompt, as text.format in OpenAI's request: both are billed as input).
+    system = estimate_tokens(system_prompt(spec)) + MESSAGE_OVERHEAD + estimate_tokens(schema_instruction(schema(spec)))
     prompt = sum(system + estimate_tokens(build_user_message(spec, item)) + MESSAGE_OVERHEAD for item in inputs)
     calls = len(inputs) * repeats
     typical = min(TYPICAL_TOKENS_PER_DIMENSION * len(spec.dimensions), settings_for(ROLE, role_spec).max_tokens)
     most = settings_for(ROLE, role_spec).max_tokens
-    plan = CallPlan(ROLE, role_spec, calls, prompt * repeats, prompt * repeats, typical * calls, most * calls)
+    plan = CallPlan(
+        ROLE, role_spec, calls, prompt * repeats, prompt * repeats, typical * calls, most * calls, system * calls
+    )
     notes = [
         f"{len(inputs)} item{'s' if len(inputs) != 1 else ''} of rubric {spec.slug} x {repeats} repeat"
         f"{'s' if repeats != 1 else ''}: one call each (a reply that is not valid JSON costs one repair call more).",

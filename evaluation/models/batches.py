@@ -35,6 +35,17 @@ class ProviderBatch(models.Model):
     usage = models.JSONField(default=dict, blank=True)
     cost_usd = models.FloatField(default=0.0, help_text="Batch lines at the batch price, direct retries at theirs")
     error = models.TextField(blank=True)
+    reason = models.TextField(
+        blank=True, help_text="Why the vendor failed, expired or cancelled the whole batch, in its own words"
+    )
+    resends = models.PositiveIntegerField(
+        default=0, help_text="Times its unanswered lines were sent again as a new batch after a whole-batch failure"
+    )
+    carried = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="Answers from its earlier vendor batches, the lines the current one holds, its chunk size",
+    )
     results = models.JSONField(
         default=dict, blank=True, help_text="{custom id: the answer}, kept when each run takes its own answer later"
     )
@@ -51,5 +62,12 @@ class ProviderBatch(models.Model):
 
     @property
     def stage_text(self) -> str:
-        """What a run or judging job waiting on it shows."""
-        return f"waiting on the provider's batch ({self.done}/{self.total} done)"
+        """What a run or judging job waiting on it shows: the lines the vendor counts as done (Anthropic counts
+        none until the whole batch ends, so its batches say so instead of 0/n), and a failure sent again."""
+        if self.vendor.startswith("anthropic") and self.provider_state == "in_progress" and not self.done:
+            text = f"waiting on the provider's batch of {self.total} lines (Anthropic counts them when it ends)"
+        else:
+            text = f"waiting on the provider's batch ({self.done}/{self.total} done)"
+        if self.resends:
+            text += f"; sent again ({self.resends}x) after: {self.reason.splitlines()[-1] if self.reason else '?'}"
+        return text

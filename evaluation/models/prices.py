@@ -30,6 +30,15 @@ class ModelPrice(models.Model):
     output_per_mtok = _per_million("output", "USD per million output tokens (thinking included)")
     cached_input_per_mtok = _per_million("cached input", "USD per million input tokens read from the prompt cache")
     cache_write_per_mtok = _per_million("cache write", "USD per million input tokens written to the prompt cache")
+    cache_write_long_per_mtok = models.DecimalField(
+        "long cache write",
+        max_digits=12,
+        decimal_places=6,
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(Decimal(0))],
+        help_text="USD per million input tokens written to the 1-hour cache (Anthropic); empty: the cache write price",
+    )
     batch_discount = models.DecimalField(
         max_digits=4,
         decimal_places=3,

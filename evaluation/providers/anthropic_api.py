@@ -5,6 +5,7 @@ import warnings
 from typing import Any
 
 import anthropic
+from anthropic.types.message_create_params import MessageCreateParamsBase
 
 from evaluation.providers.base import (
     Completion,
@@ -17,11 +18,16 @@ from evaluation.providers.base import (
     Usage,
     error_message,
     parse_retry_after,
+    schema_instruction,
     status_error,
 )
+from evaluation.providers.capabilities import terms_for
 
 EPHEMERAL = {"type": "ephemeral"}
 """Anthropic's prompt-cache breakpoint: the prompt up to the block carrying it is cached for 5 minutes."""
+BATCH_TTL = "1h"
+"""A batch line's breakpoints ask for the 1-hour cache: a batch may take longer than 5 minutes to run, and
+its lines share the rubric's prefix (the vendor's advice for batches)."""
 LONG_CONVERSATION = 4
 """From this many turns on, the turns before the newest are cached too (a simulator's or tutor's history)."""
 
@@ -45,15 +51,12 @@ class AnthropicProvider(Provider):
         return [*messages, Message("user", directive)]
 
     def generate(self, request: Request) -> Completion:
-        kwargs = message_params(request, cache=self.options.get("prompt_cache", True) is not False)
-        kwargs["timeout"] = request.timeout
-        if "temperature" in kwargs:
-            kwargs["extra_body"] = {"temperature": kwargs.pop("temperature")}
+        params = message_params(request, cache=self.options.get("prompt_cache", True) is not False)
         try:
             with warnings.catch_warnings():
                 # We ask for a fixed thinking budget on purpose (a reproducible cost per judgement).
                 warnings.filterwarnings("ignore", message=".*thinking.type=enabled.*")
-                with self.client.messages.stream(**kwargs) as stream:
+                with self.client.messages.stream(**params, timeout=request.timeout) as stream:
                     message = stream.get_final_message()
                     headers = stream.response.headers
         except anthropic.APIStatusError as exc:
@@ -73,6 +76,7 @@ class AnthropicProvider(Provider):
         usage = message.usage
         read = getattr(usage, "cache_read_input_tokens", 0) or 0
         written = getattr(usage, "cache_creation_input_tokens", 0) or 0
+        written_long = long_cache_writes(usage)
         calls = [
             ToolCall(block.id, block.name, dict(block.input or {}))
             for block in message.content
@@ -86,6 +90,7 @@ class AnthropicProvider(Provider):
                 input_tokens=(usage.input_tokens or 0) + read + written,
                 cached_input_tokens=read,
                 cache_write_tokens=written,
+                cache_write_long_tokens=written_long,
                 output_tokens=usage.output_tokens or 0,
                 # The API bills thinking as output and does not report it apart; estimate it from its text.
                 thinking_tokens=len(thinking) // 4,
@@ -101,43 +106,58 @@ class AnthropicHaikuProvider(AnthropicProvider):
     default_model = "claude-haiku-4-5"
 
 
-def message_params(request: Request, *, cache: bool) -> dict[str, Any]:
+def long_cache_writes(usage: Any) -> int:
+    """Of the tokens a call wrote to the cache, those written for 1 hour (usage.cache_creation's split;
+    an answer without it wrote none for long)."""
+    split = getattr(usage, "cache_creation", None)
+    if isinstance(split, dict):
+        return int(split.get("ephemeral_1h_input_tokens") or 0)
+    return int(getattr(split, "ephemeral_1h_input_tokens", 0) or 0)
+
+
+def message_params(request: Request, *, cache: bool, ttl: str = "") -> MessageCreateParamsBase:
     """The Messages API's parameters for a request (a direct call's and a batch line's alike), without
-    stream or timeout. With cache, breakpoints end the stable prefix: the system prompt, the tools and a
-    long conversation's history."""
+    stream or timeout, as the installed SDK's MessageCreateParams types them: a setting the model does
+    not take (capabilities.terms_for) is not sent. With cache, breakpoints end the stable prefix: the
+    system prompt, the tools and a long conversation's history (3 of the 4 a request may set); ttl "1h"
+    asks for the 1-hour cache where the SDK's type offers it (batch lines)."""
     s = request.settings
+    terms = terms_for("anthropic", request.model)
+    marker: dict[str, Any] = dict(EPHEMERAL)
+    if ttl and ttl in terms.cache_ttls and ttl != "5m":
+        marker["ttl"] = ttl
     system = [m.content for m in request.messages if m.role == "system" and m.content.strip()]
     if request.schema is not None:
-        system.append(
-            "Reply with one JSON object and nothing else. It must match this JSON schema:\n"
-            f"```json\n{json.dumps(request.schema)}\n```"
-        )
+        system.append(schema_instruction(request.schema))
     turns = _anthropic_turns(request.messages) or [{"role": "user", "content": "(begin)"}]
-    params: dict[str, Any] = {
+    thinking = s.thinking_budget if terms.thinking_budget else None
+    params: MessageCreateParamsBase = {
         "model": request.model,
-        "max_tokens": s.max_tokens + (s.thinking_budget or 0),
-        "messages": _mark_conversation(turns) if cache else turns,
+        "max_tokens": s.max_tokens + (thinking or 0),
+        "messages": _mark_conversation(turns, marker) if cache else turns,  # type: ignore[typeddict-item]
     }
     if system:
         # One text block per system message, stable first: the last one ends the cached prefix.
         blocks: list[dict[str, Any]] = [{"type": "text", "text": text.strip()} for text in system]
         if cache:
-            blocks[-1]["cache_control"] = dict(EPHEMERAL)
-        params["system"] = blocks
+            blocks[-1]["cache_control"] = dict(marker)
+        params["system"] = blocks  # type: ignore[typeddict-item]
     if request.tools:
-        params["tools"] = [
+        tools: list[dict[str, Any]] = [
             {"name": t["name"], "description": t["description"], "input_schema": t["parameters"]} for t in request.tools
         ]
         if cache:
-            params["tools"][-1]["cache_control"] = dict(EPHEMERAL)
-    if s.thinking_budget:
-        params["thinking"] = {"type": "enabled", "budget_tokens": s.thinking_budget}
-    elif s.temperature is not None:
-        params["temperature"] = s.temperature
+            tools[-1]["cache_control"] = dict(marker)
+        params["tools"] = tools  # type: ignore[typeddict-item]
+    if thinking:
+        params["thinking"] = {"type": "enabled", "budget_tokens": thinking}
+    # A temperature only where the SDK's type (the API version) and the model take one.
+    if s.temperature is not None and terms.takes("temperature", reasoning=bool(thinking)):
+        params["temperature"] = s.temperature  # type: ignore[typeddict-unknown-key]  # an older SDK's field
     return params
 
 
-def _mark_conversation(turns: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _mark_conversation(turns: list[dict[str, Any]], marker: dict[str, Any]) -> list[dict[str, Any]]:
     """A long conversation gets a cache breakpoint on the turn before the newest, so the next call of
     the same role reads the history from the cache (system, tools and this make 3 of the 4 allowed)."""
     if len(turns) < LONG_CONVERSATION:
@@ -151,7 +171,7 @@ def _mark_conversation(turns: list[dict[str, Any]]) -> list[dict[str, Any]]:
         blocks = [dict(block) for block in content]
     if not blocks:
         return turns
-    blocks[-1]["cache_control"] = EPHEMERAL
+    blocks[-1]["cache_control"] = dict(marker)
     before["content"] = blocks
     marked[-2] = before
     return marked

@@ -59,7 +59,11 @@ class Usage:
     cached_input_tokens: int = 0
     """Of input_tokens, those read from the vendor's prompt cache (billed at the cached-input price)."""
     cache_write_tokens: int = 0
-    """Of input_tokens, those written to the prompt cache (Anthropic bills them above the input price)."""
+    """Of input_tokens, those written to the prompt cache (Anthropic bills them above the input price; OpenAI
+    reports them as input_tokens_details.cache_write_tokens)."""
+    cache_write_long_tokens: int = 0
+    """Of cache_write_tokens, those written for the long lifetime (Anthropic's 1-hour cache, billed at its
+    own price)."""
 
     def __add__(self, other: "Usage") -> "Usage":
         return Usage(**{name: getattr(self, name) + getattr(other, name) for name in USAGE_FIELDS})
@@ -112,6 +116,15 @@ class Request:
         if any(m.tool_calls or m.tool_call_id for m in self.messages):
             payload["tool_turns"] = [[[asdict(c) for c in m.tool_calls], m.tool_call_id] for m in self.messages]
         return hashlib.sha256(json.dumps(payload, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+
+
+def schema_instruction(schema: dict[str, Any]) -> str:
+    """The instruction a request with a JSON schema carries where the vendor takes no schema parameter
+    (Anthropic's system prompt): the schema itself, which forecasts count as part of the prompt."""
+    return (
+        "Reply with one JSON object and nothing else. It must match this JSON schema:\n"
+        f"```json\n{json.dumps(schema)}\n```"
+    )
 
 
 class OfflineRule(Protocol):

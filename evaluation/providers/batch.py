@@ -4,14 +4,22 @@ once, and replay answers its lines from the recordings.
 
 A batch is stored (ProviderBatch) before it is sent, with its custom ids and what each maps back to, so a
 process that dies while it waits is resumed by the next one that asks for the same job: it polls the
-stored batch instead of sending another. Lines the vendor failed (or answered with JSON that does not fit
-the schema) are retried one by one as direct calls through the normal client, and counted. Batch lines
-are priced with estimate_cost(model, usage, batch=True) and added to the caller's meter as any call is.
+stored batch instead of sending another. On the wire each line's custom id is short ("l0", "l1", ... by the
+sorted keys), so it fits Anthropic's ^[a-zA-Z0-9_-]{1,64}$ whatever the caller's keys are.
+
+A line the vendor failed on its own (or answered with JSON that does not fit the schema) is retried as a
+direct call through the normal client, and counted. A whole batch that failed (the vendor refused it, for
+an enqueued-token limit say), expired or was cancelled is named (ProviderBatch.reason keeps the vendor's
+words) and its unanswered lines are sent again as a new batch, in smaller batches when the vendor's size or
+token limits were the reason, at most MAX_RESENDS times; a batch cancelled at the vendor (by a person) is
+not sent again: its lines fail with that reason. Batch lines are priced with estimate_cost(model, usage,
+batch=True) and added to the caller's meter as any call is; Anthropic lines ask for the 1-hour cache.
 """
 
 import hashlib
 import io
 import json
+import re
 import time
 import uuid
 from collections.abc import Callable
@@ -60,13 +68,41 @@ class BatchCall:
 
 @dataclass(frozen=True)
 class BatchProgress:
-    """What the vendor says of a batch it holds."""
+    """What the vendor says of a batch it holds, counted as the vendor counts (Anthropic counts no line
+    done until the whole batch has ended)."""
 
     provider_state: str
     ended: bool
     total: int
     done: int
     failed: int
+    reason: str = ""
+    """Why the whole batch failed, expired or was cancelled, in the vendor's words ("" when it did not)."""
+    too_big: bool = False
+    """The vendor refused it for its size or its tokens: send its lines again in smaller batches."""
+
+
+@dataclass(frozen=True)
+class Unsent:
+    """A line the vendor never answered because the whole batch failed, expired or was cancelled."""
+
+    reason: str
+    cancelled: bool = False
+
+
+WIRE_ID = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+"""Anthropic's pattern for a custom id (OpenAI's are free text): every wire id fits it."""
+MAX_RESENDS = 3
+"""A batch whose whole is failed or expired this many times gives its remaining lines up (named)."""
+MAX_LINES = {"openai": 50_000, "anthropic": 100_000}
+"""Requests one batch may hold (OpenAI's Batch API; Anthropic's Message Batches)."""
+MAX_BYTES = {"openai": 200_000_000, "anthropic": 256_000_000}
+"""The largest input one batch may have (OpenAI's input file; Anthropic's request body)."""
+
+
+def wire_ids(keys: Any) -> dict[str, str]:
+    """The custom id each of the caller's keys gets on the wire: short and unique by construction."""
+    return {key: f"l{n}" for n, key in enumerate(sorted(keys))}
 
 
 @dataclass(frozen=True)
@@ -128,9 +164,16 @@ class _Vendor:
     def poll(self, batch_id: str, total: int) -> BatchProgress:
         raise NotImplementedError
 
-    def fetch(self, batch_id: str, requests: dict[str, Request]) -> dict[str, Completion | str]:
-        """custom id -> the completion, or why the line failed."""
+    def fetch(self, batch_id: str, requests: dict[str, Request]) -> dict[str, "Completion | str | Unsent"]:
+        """custom id -> the completion, why the line failed, or Unsent when the whole batch failed it."""
         raise NotImplementedError
+
+    family = ""
+    """The vendor whose batch limits apply (MAX_LINES, MAX_BYTES); "" for none."""
+
+    def line_bytes(self, request: Request) -> int:
+        """About what one line adds to the batch's input."""
+        return 0
 
 
 class _Local(_Vendor):
@@ -142,8 +185,8 @@ class _Local(_Vendor):
     def poll(self, batch_id: str, total: int) -> BatchProgress:
         return BatchProgress("completed", True, total, total, 0)
 
-    def fetch(self, batch_id: str, requests: dict[str, Request]) -> dict[str, Completion | str]:
-        out: dict[str, Completion | str] = {}
+    def fetch(self, batch_id: str, requests: dict[str, Request]) -> dict[str, Completion | str | Unsent]:
+        out: dict[str, Completion | str | Unsent] = {}
         for custom_id, request in requests.items():
             try:
                 out[custom_id] = self.provider.generate(request)
@@ -189,11 +232,17 @@ class _OpenAI(_Vendor):
 
         if self.api == "chat":
             return chat_body(request)
-        return responses_body(request, cache=self.provider.options.get("prompt_cache", True) is not False)
+        return dict(responses_body(request, cache=self.provider.options.get("prompt_cache", True) is not False))
+
+    family = "openai"
+
+    def line_bytes(self, request: Request) -> int:
+        return len(json.dumps(self.body(request))) + 80
 
     def submit(self, requests: dict[str, Request]) -> str:
+        wire = wire_ids(requests)
         lines = "".join(
-            json.dumps({"custom_id": cid, "method": "POST", "url": self.url, "body": self.body(r)}) + "\n"
+            json.dumps({"custom_id": wire[cid], "method": "POST", "url": self.url, "body": self.body(r)}) + "\n"
             for cid, r in requests.items()
         )
         try:
@@ -212,14 +261,29 @@ class _OpenAI(_Vendor):
             batch = self.client.batches.retrieve(batch_id)
         except self.sdk.OpenAIError as exc:
             raise self.convert(exc) from exc
+        return self._progress(batch, total)
+
+    def _progress(self, batch: Any, total: int) -> BatchProgress:
         counts = batch.request_counts
         ended = batch.status in ("completed", "failed", "expired", "cancelled")
+        errors = [e for e in ((batch.errors.data if batch.errors else None) or [])]
+        codes = {e.code or "" for e in errors}
+        reason = ""
+        if batch.status == "failed":
+            told = "; ".join(f"{e.code}: {e.message}" if e.code else str(e.message) for e in errors)
+            reason = f"failed: {told or 'the vendor gave no reason'}"
+        elif batch.status == "expired":
+            reason = "expired: the vendor did not finish it within its 24-hour window"
+        elif batch.status == "cancelled":
+            reason = "cancelled at the vendor"
         return BatchProgress(
             provider_state=batch.status,
             ended=ended,
             total=(counts.total if counts else 0) or total,
             done=counts.completed if counts else 0,
             failed=counts.failed if counts else 0,
+            reason=reason,
+            too_big=bool(codes & {"token_limit_exceeded", "too_many_requests", "file_too_large"}),
         )
 
     def _lines(self, file_id: str | None) -> list[dict[str, Any]]:
@@ -231,19 +295,25 @@ class _OpenAI(_Vendor):
             raise self.convert(exc) from exc
         return [json.loads(line) for line in text.splitlines() if line.strip()]
 
-    def fetch(self, batch_id: str, requests: dict[str, Request]) -> dict[str, Completion | str]:
+    def fetch(self, batch_id: str, requests: dict[str, Request]) -> dict[str, Completion | str | Unsent]:
         try:
             batch = self.client.batches.retrieve(batch_id)
         except self.sdk.OpenAIError as exc:
             raise self.convert(exc) from exc
-        out: dict[str, Completion | str] = {}
+        key_of = {wire: key for key, wire in wire_ids(requests).items()}
+        whole = self.poll_reason(batch)
+        out: dict[str, Completion | str | Unsent] = {}
         for line in self._lines(batch.output_file_id) + self._lines(batch.error_file_id):
-            custom_id = line.get("custom_id")
-            if custom_id not in requests:
+            custom_id = key_of.get(str(line.get("custom_id")))
+            if custom_id is None:
                 continue
             response = line.get("response") or {}
             if line.get("error") or response.get("status_code") != 200:
                 error = line.get("error") or (response.get("body") or {}).get("error") or {}
+                code = error.get("code") if isinstance(error, dict) else None
+                if code in ("batch_expired", "batch_cancelled") and whole:
+                    out[custom_id] = Unsent(whole, cancelled=code == "batch_cancelled")
+                    continue
                 out[custom_id] = f"HTTP {response.get('status_code')}: {error.get('message', error)}"
                 continue
             try:
@@ -251,8 +321,16 @@ class _OpenAI(_Vendor):
             except (KeyError, TypeError, ValueError) as exc:
                 out[custom_id] = f"malformed line ({type(exc).__name__}: {exc})"
         for custom_id in requests:
+            if whole:
+                out.setdefault(custom_id, Unsent(whole, cancelled=batch.status == "cancelled"))
             out.setdefault(custom_id, f"the batch ended {batch.status} without an answer for this line")
         return out
+
+    def poll_reason(self, batch: Any) -> str:
+        return self.progress_of(batch).reason
+
+    def progress_of(self, batch: Any) -> BatchProgress:
+        return self._progress(batch, 0)
 
     def completion(self, body: dict[str, Any], request: Request) -> Completion:
         usage = body.get("usage") or {}
@@ -267,6 +345,7 @@ class _OpenAI(_Vendor):
                     output_tokens=usage.get("completion_tokens") or 0,
                     calls=1,
                     cached_input_tokens=details.get("cached_tokens") or 0,
+                    cache_write_tokens=details.get("cache_write_tokens") or 0,
                 ),
             )
         text = "".join(
@@ -287,6 +366,7 @@ class _OpenAI(_Vendor):
                 thinking_tokens=out_details.get("reasoning_tokens") or 0,
                 calls=1,
                 cached_input_tokens=in_details.get("cached_tokens") or 0,
+                cache_write_tokens=in_details.get("cache_write_tokens") or 0,
             ),
         )
 
@@ -309,14 +389,21 @@ class _Anthropic(_Vendor):
 
     def params(self, request: Request) -> dict[str, Any]:
         """The direct call's parameters (cache breakpoints included: a batch's lines share the rubric's prefix)."""
-        from evaluation.providers.anthropic_api import message_params
+        from evaluation.providers.anthropic_api import BATCH_TTL, message_params
 
-        return message_params(request, cache=self.provider.options.get("prompt_cache", True) is not False)
+        cache = self.provider.options.get("prompt_cache", True) is not False
+        return dict(message_params(request, cache=cache, ttl=BATCH_TTL))
+
+    family = "anthropic"
+
+    def line_bytes(self, request: Request) -> int:
+        return len(json.dumps(self.params(request))) + 40
 
     def submit(self, requests: dict[str, Request]) -> str:
+        wire = wire_ids(requests)
         try:
             batch = self.client.messages.batches.create(
-                requests=[{"custom_id": cid, "params": self.params(r)} for cid, r in requests.items()]  # type: ignore[typeddict-item]
+                requests=[{"custom_id": wire[cid], "params": self.params(r)} for cid, r in requests.items()]  # type: ignore[typeddict-item]
             )
         except self.sdk.AnthropicError as exc:
             raise self.convert(exc) from exc
@@ -328,33 +415,50 @@ class _Anthropic(_Vendor):
         except self.sdk.AnthropicError as exc:
             raise self.convert(exc) from exc
         c = batch.request_counts
+        reason = ""
+        if batch.processing_status == "ended" and c.expired:
+            reason = f"expired: {c.expired} of its lines were not processed within the vendor's 24 hours"
+        elif batch.processing_status == "ended" and c.canceled:
+            reason = f"cancelled at the vendor ({c.canceled} of its lines unprocessed)"
+        # Anthropic counts a line only when the whole batch has ended: while it runs, done stays 0.
         return BatchProgress(
             provider_state=batch.processing_status,
             ended=batch.processing_status == "ended",
             total=(c.processing + c.succeeded + c.errored + c.canceled + c.expired) or total,
             done=c.succeeded,
             failed=c.errored + c.canceled + c.expired,
+            reason=reason,
         )
 
-    def fetch(self, batch_id: str, requests: dict[str, Request]) -> dict[str, Completion | str]:
-        out: dict[str, Completion | str] = {}
+    def fetch(self, batch_id: str, requests: dict[str, Request]) -> dict[str, Completion | str | Unsent]:
+        from evaluation.providers.anthropic_api import long_cache_writes
+
+        out: dict[str, Completion | str | Unsent] = {}
+        key_of = {wire: key for key, wire in wire_ids(requests).items()}
         try:
             for line in self.client.messages.batches.results(batch_id):
-                if line.custom_id not in requests:
+                custom_id = key_of.get(line.custom_id)
+                if custom_id is None:
                     continue
                 result = line.result
+                if result.type == "expired":
+                    out[custom_id] = Unsent("expired: not processed within the vendor's 24 hours")
+                    continue
+                if result.type == "canceled":
+                    out[custom_id] = Unsent("cancelled at the vendor", cancelled=True)
+                    continue
                 if result.type != "succeeded":
                     detail = getattr(getattr(getattr(result, "error", None), "error", None), "message", "")
-                    out[line.custom_id] = f"{result.type}{': ' + detail if detail else ''}"
+                    out[custom_id] = f"{result.type}{': ' + detail if detail else ''}"
                     continue
                 message = result.message
                 usage = message.usage
                 read = getattr(usage, "cache_read_input_tokens", 0) or 0
                 write = getattr(usage, "cache_creation_input_tokens", 0) or 0
                 thinking = "".join(getattr(b, "thinking", "") for b in message.content if b.type == "thinking")
-                out[line.custom_id] = Completion(
+                out[custom_id] = Completion(
                     text="".join(getattr(b, "text", "") for b in message.content if b.type == "text"),
-                    model=message.model or requests[line.custom_id].model,
+                    model=message.model or requests[custom_id].model,
                     usage=Usage(
                         input_tokens=(usage.input_tokens or 0) + read + write,
                         output_tokens=usage.output_tokens or 0,
@@ -362,6 +466,7 @@ class _Anthropic(_Vendor):
                         calls=1,
                         cached_input_tokens=read,
                         cache_write_tokens=write,
+                        cache_write_long_tokens=long_cache_writes(usage),
                     ),
                 )
         except self.sdk.AnthropicError as exc:
@@ -504,11 +609,21 @@ def _send(stored: Any, llm: LLM, call_for: Callable[[Any], BatchCall]) -> None:
             provider_batch_id=token, updated_at=timezone.now()
         ):
             break
-    requests = {cid: request_for(llm, call_for(t)) for cid, t in stored.custom_ids.items()}
+    vendor = vendor_for(llm)
+    carried = dict(stored.carried or {})
+    if "sent" not in carried:  # the first send: as many lines as one batch of this vendor may hold
+        requests_all = {cid: request_for(llm, call_for(t)) for cid, t in stored.custom_ids.items()}
+        carried["sent"] = _chunk(vendor, requests_all, len(requests_all))
+        carried["chunk"] = len(carried["sent"])
+        ProviderBatch.objects.filter(pk=stored.pk).update(carried=carried)
+        stored.carried = carried
+    requests = {cid: request_for(llm, call_for(stored.custom_ids[cid])) for cid in carried["sent"]}
     try:
-        batch_id = vendor_for(llm).submit(requests)
+        batch_id = vendor.submit(requests)
     except ProviderError as exc:
-        ProviderBatch.objects.filter(pk=stored.pk).update(state=BatchState.FAILED, error=str(exc)[:2000])
+        ProviderBatch.objects.filter(pk=stored.pk).update(
+            state=BatchState.FAILED, error=str(exc)[:2000], reason=_joined(stored.reason, f"refused: {exc}")
+        )
         raise
     ProviderBatch.objects.filter(pk=stored.pk, provider_batch_id=token).update(
         provider_batch_id=batch_id, state=BatchState.WAITING, updated_at=timezone.now()
@@ -527,7 +642,9 @@ def batch_resume(
     resumed: bool = True,
     keep_results: bool = False,
 ) -> BatchOutcome | None:
-    """Poll a stored batch until it ends (or once, with wait=False), then fetch, retry and store."""
+    """Poll a stored batch until it ends (or once, with wait=False), then fetch, retry and store. A whole
+    batch the vendor failed or expired has its unanswered lines sent again as a new batch (the row keeps the
+    answers so far in `carried`), and is polled again."""
     from evaluation.models import BatchState, ProviderBatch
 
     vendor = vendor_for(llm)
@@ -542,20 +659,103 @@ def batch_resume(
             updated_at=timezone.now(),
         )
         stored.polls += 1
-        stored.done, stored.failed = progress.done, progress.failed
+        stored.done, stored.failed, stored.provider_state = progress.done, progress.failed, progress.provider_state
         if on_progress is not None:
             on_progress(progress.done, stored.total)
-        if progress.ended:
+        if not progress.ended:
+            if not wait:
+                return None
+            time.sleep(poll_seconds())
+            continue
+        carried = dict(stored.carried or {})
+        sent = list(carried.get("sent") or sorted(calls))
+        requests = {cid: request_for(llm, calls[cid]) for cid in sent}
+        lines = vendor.fetch(stored.provider_batch_id, requests)
+        answers, failed = _take_lines(llm, lines, requests, calls, carried)
+        unsent = {cid: line for cid, line in lines.items() if isinstance(line, Unsent)}
+        reason = progress.reason or next((u.reason for u in unsent.values()), "")
+        for cid, line in unsent.items():
+            if line.cancelled or stored.resends >= MAX_RESENDS:
+                why = line.reason if line.cancelled else f"{line.reason} (sent {stored.resends + 1} times)"
+                failed[cid] = f"the whole batch: {why}"
+        done = set(carried.get("answers") or {}) | set(carried.get("failed") or {}) | set(answers) | set(failed)
+        pending = sorted(cid for cid in calls if cid not in done)
+        if not pending:
             break
-        if not wait:
+        # Lines still to send: a whole-batch failure's (a new batch, smaller when its size was the reason), or
+        # the next chunk of a job larger than one batch may hold.
+        chunk = int(carried.get("chunk") or len(pending))
+        if progress.too_big:
+            chunk = max(1, len(sent) // 2)
+        carried = _carry(carried, answers, failed)
+        pending_requests = {cid: request_for(llm, calls[cid]) for cid in pending}
+        carried["sent"] = _chunk(vendor, pending_requests, chunk)
+        carried["chunk"] = chunk
+        again = bool(unsent)
+        moved = ProviderBatch.objects.filter(
+            pk=stored.pk, state=BatchState.WAITING, provider_batch_id=stored.provider_batch_id
+        ).update(
+            state=BatchState.SUBMITTING,
+            provider_batch_id="",
+            carried=carried,
+            resends=stored.resends + (1 if again else 0),
+            reason=_joined(stored.reason, f"batch {stored.provider_batch_id} {reason}") if again else stored.reason,
+            done=0,
+            failed=0,
+            updated_at=timezone.now(),
+        )
+        if not moved:  # another process took this ended batch on
             return None
-        time.sleep(poll_seconds())
-    requests = {cid: request_for(llm, call) for cid, call in calls.items()}
-    lines = vendor.fetch(stored.provider_batch_id, requests)
+        stored.refresh_from_db()
+        _send(stored, llm, call_for)
+        resumed = True
+    carried = _carry(carried, answers, failed)
+    answers = {**_carried_answers(carried, llm.role), **answers}
+    failed = dict(carried.get("failed") or {})
+    usage = Usage.from_dict(carried.get("usage"))
+    cost = float(carried.get("cost_usd") or 0.0)
+    retried = int(carried.get("retried") or 0)
+    with transaction.atomic():
+        # Conditional: two processes that fetched the same ended batch store it once.
+        won = ProviderBatch.objects.filter(pk=stored.pk, state=BatchState.WAITING).update(
+            state=BatchState.APPLIED,
+            retried=retried,
+            lost=len(failed),
+            usage=usage.as_dict(),
+            cost_usd=cost,
+            error="\n".join(f"{cid}: {why}" for cid, why in list(failed.items())[:50]),
+            results=_kept(answers, failed) if keep_results else {},
+            carried={},
+        )
+        if won:
+            store(answers, failed)
+    return BatchOutcome(
+        batch_pk=stored.pk,
+        answers=answers if won else {},
+        failed=failed,
+        retried=retried,
+        usage=usage,
+        cost_usd=cost,
+        resumed=resumed,
+    )
+
+
+def _take_lines(
+    llm: LLM,
+    lines: dict[str, "Completion | str | Unsent"],
+    requests: dict[str, Request],
+    calls: dict[str, BatchCall],
+    carried: dict[str, Any],
+) -> tuple[dict[str, LLMResult], dict[str, str]]:
+    """The answers of one ended vendor batch (priced, metered, recorded), and the lines that failed again
+    as direct calls; a line the vendor failed on its own is retried as a direct call. Usage, cost and the
+    retry count are added to `carried`."""
     answers: dict[str, LLMResult] = {}
-    usage, cost = Usage(), 0.0
+    usage, cost = Usage.from_dict(carried.get("usage")), float(carried.get("cost_usd") or 0.0)
     retry: list[str] = []
     for cid, line in lines.items():
+        if isinstance(line, Unsent):
+            continue
         if isinstance(line, str):
             retry.append(cid)
             continue
@@ -599,28 +799,43 @@ def batch_resume(
             continue
         answers[cid] = result
         usage, cost = usage + result.usage, cost + result.cost_usd
-    with transaction.atomic():
-        # Conditional: two processes that fetched the same ended batch store it once.
-        won = ProviderBatch.objects.filter(pk=stored.pk, state=BatchState.WAITING).update(
-            state=BatchState.APPLIED,
-            retried=len(retry) - len(failed),
-            lost=len(failed),
-            usage=usage.as_dict(),
-            cost_usd=cost,
-            error="\n".join(f"{cid}: {why}" for cid, why in list(failed.items())[:50]),
-            results=_kept(answers, failed) if keep_results else {},
-        )
-        if won:
-            store(answers, failed)
-    return BatchOutcome(
-        batch_pk=stored.pk,
-        answers=answers if won else {},
-        failed=failed,
-        retried=len(retry) - len(failed),
-        usage=usage,
-        cost_usd=cost,
-        resumed=resumed,
-    )
+    carried["usage"], carried["cost_usd"] = usage.as_dict(), cost
+    carried["retried"] = int(carried.get("retried") or 0) + len(retry) - len(failed)
+    return answers, failed
+
+
+def _carry(carried: dict[str, Any], answers: dict[str, LLMResult], failed: dict[str, str]) -> dict[str, Any]:
+    """carried with these answers and failures added (as the row keeps them between vendor batches)."""
+    out = dict(carried)
+    out["answers"] = {**(carried.get("answers") or {}), **_kept(answers, {})}
+    out["failed"] = {**(carried.get("failed") or {}), **failed}
+    return out
+
+
+def _carried_answers(carried: dict[str, Any], role: str) -> dict[str, LLMResult]:
+    return {cid: _result_from(kept, role) for cid, kept in (carried.get("answers") or {}).items()}
+
+
+def _chunk(vendor: _Vendor, requests: dict[str, Request], most: int) -> list[str]:
+    """The first lines (by key) one batch of this vendor may hold: at most `most`, its line limit and its
+    byte limit."""
+    limit = min(most, MAX_LINES.get(vendor.family, most)) or 1
+    room = MAX_BYTES.get(vendor.family, 0)
+    out: list[str] = []
+    size = 0
+    for cid in sorted(requests):
+        if len(out) >= limit:
+            break
+        if room:
+            size += vendor.line_bytes(requests[cid])
+            if out and size > room:
+                break
+        out.append(cid)
+    return out
+
+
+def _joined(before: str, line: str) -> str:
+    return "\n".join(part for part in (before, line[:1000]) if part)[-4000:]
 
 
 def _kept(answers: dict[str, LLMResult], failed: dict[str, str]) -> dict[str, Any]:
@@ -646,6 +861,10 @@ def kept_result(stored: Any, custom_id: str, role: str) -> LLMResult:
         raise ProviderError(f"batch {stored.provider_batch_id}: no answer kept for {custom_id}")
     if "error" in kept:
         raise ProviderError(f"batch {stored.provider_batch_id}: {custom_id} failed: {kept['error']}")
+    return _result_from(kept, role)
+
+
+def _result_from(kept: dict[str, Any], role: str) -> LLMResult:
     return LLMResult(
         text=kept["text"],
         data=kept["data"],

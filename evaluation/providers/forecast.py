@@ -1,7 +1,7 @@
 """A price before the work: the calls and tokens a job will take, priced direct and by batch, with nothing sent."""
 
 import importlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from evaluation.providers.base import Usage
@@ -24,6 +24,10 @@ class CallPlan:
     input_high: int
     output_low: int
     output_high: int
+    cacheable: int = 0
+    """Of input_high, the tokens its cache breakpoints mark (a stable prefix per call, in all): the high
+    prices them as written to the cache, at the write price (a batch's at the 1-hour write price, as batch
+    lines ask for that cache), so the high stays a ceiling where writing costs more than plain input."""
 
 
 @dataclass(frozen=True)
@@ -134,21 +138,31 @@ def model_of(spec: ProviderSpec) -> str:
 
 
 def forecast(plans: list[CallPlan], notes: list[str] | None = None) -> Forecast:
-    """Price each plan at today's prices: low is typical replies, high is every reply at its max_tokens.
-    Prompt caching would lower it; the forecast counts no cache reads (an upper bound on input's price)."""
+    """Price each plan at today's prices: low is typical replies, high is every reply at its max_tokens and
+    every marked prefix written to the cache. Cache reads would lower it; the forecast counts none (an upper
+    bound on input's price)."""
     lines = []
     for plan in plans:
         free = plan.spec.provider in FREE_PROVIDERS
         model = model_of(plan.spec)
         price = None if free else price_for(model)
         low = Usage(input_tokens=plan.input_low, output_tokens=plan.output_low, calls=plan.calls)
-        high = Usage(input_tokens=plan.input_high, output_tokens=plan.output_high, calls=plan.calls)
+        writes = min(plan.cacheable, plan.input_high)
+        high = Usage(
+            input_tokens=plan.input_high, output_tokens=plan.output_high, calls=plan.calls, cache_write_tokens=writes
+        )
+        # Batch lines ask for the 1-hour cache where the vendor offers it (Anthropic's).
+        long_writes = writes if plan.spec.provider.startswith("anthropic") else 0
+        high_batch = Usage(**{**high.as_dict(), "cache_write_long_tokens": long_writes})
         direct = batch = None
         if free:
             direct = batch = (0.0, 0.0)
         elif price is not None:
-            direct = (price.cost(low), price.cost(high))
-            batch = (price.cost(low, batch=True), price.cost(high, batch=True))
+            direct = (price.cost(low), max(price.cost(high), price.cost(replace(high, cache_write_tokens=0))))
+            batch = (
+                price.cost(low, batch=True),
+                max(price.cost(high_batch, batch=True), price.cost(replace(high, cache_write_tokens=0), batch=True)),
+            )
         lines.append(
             ForecastLine(
                 role=plan.role,

@@ -6,11 +6,19 @@ from a responder that answers any JSON schema with a valid example. Faults: late
 with Retry-After, a hang, a dropped connection, a malformed or truncated body, and a random
 fault rate. Every request is recorded, so tests count calls at the server.
 
+Strict, as the vendors are: every request body is checked against the installed SDK's own request type
+(sdk_types; a key the type does not declare, a wrong type, a missing field) and refused with the vendor's
+400 and error shape, and so are Anthropic's documented limits (at most 4 cache breakpoints, a thinking
+budget of at least 1,024 below max_tokens) and OpenAI's (no temperature with a reasoning effort).
+
 Prompt caching is reported as the vendors do: Anthropic's cache_control breakpoints (a prefix written
-at a breakpoint within 5 minutes is read from the cache, else it is written) and OpenAI's automatic caching (the
-longest prefix seen before, in whole blocks of 1024 tokens, from 1024 on). Rate limits: `rpm` requests
-and `tpm` prompt tokens per `rate_window` seconds (a fixed window from its first request), answered
-with the vendors' rate-limit headers, and with 429 and Retry-After when a request would exceed one.
+at a breakpoint is read from the cache within its lifetime, 5 minutes or the 1 hour a breakpoint may ask
+for, else it is written; a prefix shorter than the model's minimum, capabilities.anthropic_min_cache, is
+not cached at all) and OpenAI's automatic caching (the longest prefix seen before, in whole blocks of 1024
+tokens, from 1024 on; reported as cached_tokens and cache_write_tokens). Rate limits: `rpm` requests and
+`tpm` prompt tokens, each a token bucket that holds a minute's worth (`rate_window` seconds' worth) and
+refills continuously, as the vendors describe theirs; answered with the vendors' rate-limit headers, and
+with 429 and Retry-After when a request would exceed one.
 """
 
 import hashlib
@@ -29,8 +37,10 @@ from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from evaluation.providers.capabilities import anthropic_min_cache
 from evaluation.providers.loopback_batch import Route
 from evaluation.providers.loopback_batch import install as install_batch_apis
+from evaluation.providers.loopback_checks import CACHE_TTLS, anthropic_segments, invalid_request, request_problem
 
 ENDPOINTS = {"/v1/chat/completions": "chat", "/v1/responses": "responses", "/v1/messages": "messages"}
 BILLED = ("input_tokens", "cached_input_tokens", "cache_write_tokens", "output_tokens")
@@ -129,37 +139,26 @@ def go_duration(seconds: float) -> str:
     return f"{minutes}m{secs}s" if minutes else f"{secs}s"
 
 
-def _without_cache_control(block: Any) -> Any:
-    return {k: v for k, v in block.items() if k != "cache_control"} if isinstance(block, dict) else block
-
-
-def anthropic_segments(body: dict[str, Any]) -> list[tuple[str, bool]]:
-    """The prompt in Anthropic's cache order (tools, system, messages) as (text, ends at a breakpoint)."""
-    segments: list[tuple[str, bool]] = []
-    for tool in body.get("tools") or []:
-        segments.append((json.dumps(_without_cache_control(tool)), "cache_control" in tool))
-    # A string is the same prompt as one text block holding it: both hash alike.
-    system = body.get("system") or []
-    if isinstance(system, str):
-        system = [{"type": "text", "text": system}]
-    segments += [(json.dumps(_without_cache_control(b)), "cache_control" in b) for b in system]
-    for message in body.get("messages") or []:
-        content = message.get("content")
-        if isinstance(content, str):
-            content = [{"type": "text", "text": content}]
-        for block in content or []:
-            marked = isinstance(block, dict) and "cache_control" in block
-            segments.append((json.dumps([message.get("role"), _without_cache_control(block)]), marked))
-    return segments
-
-
 @dataclass
-class RateWindow:
-    """One fixed window of the server's rate limits."""
+class RateBucket:
+    """One token bucket of the server's rate limits: `level` of `capacity` left at `at`, refilled at
+    capacity per rate window."""
 
-    started: float = 0.0
-    requests: int = 0
-    tokens: int = 0
+    capacity: float
+    level: float
+    at: float
+
+    def refill(self, now: float, window: float) -> None:
+        self.level = min(self.capacity, self.level + (now - self.at) * self.capacity / window)
+        self.at = now
+
+    def wait_for(self, amount: float, window: float) -> float:
+        """Seconds until the bucket holds `amount` (0 when it does now)."""
+        missing = min(amount, self.capacity) - self.level
+        return max(0.0, missing * window / self.capacity)
+
+    def until_full(self, window: float) -> float:
+        return (self.capacity - self.level) * window / self.capacity
 
 
 class _QuietServer(ThreadingHTTPServer):
@@ -187,6 +186,7 @@ class LoopbackLLMServer:
         rpm: int | None = None,
         tpm: int | None = None,
         rate_window: float = 60.0,
+        strict: bool = True,
     ):
         self.latency = latency
         self.fault_rate = fault_rate
@@ -197,14 +197,18 @@ class LoopbackLLMServer:
         self.tpm = tpm
         """Prompt tokens (counted as the usage reports them) per rate window (None: no limit)."""
         self.rate_window = rate_window
-        """Seconds of a rate window: 60 for per-minute limits; tests shorten it."""
+        """Seconds a bucket takes to refill from empty: 60 for per-minute limits; tests shorten it."""
         self.rate_limited = 0
         """How many requests it refused with 429 for its rate limits, since the last reset."""
-        self._window = RateWindow()
+        self._buckets: dict[str, RateBucket] = {}
+        self.strict = strict
+        """Refuse requests the vendor would refuse (request_problem); False takes any JSON body."""
+        self.refused: list[tuple[str, str]] = []
+        """(endpoint, the vendor's message) of each request it refused with a 400 as invalid."""
         self.billed = dict.fromkeys(BILLED, 0)
         """Tokens its answers reported, summed since the last reset (prompt tokens all included in input_tokens)."""
         self._cache: dict[str, float] = {}
-        """Prefix hash -> when it was last used (the prompt cache)."""
+        """Prefix hash -> when it expires (the prompt cache)."""
         self._defaults = (latency, fault_rate, responder)
         self._limit_defaults = (rpm, tpm, rate_window)
         self.requests: list[RecordedRequest] = []
@@ -279,109 +283,120 @@ class LoopbackLLMServer:
             self.most_at_once = 0
             self.rate_limited = 0
             self.billed = dict.fromkeys(BILLED, 0)
-            self._window = RateWindow()
+            self._buckets = {}
             self._cache.clear()
+            self.refused = []
         self.batch_desk.reset()
 
     def rate_check(self, endpoint: str, body: dict[str, Any]) -> tuple[float | None, dict[str, str]]:
-        """Count a request against the rate limits: (None, headers) when it may be answered, else
-        (seconds until the window resets, headers) for a 429. No limits set: (None, {})."""
+        """Take a request from the rate limits' buckets: (None, headers) when it may be answered, else
+        (seconds until the buckets hold enough for it, headers) for a 429. No limits set: (None, {})."""
         if self.rpm is None and self.tpm is None:
             return None, {}
         tokens = self._input_tokens(body)
+        needs = {"requests": 1.0, "tokens": float(tokens)}
         with self._lock:
             now = time.time()
-            window = self._window
-            if window.requests == 0 or now >= window.started + self.rate_window:
-                window = self._window = RateWindow(started=now)
-            reset = window.started + self.rate_window - now
-            over_requests = self.rpm is not None and window.requests + 1 > self.rpm
-            # A request larger than the whole token limit is let through in an empty window.
-            over_tokens = self.tpm is not None and window.tokens + tokens > self.tpm and window.requests > 0
-            refused = over_requests or over_tokens
+            limits = {"requests": self.rpm, "tokens": self.tpm}
+            buckets = {}
+            for name, limit in limits.items():
+                if limit is None:
+                    continue
+                bucket = self._buckets.get(name)
+                if bucket is None or bucket.capacity != limit:
+                    bucket = self._buckets[name] = RateBucket(float(limit), float(limit), now)
+                bucket.refill(now, self.rate_window)
+                buckets[name] = bucket
+            # A request larger than a whole bucket is let through when the bucket is full.
+            wait = max(bucket.wait_for(needs[name], self.rate_window) for name, bucket in buckets.items())
+            refused = wait > 0
             if refused:
                 self.rate_limited += 1
             else:
-                window.requests += 1
-                window.tokens += tokens
-            headers = self._rate_headers(endpoint, window, reset)
+                for name, bucket in buckets.items():
+                    bucket.level -= needs[name]
+            headers = self._rate_headers(endpoint, buckets)
         if refused:
-            headers["retry-after"] = str(max(1, math.ceil(reset)))
-            return reset, headers
+            headers["retry-after"] = str(max(1, math.ceil(wait)))
+            return wait, headers
         return None, headers
 
-    def _rate_headers(self, endpoint: str, window: RateWindow, reset: float) -> dict[str, str]:
-        dims: list[tuple[str, str, int, int]] = []
-        if self.rpm is not None:
-            dims.append(("requests", "requests", self.rpm, max(0, self.rpm - window.requests)))
-        if self.tpm is not None:
-            dims.append(("tokens", "input-tokens", self.tpm, max(0, self.tpm - window.tokens)))
+    def _rate_headers(self, endpoint: str, buckets: dict[str, RateBucket]) -> dict[str, str]:
+        """The vendors' headers: each limit, what is left of it now and when it is full again."""
+        names = {"requests": ("requests", "requests"), "tokens": ("tokens", "input-tokens")}
         headers: dict[str, str] = {}
-        if endpoint == "messages":
-            # Whole seconds, rounded up: a client that waits until then finds the window over.
-            at = datetime.fromtimestamp(math.ceil(time.time() + reset), UTC).isoformat().replace("+00:00", "Z")
-            for _, name, limit, remaining in dims:
-                headers[f"anthropic-ratelimit-{name}-limit"] = str(limit)
-                headers[f"anthropic-ratelimit-{name}-remaining"] = str(remaining)
-                headers[f"anthropic-ratelimit-{name}-reset"] = at
-            return headers
-        for name, _, limit, remaining in dims:
-            headers[f"x-ratelimit-limit-{name}"] = str(limit)
-            headers[f"x-ratelimit-remaining-{name}"] = str(remaining)
-            headers[f"x-ratelimit-reset-{name}"] = go_duration(reset)
+        for kind, bucket in buckets.items():
+            openai_name, anthropic_name = names[kind]
+            remaining = str(max(0, math.floor(bucket.level)))
+            full_in = bucket.until_full(self.rate_window)
+            if endpoint == "messages":
+                # Whole seconds, rounded up: a client that waits until then finds the bucket full.
+                at = datetime.fromtimestamp(math.ceil(time.time() + full_in), UTC).isoformat().replace("+00:00", "Z")
+                headers[f"anthropic-ratelimit-{anthropic_name}-limit"] = str(int(bucket.capacity))
+                headers[f"anthropic-ratelimit-{anthropic_name}-remaining"] = remaining
+                headers[f"anthropic-ratelimit-{anthropic_name}-reset"] = at
+            else:
+                headers[f"x-ratelimit-limit-{openai_name}"] = str(int(bucket.capacity))
+                headers[f"x-ratelimit-remaining-{openai_name}"] = remaining
+                headers[f"x-ratelimit-reset-{openai_name}"] = go_duration(full_in)
         return headers
 
-    def _anthropic_cache(self, body: dict[str, Any], total: int) -> tuple[int, int]:
-        """(tokens read from the cache, tokens written to it) for a Messages request: a breakpoint's prefix
-        is written; it is read back by a later request whose breakpoint ends it, or ends within the 20
-        blocks after it (Anthropic's lookback, which lets a conversation's breakpoint move on a turn)."""
+    def _anthropic_cache(self, body: dict[str, Any], total: int) -> tuple[int, int, int]:
+        """(tokens read from the cache, tokens written to it, of those written for 1 hour) for a Messages
+        request: a breakpoint's prefix is written, if it is at least the model's minimum cacheable length;
+        it is read back within its lifetime by a later request whose breakpoint ends it, or ends within the
+        20 blocks after it (Anthropic's lookback, which lets a conversation's breakpoint move on a turn)."""
         digest = hashlib.sha256(str(body.get("model")).encode())
+        least = anthropic_min_cache(str(body.get("model") or "")) * 4  # in characters, as _tokens counts
         prefixes: list[tuple[str, int]] = []
-        breakpoints: list[int] = []
+        breakpoints: list[tuple[int, str]] = []
         chars = 0
-        for text, marked in anthropic_segments(body):
+        for text, ttl in anthropic_segments(body):
             digest.update(text.encode())
             chars += len(text)
             prefixes.append((digest.hexdigest(), chars))
-            if marked:
-                breakpoints.append(len(prefixes) - 1)
+            if ttl is not None and chars >= least:
+                breakpoints.append((len(prefixes) - 1, ttl))
         if not breakpoints:
-            return 0, 0
+            return 0, 0, 0
         now = time.time()
         with self._lock:
             hit = 0
-            for index in breakpoints:
+            for index, ttl in breakpoints:
                 for key, length in reversed(prefixes[max(0, index - 19) : index + 1]):
-                    if now - self._cache.get(key, -math.inf) < CACHE_TTL:
-                        self._cache[key] = now  # a read refreshes the entry's lifetime
+                    if length >= least and self._cache.get(key, -math.inf) > now:
+                        self._cache[key] = now + CACHE_TTLS[ttl]  # a read refreshes the entry's lifetime
                         hit = max(hit, length)
                         break
-            for index in breakpoints:
-                self._cache[prefixes[index][0]] = now
+            for index, ttl in breakpoints:
+                self._cache[prefixes[index][0]] = max(self._cache.get(prefixes[index][0], 0.0), now + CACHE_TTLS[ttl])
         read = min(total, hit // 4)
-        written = min(total - read, max(0, prefixes[breakpoints[-1]][1] // 4 - read))
-        return read, written
+        written = min(total - read, max(0, prefixes[breakpoints[-1][0]][1] // 4 - read))
+        return read, written, written if breakpoints[-1][1] == "1h" else 0
 
     def _bill(self, prompt: int, cached: int, written: int, output: int) -> None:
         with self._lock:
             for name, n in zip(BILLED, (prompt, cached, written, output), strict=True):
                 self.billed[name] += n
 
-    def _openai_cache(self, body: dict[str, Any], total: int) -> int:
-        """Tokens of the longest prefix, in whole blocks of 1024 tokens, seen before (0 under 1024)."""
+    def _openai_cache(self, body: dict[str, Any], total: int) -> tuple[int, int]:
+        """Tokens of the longest prefix, in whole blocks of 1024 tokens, seen before (0 under 1024); the
+        blocks beyond it are written (the caller reports them as cache_write_tokens)."""
         text = json.dumps(body.get("tools") or []) + json.dumps(body.get("messages") or body.get("input") or "")
         block = OPENAI_CACHE_BLOCK * 4
         now = time.time()
         digest = hashlib.sha256(str(body.get("model")).encode())
-        cached = 0
+        cached = cacheable = 0
         with self._lock:
             for end in range(block, len(text) + 1, block):
                 digest.update(text[end - block : end].encode())
                 key = digest.hexdigest()
-                if now - self._cache.get(key, -math.inf) < CACHE_TTL:
+                if self._cache.get(key, -math.inf) > now:
                     cached = end // 4
-                self._cache[key] = now
-        return min(cached, total)
+                self._cache[key] = now + CACHE_TTL
+                cacheable = end // 4
+        cached = min(cached, total)
+        return cached, max(0, min(cacheable, total) - cached)
 
     def _next_reply(self, endpoint: str, body: dict[str, Any]) -> Reply:
         with self._lock:
@@ -429,6 +444,14 @@ class LoopbackLLMServer:
                     body = json.loads(raw or b"{}")
                 except json.JSONDecodeError:
                     return self._send_json(400, {"error": {"message": "request body is not JSON"}})
+                problem = request_problem(endpoint, body) if server.strict else None
+                if problem is not None:
+                    with server._lock:
+                        server.requests.append(RecordedRequest(endpoint, body, dict(self.headers.items())))
+                    status, payload = invalid_request(endpoint, problem)
+                    with server._lock:
+                        server.refused.append((endpoint, json.dumps(payload)))
+                    return self._send_json(status, payload)
                 wait, self.rate_headers = server.rate_check(endpoint, body)
                 if wait is not None:
                     with server._lock:
@@ -545,8 +568,8 @@ class LoopbackLLMServer:
 
     def _chat(self, body: dict[str, Any], reply: Reply, text: str) -> dict[str, Any]:
         prompt, completion = self._input_tokens(body), _tokens(text)
-        cached = self._openai_cache(body, prompt)
-        self._bill(prompt, cached, 0, completion)
+        cached, written = self._openai_cache(body, prompt)
+        self._bill(prompt, cached, written, completion)
         message: dict[str, Any] = {"role": "assistant", "content": text}
         if reply.tool_calls:
             message = {
@@ -573,15 +596,15 @@ class LoopbackLLMServer:
                 "prompt_tokens": prompt,
                 "completion_tokens": completion,
                 "total_tokens": prompt + completion,
-                "prompt_tokens_details": {"cached_tokens": cached},
+                "prompt_tokens_details": {"cached_tokens": cached, "cache_write_tokens": written},
             },
         }
 
     def _responses(self, body: dict[str, Any], reply: Reply, text: str) -> dict[str, Any]:
         prompt, completion = self._input_tokens(body), _tokens(text)
         reasoning = _tokens(reply.thinking) if reply.thinking or body.get("reasoning") else 0
-        cached = self._openai_cache(body, prompt)
-        self._bill(prompt, cached, 0, completion + reasoning)
+        cached, written = self._openai_cache(body, prompt)
+        self._bill(prompt, cached, written, completion + reasoning)
         output: list[dict[str, Any]] = []
         if body.get("reasoning"):
             output.append({"type": "reasoning", "id": "rs_loopback", "summary": []})
@@ -618,7 +641,7 @@ class LoopbackLLMServer:
             "tools": [],
             "usage": {
                 "input_tokens": prompt,
-                "input_tokens_details": {"cached_tokens": cached},
+                "input_tokens_details": {"cached_tokens": cached, "cache_write_tokens": written},
                 "output_tokens": completion + reasoning,
                 "output_tokens_details": {"reasoning_tokens": reasoning},
                 "total_tokens": prompt + completion + reasoning,
@@ -637,7 +660,7 @@ class LoopbackLLMServer:
         else:
             content.append({"type": "text", "text": text})
         total = self._input_tokens(body)
-        read, written = self._anthropic_cache(body, total)
+        read, written, written_long = self._anthropic_cache(body, total)
         self._bill(total, read, written, _tokens(text) + _tokens(reply.thinking))
         return {
             "id": "msg_loopback",
@@ -651,6 +674,10 @@ class LoopbackLLMServer:
                 "input_tokens": total - read - written,
                 "cache_creation_input_tokens": written,
                 "cache_read_input_tokens": read,
+                "cache_creation": {
+                    "ephemeral_5m_input_tokens": written - written_long,
+                    "ephemeral_1h_input_tokens": written_long,
+                },
                 "output_tokens": _tokens(text) + _tokens(reply.thinking),
             },
         }

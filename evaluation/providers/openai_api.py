@@ -14,6 +14,7 @@ from urllib.parse import unquote
 import certifi
 import openai
 import urllib3
+from openai.types.responses.response_create_params import ResponseCreateParamsNonStreaming
 
 from evaluation.providers.base import (
     Completion,
@@ -28,6 +29,7 @@ from evaluation.providers.base import (
     parse_retry_after,
     status_error,
 )
+from evaluation.providers.capabilities import terms_for
 
 
 class OpenAIProvider(Provider):
@@ -71,8 +73,8 @@ class OpenAIProvider(Provider):
             raise RetryableError(f"{self.name}: malformed response ({exc})") from exc
 
     def _responses(self, request: Request) -> Completion:
-        kwargs = {**responses_body(request, cache=self.options.get("prompt_cache", True) is not False)}
-        raw = self.client.responses.with_raw_response.create(**kwargs, timeout=request.timeout)
+        body: dict[str, Any] = dict(responses_body(request, cache=self.options.get("prompt_cache", True) is not False))
+        raw = self.client.responses.with_raw_response.create(**body, timeout=request.timeout)
         response = raw.parse()
         usage = response.usage
         details = getattr(usage, "output_tokens_details", None) if usage else None
@@ -88,6 +90,8 @@ class OpenAIProvider(Provider):
             usage=Usage(
                 input_tokens=getattr(usage, "input_tokens", 0) or 0,
                 cached_input_tokens=getattr(input_details, "cached_tokens", 0) or 0,
+                # openai 3.54's ResponseUsage reports the tokens written to the cache (billed from GPT-5.6 on).
+                cache_write_tokens=getattr(input_details, "cache_write_tokens", 0) or 0,
                 output_tokens=getattr(usage, "output_tokens", 0) or 0,
                 thinking_tokens=getattr(details, "reasoning_tokens", 0) or 0,
                 calls=1,
@@ -125,6 +129,7 @@ class OpenAIProvider(Provider):
                 usage=Usage(
                     input_tokens=usage.get("prompt_tokens") or 0,
                     cached_input_tokens=(usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0,
+                    cache_write_tokens=(usage.get("prompt_tokens_details") or {}).get("cache_write_tokens") or 0,
                     output_tokens=usage.get("completion_tokens") or 0,
                     calls=1,
                 ),
@@ -152,6 +157,7 @@ class OpenAIProvider(Provider):
             usage=Usage(
                 input_tokens=getattr(usage, "prompt_tokens", 0) or 0,
                 cached_input_tokens=getattr(getattr(usage, "prompt_tokens_details", None), "cached_tokens", 0) or 0,
+                cache_write_tokens=getattr(getattr(usage, "prompt_tokens_details", None), "cache_write_tokens", 0) or 0,
                 output_tokens=getattr(usage, "completion_tokens", 0) or 0,
                 calls=1,
             ),
@@ -266,22 +272,34 @@ def prompt_cache_key(request: Request) -> str:
     return hashlib.sha256(f"{request.role}\n{system}".encode()).hexdigest()[:32]
 
 
-def responses_body(request: Request, *, cache: bool) -> dict[str, Any]:
-    """The Responses API's request body for a request (a direct call's and a batch line's alike)."""
+def responses_body(request: Request, *, cache: bool) -> ResponseCreateParamsNonStreaming:
+    """The Responses API's request body for a request (a direct call's and a batch line's alike), as the
+    installed SDK's ResponseCreateParams types it: settings the model does not take (capabilities.terms_for)
+    are not sent."""
     s = request.settings
-    body: dict[str, Any] = {
+    terms = terms_for("openai", request.model, api="responses")
+    body: ResponseCreateParamsNonStreaming = {
         "model": request.model,
-        "input": _responses_input(request.messages),
+        "input": _responses_input(request.messages),  # type: ignore[typeddict-item]
         "max_output_tokens": s.max_tokens,
     }
     if request.tools:
+        # FunctionToolParam requires strict; the Responses API makes an omitted one true, which our tools'
+        # schemas (optional properties) would not satisfy.
         body["tools"] = [
-            {"type": "function", "name": t["name"], "description": t["description"], "parameters": t["parameters"]}
+            {
+                "type": "function",
+                "name": t["name"],
+                "description": t["description"],
+                "parameters": t["parameters"],
+                "strict": False,
+            }
             for t in request.tools
         ]
-    if s.reasoning_effort:
-        body["reasoning"] = {"effort": s.reasoning_effort}
-    if s.temperature is not None and not s.reasoning_effort:
+    reasoning = bool(s.reasoning_effort) and terms.reasoning_effort
+    if reasoning:
+        body["reasoning"] = {"effort": s.reasoning_effort}  # type: ignore[typeddict-item]
+    if s.temperature is not None and terms.takes("temperature", reasoning=reasoning):
         body["temperature"] = s.temperature
     if request.schema is not None:
         body["text"] = {"format": {"type": "json_schema", "name": "result", "schema": request.schema, "strict": False}}

@@ -30,6 +30,8 @@ log = logging.getLogger(__name__)
 
 PRICE_FIELDS = ("input", "output", "cached_input", "cache_write")
 """The four prices of a row, USD per million tokens, as the file names them."""
+LONG_CACHE_WRITE = "cache_write_1h"
+"""The price file's optional fifth price: writes to the 1-hour cache (absent: the cache write price)."""
 FREE_PROVIDERS = frozenset({"offline", "replay"})
 """Providers that send nothing to a vendor: their calls cost nothing, with or without a price."""
 _DATED = re.compile(r"^(?P<base>.+?)-(?:\d{4}-\d{2}-\d{2}|\d{8})$")
@@ -50,18 +52,24 @@ class Price:
     cached_input: float
     """USD per million input tokens read from the prompt cache."""
     cache_write: float
-    """USD per million input tokens written to the prompt cache."""
+    """USD per million input tokens written to the prompt cache (Anthropic's 5-minute cache)."""
     batch_discount: float = 0.0
     """The fraction taken off for work sent through the vendor's batch API."""
     source: str = ""
+    cache_write_long: float | None = None
+    """USD per million input tokens written to the 1-hour cache (None: the cache_write price)."""
 
     def cost(self, usage: Usage, *, batch: bool = False) -> float:
-        """USD for usage: cached-read and cache-write tokens are parts of input_tokens, priced apart."""
+        """USD for usage: cached-read and cache-write tokens are parts of input_tokens, priced apart, and of
+        the writes those to the 1-hour cache at its own price."""
         plain = max(usage.input_tokens - usage.cached_input_tokens - usage.cache_write_tokens, 0)
+        long_writes = min(usage.cache_write_long_tokens, usage.cache_write_tokens)
+        long_price = self.cache_write if self.cache_write_long is None else self.cache_write_long
         total = (
             plain * self.input
             + usage.cached_input_tokens * self.cached_input
-            + usage.cache_write_tokens * self.cache_write
+            + (usage.cache_write_tokens - long_writes) * self.cache_write
+            + long_writes * long_price
             + usage.output_tokens * self.output
         ) / 1_000_000
         return total * (1 - self.batch_discount) if batch else total
@@ -103,6 +111,8 @@ class PriceEntry:
     """input, output, cached_input, cache_write: USD per million tokens."""
     batch_discount: Decimal
     source: str
+    cache_write_long: Decimal | None = None
+    """Writes to the 1-hour cache (the file's cache_write_1h), when the vendor has such a price."""
 
 
 def read_price_file(path: Path | None = None) -> list[PriceEntry]:
@@ -146,6 +156,7 @@ def read_price_file(path: Path | None = None) -> list[PriceEntry]:
                 prices={name: _number(entry, name, where) for name in PRICE_FIELDS},
                 batch_discount=_number(entry, "batch_discount", where, at_most=1),
                 source=str(entry.get("source") or "")[:300],
+                cache_write_long=_number(entry, LONG_CACHE_WRITE, where) if LONG_CACHE_WRITE in entry else None,
             )
         )
     return entries
@@ -157,6 +168,7 @@ def row_values(entry: PriceEntry) -> dict[str, Any]:
         **{f"{name}_per_mtok": value for name, value in entry.prices.items()},
         "batch_discount": entry.batch_discount,
         "source": entry.source,
+        "cache_write_long_per_mtok": entry.cache_write_long,
     }
 
 
@@ -175,10 +187,11 @@ def load_entries(model_price: Any, entries: list[PriceEntry]) -> PricesLoadRepor
     """Write the entries into the table (ModelPrice, or the migration's historical model): new rows are
     created, changed ones updated, and rows edited in the admin are kept as they are."""
     report = PricesLoadReport([], [], [], [])
+    columns = {f.name for f in model_price._meta.get_fields()}  # a migration's model may predate a column
     with transaction.atomic():
         for entry in entries:
             name = f"{entry.vendor}/{entry.model} from {entry.effective_from}"
-            values = row_values(entry)
+            values = {column: value for column, value in row_values(entry).items() if column in columns}
             row = model_price.objects.filter(
                 vendor=entry.vendor, model=entry.model, effective_from=entry.effective_from
             ).first()
@@ -255,6 +268,9 @@ def _query() -> dict[str, tuple[Price, ...]]:
                 cache_write=float(row.cache_write_per_mtok),
                 batch_discount=float(row.batch_discount),
                 source=row.source,
+                cache_write_long=None
+                if row.cache_write_long_per_mtok is None
+                else float(row.cache_write_long_per_mtok),
             )
         )
     return {model: tuple(rows) for model, rows in by_model.items()}

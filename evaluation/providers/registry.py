@@ -210,14 +210,27 @@ def api_key_for(spec: ProviderSpec) -> tuple[str | None, str]:
 
 
 def require_keys(roles: list[str], override: str | None = None) -> list[str]:
-    """Every problem with keys for these roles, as messages naming the variable; [] when all is set."""
+    """Every problem with keys for these roles, as messages naming the variable, and every generation setting
+    a role's LLM config sets that its model does not take (capabilities.setting_problems); [] when none."""
+    from evaluation.providers.capabilities import setting_problems
+
     problems = []
     for role in roles:
         spec = resolve(role, override)
         env = missing_key(spec)
         if env:
             problems.append(f"role {role!r} uses {spec.label} ({spec.source}) but {env} is not set")
+        model = spec.model or getattr(_provider_class(spec.provider), "default_model", "")
+        problems += [
+            f"role {role!r}: {problem}"
+            for problem in setting_problems(spec.provider, model, spec.options, base_url=spec.base_url)
+        ]
     return problems
+
+
+def _provider_class(name: str) -> Any:
+    module_name, _, class_name = VENDORS[name].provider_class.rpartition(".")
+    return getattr(importlib.import_module(module_name), class_name)
 
 
 def preload() -> None:

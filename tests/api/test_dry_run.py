@@ -108,7 +108,7 @@ def test_a_judging_job_is_priced_from_each_items_text_and_nothing_is_judged(db, 
     import json
 
     from evaluation.judging import selectors, services
-    from evaluation.judging.judge import build_user_message, system_prompt
+    from evaluation.judging.judge import build_user_message, schema, system_prompt
     from evaluation.judging.values import rubric_spec
     from evaluation.models import JudgeScore
     from evaluation.providers.forecast import estimate_tokens
@@ -125,8 +125,21 @@ def test_a_judging_job_is_priced_from_each_items_text_and_nothing_is_judged(db, 
 
     items = _inputs(spec, None)
     assert len(items) == 15
-    # Independently: per item, the system prompt and the item's text (4 tokens a message besides), 3 repeats.
-    prompt = sum(estimate_tokens(system_prompt(spec)) + estimate_tokens(build_user_message(spec, i)) + 8 for i in items)
+    # Independently: per item, the system prompt, the reply's JSON schema as the judge sends it (written out
+    # here: the instruction Anthropic's system prompt carries) and the item's text (4 tokens a message
+    # besides), 3 repeats.
+    instruction = (
+        "Reply with one JSON object and nothing else. It must match this JSON schema:\n"
+        f"```json\n{json.dumps(schema(spec))}\n```"
+    )
+    assert estimate_tokens(instruction) > 200  # left out, the high would be no ceiling
+    prompt = sum(
+        estimate_tokens(system_prompt(spec))
+        + estimate_tokens(instruction)
+        + estimate_tokens(build_user_message(spec, i))
+        + 8
+        for i in items
+    )
     (line,) = found.lines
     assert line.calls == 45 and line.input_tokens == (3 * prompt, 3 * prompt)
     low = (3 * prompt * GPT["input"] + line.output_tokens[0] * GPT["output"]) / 1e6

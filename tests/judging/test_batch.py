@@ -15,6 +15,7 @@ from django.core.management import CommandError, call_command
 from evaluation.judging import services
 from evaluation.models import BatchState, Item, JudgeConfiguration, JudgeScore, LLMConfig, ProviderBatch
 from evaluation.providers import Usage, estimate_cost
+from evaluation.providers.batch import wire_ids
 from evaluation.providers.loopback import LoopbackLLMServer, Reply, default_responder, example_for
 from tests.judging.test_judge import POOR, import_set
 from tests.servers import ROOT, database_url_for_tests
@@ -66,7 +67,8 @@ def test_offline_batch_gives_the_direct_scores_and_is_stored_applied(capsys):
 def test_openai_batch_retries_a_failed_line_directly_and_prices_lines_at_the_batch_price(loopback, desk):
     import_set()
     desk.polls_to_end = 1
-    desk.fail_ids = {custom_id("poor")}
+    # The loopback sees the wire's short ids: "l0", "l1" by the sorted keys.
+    desk.fail_ids = {wire_ids([custom_id("good"), custom_id("poor")])[custom_id("poor")]}
     report = services.transcripts_judge(
         rubric="tutor-response", provider=f"openai/gpt-5.2@{loopback.openai_url}", batch=True
     )
@@ -282,9 +284,11 @@ def test_drift_scoring_by_batch_sends_each_judge_call_once_in_one_batch_and_scor
     assert scored(by_batch) == scored(direct) and scored(direct)
     judge_usage = by_batch.token_usage["by_role"]["proposition_judge"]
     direct_usage = direct.token_usage["by_role"]["proposition_judge"]
-    # the same calls and tokens (the loopback serves the repeated prefix from its prompt cache the second time)
-    assert {k: v for k, v in judge_usage.items() if k != "cached_input_tokens"} == {
-        k: v for k, v in direct_usage.items() if k != "cached_input_tokens"
+    # the same calls and tokens (the loopback serves the repeated prefix from its prompt cache the second time:
+    # read then, written the first time)
+    cache_counts = ("cached_input_tokens", "cache_write_tokens")
+    assert {k: v for k, v in judge_usage.items() if k not in cache_counts} == {
+        k: v for k, v in direct_usage.items() if k not in cache_counts
     }
     assert by_batch.cost_usd == pytest.approx(estimate_cost("gpt-5.2", Usage.from_dict(judge_usage), batch=True))
 

@@ -7,7 +7,7 @@ import pytest
 
 from evaluation.providers import ProviderSpec
 from evaluation.providers.base import Message
-from evaluation.providers.batch import BatchCall, request_for, vendor_for
+from evaluation.providers.batch import BatchCall, request_for, vendor_for, wire_ids
 from evaluation.providers.client import LLM
 
 pytestmark = pytest.mark.django_db
@@ -57,7 +57,7 @@ def drive(llm: LLM, lines: dict[str, BatchCall]):
 
 def test_openai_responses_batch_answers_each_line_as_the_single_endpoint(loopback, desk):
     desk.polls_to_end = 2
-    desk.fail_ids = {"line-2"}
+    desk.fail_ids = {wire_ids(calls(3))["line-2"]}  # the loopback sees the wire's short ids
     llm = llm_for(ProviderSpec("openai", "gpt-5.2", loopback.openai_url, {"api": "responses"}))
     batch_id, seen, lines = drive(llm, calls(3))
     assert batch_id.startswith("batch_") and desk.creates == 1
@@ -88,7 +88,7 @@ def test_openai_compatible_server_gets_chat_completion_lines(loopback, desk):
 
 def test_anthropic_message_batch_sends_params_without_stream_and_reads_results(loopback, desk):
     desk.polls_to_end = 1
-    desk.fail_ids = {"line-1"}
+    desk.fail_ids = {wire_ids(calls(2))["line-1"]}
     llm = llm_for(ProviderSpec("anthropic", "claude-opus-4-6", loopback.anthropic_url, {"thinking_budget": 0}))
     batch_id, seen, lines = drive(llm, calls(2))
     assert batch_id.startswith("msgbatch_") and desk.creates == 1
@@ -98,7 +98,8 @@ def test_anthropic_message_batch_sends_params_without_stream_and_reads_results(l
     assert len(bodies) == 2 and not any("stream" in b for b in bodies)
     # the direct call's body: the system prompt as blocks, the last one a cache breakpoint
     assert "It must match this JSON schema" in bodies[0]["system"][-1]["text"]
-    assert bodies[0]["system"][-1]["cache_control"] == {"type": "ephemeral"}
+    # batch lines ask for the 1-hour cache: a batch may run longer than 5 minutes
+    assert bodies[0]["system"][-1]["cache_control"] == {"type": "ephemeral", "ttl": "1h"}
     assert lines["line-1"].startswith("errored") and "loopback error 500" in lines["line-1"]
     assert json.loads(lines["line-2"].text) == {"verdict": "good", "score": 2}
 

@@ -51,7 +51,8 @@ def test_anthropic_marks_the_stable_prefix_and_the_second_call_reads_it(loopback
 def test_anthropic_long_conversation_reuses_its_history_turn_after_turn(loopback):
     spec = ProviderSpec("anthropic", "claude-cache-2", loopback.anthropic_url)
     llm = get_llm("simulator", override=spec, meter=Meter())
-    history = [Message("system", "You play a student. Stay in character.")]
+    # A persona prompt past the vendor's minimum cacheable length (1,024 tokens for a model it does not name).
+    history = [Message("system", "You play a student. Stay in character. " * 120)]
     cached = []
     for turn in range(5):
         history.append(Message("user", f"Tutor says thing number {turn}. " * 20))
@@ -122,11 +123,13 @@ def test_a_runs_token_usage_carries_cached_tokens_per_role(server, loopback):
 
     from django.core.management import call_command
 
-    from evaluation.models import EvaluationRun
-
     # Every role through the loopback's Anthropic wire format: the simulator's persona prompt is the same
-    # on every turn, so from its second call on it is read from the cache.
-    provider = f"anthropic/claude-run@{loopback.anthropic_url}"
+    # on every turn, so from its second call on it is read from the cache, once it is as long as the model's
+    # minimum cacheable prompt (Sonnet 4.6: 1,024 tokens); this persona's description makes it so.
+    from evaluation.models import EvaluationRun, Persona
+
+    Persona.objects.filter(persona_id="average_student").update(description="Thinks aloud, step by step. " * 200)
+    provider = f"anthropic/claude-sonnet-4-6@{loopback.anthropic_url}"
     call_command(
         "run_evaluation",
         persona="average_student",

@@ -22,9 +22,20 @@ def test_the_history_window_moves_in_steps_of_twelve(length, start):
     assert 12 <= length - start < 24 or (length < 12 and start == 0)
 
 
+# A topic with a long list of objectives: its tutor prompt is past the vendor's minimum cacheable length (1,024
+# tokens for a model it does not name); the short TOPIC's (about 300 tokens) is cached by no Claude model.
+LONG_TOPIC = {
+    **TOPIC,
+    "learning_objectives": [
+        f"objective {i}: add two-digit numbers whose ones sum past ten, and say the regrouping in words"
+        for i in range(60)
+    ],
+}
+
+
 def test_consecutive_tutor_turns_share_their_prefix_and_read_it_from_the_cache(loopback):
     llm = get_llm("tutor", override=ProviderSpec("anthropic", "claude-tutor-1", loopback.anthropic_url), meter=Meter())
-    state = initial_state(TOPIC, "s-1", seed=7)
+    state = initial_state(LONG_TOPIC, "s-1", seed=7)
     history = [{"role": "tutor", "content": "Hi! What is 38 + 45?"}]
     bodies, usages = [], []
     for answer in ["73", "83, I carried the ten", "I think 90"]:
@@ -45,3 +56,14 @@ def test_consecutive_tutor_turns_share_their_prefix_and_read_it_from_the_cache(l
     # The first call writes the prefix to the cache; every later one reads it.
     assert usages[0].cache_write_tokens > 0 and usages[0].cached_input_tokens == 0
     assert usages[1].cached_input_tokens > 0 and usages[2].cached_input_tokens > usages[1].cached_input_tokens
+
+
+def test_a_tutor_prompt_shorter_than_the_models_minimum_is_not_cached(loopback):
+    llm = get_llm("tutor", override=ProviderSpec("anthropic", "claude-tutor-1", loopback.anthropic_url), meter=Meter())
+    state = initial_state(TOPIC, "s-1", seed=7)
+    history = [{"role": "tutor", "content": "Hi! What is 38 + 45?"}]
+    for answer in ["73", "83, I carried the ten"]:
+        history.append({"role": "student", "content": answer})
+        reply, _ = tutor_turn(state, history, answer, llm)
+        history.append({"role": "tutor", "content": reply})
+    assert llm.meter.usage.cache_write_tokens == llm.meter.usage.cached_input_tokens == 0
