@@ -193,11 +193,12 @@ class TutorSessionConsumer(AsyncJsonWebsocketConsumer):
         (TRY_AGAIN_LATER), since every later frame would fail the same way."""
         reason = database_unavailable(exc)
         log.warning("session %s: %s: %s", self.session_id, what, str(exc).strip())
+        # retry_after: a client tells this passing condition from the tutor failing, and sends the turn again
         if reason is None:
-            await self.send_json({"type": "error", "message": DATABASE_BUSY})
+            await self.send_json({"type": "error", "message": DATABASE_BUSY, "retry_after": DatabaseBusy.wait})
             return
         message = DATABASE_UNAVAILABLE.format(reason=reason.removeprefix("the database is "), wait=DatabaseBusy.wait)
-        await self.send_json({"type": "error", "message": message})
+        await self.send_json({"type": "error", "message": message, "retry_after": DatabaseBusy.wait})
         await self.close(code=TRY_AGAIN_LATER)
 
     @classmethod
