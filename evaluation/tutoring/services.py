@@ -165,6 +165,8 @@ def run_start(
                 created.append(run)
                 if enqueue:
                     runs.run_enqueue(run)
+                else:
+                    runs.run_hold(run)
     return created
 
 
@@ -373,11 +375,12 @@ def runs_execute_here(
             run.pk, run.attempt, work, on_failure=pipeline.on_failure, after=pipeline.after_run, listener=listener
         )
 
-    return execute_batch(
-        created,
-        one,
-        workers=workers,
-        server_url=server_url,
-        manage_server=manage_server,
-        not_started=not_started,
-    )
+    with runs.runs_held(created):  # stopped early (Ctrl-C, SIGTERM, an error): what is left is cancelled
+        return execute_batch(
+            created,
+            one,
+            workers=workers,
+            server_url=server_url,
+            manage_server=manage_server,
+            not_started=not_started,
+        )

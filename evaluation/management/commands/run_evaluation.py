@@ -7,6 +7,10 @@ that refuses this install's protocol key stops the command before any run starts
 """
 
 import os
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
@@ -16,7 +20,8 @@ from evaluation.errors import Conflict, InvalidInput, NotFound
 from evaluation.management.progress import RunProgress
 from evaluation.models import Agent, Topic
 from evaluation.providers import VENDORS, require_keys, resolve
-from evaluation.runs.selectors import run_scores
+from evaluation.runs.selectors import run_scores, run_status_counts
+from evaluation.runs.services import BatchStopped
 from evaluation.tutoring import selectors, services
 from evaluation.tutoring.selectors import DIMENSIONS
 
@@ -97,6 +102,10 @@ class Command(BaseCommand):
         if opts["dry_run"]:
             self.print_forecast(opts)
             return
+        with _signals_stop_the_batch():
+            self.run_with_server(opts)
+
+    def run_with_server(self, opts) -> None:
         told = self.told_server(opts)
         reference = self.needs_reference_server(opts["target"])
         given: services.ServerProcess | None = opts.get("own_server")
@@ -202,14 +211,24 @@ class Command(BaseCommand):
             + (f" r{r.repeat_index}" if r.group and r.repeat_index > 1 else "")
             for r in runs
         }
-        with RunProgress(self.stdout, labels) as progress:
-            done = services.runs_execute_here(
-                runs,
-                workers=opts["workers"],
-                server_url=url,
-                manage_server=False,
-                listener=progress,
-            )
+        try:
+            with RunProgress(self.stdout, labels) as progress:
+                done = services.runs_execute_here(
+                    runs,
+                    workers=opts["workers"],
+                    server_url=url,
+                    manage_server=False,
+                    listener=progress,
+                )
+        except (KeyboardInterrupt, BatchStopped, BrokenPipeError) as exc:
+            # runs_execute_here has cancelled the runs it had not ended; the caller stops the server
+            ended = run_status_counts([r.pk for r in runs])
+            counts = ", ".join(f"{n} {status}" for status, n in sorted(ended.items()))
+            code = exc.returncode if isinstance(exc, BatchStopped) else 130 if isinstance(exc, KeyboardInterrupt) else 1
+            why = str(exc) if isinstance(exc, BatchStopped) else "the batch was interrupted (SIGINT, Ctrl-C)"
+            if isinstance(exc, BrokenPipeError):
+                why = "the output pipe was closed"
+            raise CommandError(f"stopped: {why}; its {len(runs)} run(s): {counts}", returncode=code) from exc
         self.print_table(done)
         problems = []
         failed = [r for r in done if r.status != "completed"]
@@ -313,6 +332,30 @@ class Command(BaseCommand):
         groups = {r.group for r in runs if r.group}
         for group in groups:
             self.stdout.write(f"Comparison: {Path(setting('RUNS_DIR')) / group / 'comparison.md'}")
+
+
+@contextmanager
+def _signals_stop_the_batch() -> Iterator[None]:
+    """SIGTERM (systemd's and docker's stop) and SIGHUP (a closed terminal) stop the batch as Ctrl-C does:
+    the run in progress fails saying so, those not started are cancelled, the command's own server stops.
+    Without a handler Python dies on the spot and leaves its runs queued and its server running. A second
+    signal while the batch cleans up is ignored. Only the main thread can set handlers (tests call the
+    command from others)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, frame: object) -> None:
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, signal.SIG_IGN)
+        raise BatchStopped(f"the batch was stopped by {signal.Signals(signum).name}", 128 + signum)
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _and(names: list[str]) -> str:
