@@ -419,17 +419,17 @@ def runs_cancel_orphaned(*, stale_after: float | None = None) -> list[str]:
     on that process's host at once, elsewhere once its heartbeat is older than EVAL_RUN_STALE_AFTER."""
     limit = float(stale_after if stale_after is not None else setting("RUN_STALE_AFTER"))
     cutoff = timezone.now() - timedelta(seconds=limit)
-    held = EvaluationRun.objects.filter(HELD)
-    gone = [w for w in held.values_list("worker", flat=True).distinct() if w and process_gone(w)]
-    where = HELD & (Q(heartbeat_at__lt=cutoff) | Q(heartbeat_at__isnull=True) | Q(worker__in=gone))
+    held = EvaluationRun.objects.filter(HELD).exclude(worker="")  # run_hold recorded the process
+    gone = [w for w in held.values_list("worker", flat=True).distinct() if process_gone(w)]
+    where = HELD & ~Q(worker="") & (Q(heartbeat_at__lt=cutoff) | Q(worker__in=gone))
     ended = []
-    for worker in {w or "?" for w in EvaluationRun.objects.filter(where).values_list("worker", flat=True)}:
+    for worker in set(EvaluationRun.objects.filter(where).values_list("worker", flat=True)):
         state = "has ended" if worker in gone else f"has not been heard from for over {limit:g} s"
         reason = (
             f"the batch that created this run (process {worker}) {state} before starting it; "
             "start the run again if it is still wanted"
         )
-        ended += _cancel_held(where & Q(worker="" if worker == "?" else worker), reason, "sweeper")
+        ended += _cancel_held(where & Q(worker=worker), reason, "sweeper")
     return ended
 
 
