@@ -442,6 +442,8 @@ EVALUATION = {
     "TUTOR_PROBLEMS": int(os.environ.get("EVAL_TUTOR_PROBLEMS", "8")),
     # Bounds on untrusted input (docs/limits.md): over one, a door answers 413 or 400 naming it.
     "JSON_MAX_DEPTH": int(os.environ.get("EVAL_JSON_MAX_DEPTH", "64")),
+    # The longest student or tutor message the session protocol takes (docs/limits.md)
+    "MESSAGE_MAX_CHARS": int(os.environ.get("EVAL_MESSAGE_MAX_CHARS", "20000")),
     "CATALOG_MAX_FILE_BYTES": int(os.environ.get("EVAL_CATALOG_MAX_FILE_BYTES", "1000000")),
     "CATALOG_MAX_TEXT_CHARS": int(os.environ.get("EVAL_CATALOG_MAX_TEXT_CHARS", "20000")),
     "CATALOG_MAX_LIST_ITEMS": int(os.environ.get("EVAL_CATALOG_MAX_LIST_ITEMS", "1000")),

@@ -19,6 +19,7 @@ from typing import IO, Any
 
 import websockets
 
+from evaluation import limits
 from evaluation.conf import setting
 from evaluation.errors import PlainMessage
 from evaluation.providers import LLM, CostLimitReached, Message, ProviderError
@@ -291,8 +292,13 @@ class ProtocolTarget:
         async def on_one_socket() -> None:
             nonlocal outage, sent, opened, turns
             try:
+                # max_size: websockets closes with 1009 on a longer frame, before reading it whole
                 async with websockets.connect(
-                    url, additional_headers=headers, open_timeout=turn_timeout, compression=None
+                    url,
+                    additional_headers=headers,
+                    open_timeout=turn_timeout,
+                    compression=None,
+                    max_size=limits.message_frame_max(),
                 ) as ws:
                     log(f"websocket open {url}")
                     reply: dict[str, Any] | None = None
@@ -342,7 +348,11 @@ class ProtocolTarget:
                 )
             except websockets.ConnectionClosed as exc:
                 code = exc.rcvd.code if exc.rcvd else None
-                if code in CLOSED_AS_PLANNED:
+                if exc.sent is not None and exc.sent.code == 1009:  # the tutor's, not the connection's, fault
+                    conv.stopped(
+                        f"the tutor sent a frame over {limits.message_frame_max()} bytes (EVAL_MESSAGE_MAX_CHARS)"
+                    )
+                elif code in CLOSED_AS_PLANNED:
                     conv.stopped(f"the tutor closed the WebSocket (code {code})")
                 else:
                     why = {None: "the connection dropped without a close frame", 4401: "credential refused"}
@@ -380,6 +390,14 @@ class ProtocolTarget:
                     kind = frame.get("type")
                     log(f"ws <- {kind}")
                     if kind == "assistant":
+                        content = frame.get("content")
+                        if not isinstance(content, str):
+                            raise TutorUnavailable("the tutor's reply has no text content")
+                        if len(content) > limits.limit("MESSAGE_MAX_CHARS"):
+                            raise TutorUnavailable(
+                                f"the tutor's reply is {len(content)} characters: the limit is "
+                                f"{limits.limit('MESSAGE_MAX_CHARS')} (EVAL_MESSAGE_MAX_CHARS)"
+                            )
                         return frame
                     if kind == "error":
                         wait = frame.get("retry_after")

@@ -27,6 +27,7 @@ from evaluation.tutoring.regression import DEFAULT_THRESHOLD, RULES, baseline_me
 from evaluation.tutoring.server import ForeignServer, ServerProcess, check_install, own_server_env
 from evaluation.tutoring.sessions import SessionComplete, session_advance, session_create, session_open
 from evaluation.tutoring.start_input import (
+    SEED_RANGE,
     approved_topic,
     resolve_personas,
     start_agent,
@@ -41,6 +42,7 @@ REGRESSION_RULES = RULES
 __all__ = [
     "PERSONA_KEYS",
     "REGRESSION_RULES",
+    "SEED_RANGE",
     "ForeignServer",
     "ServerProcess",
     "SessionComplete",
@@ -100,7 +102,9 @@ def run_start(
     baseline: a comparison group (or one run) whose scores this batch's comparison checks for
     regressions (regression.gate); a baseline that does not compare (another judge, judge prompt, rubric
     version, topic, max turns, or personas it lacks) is refused unless forced."""
-    problems = start_problems(max_turns=max_turns, runs_per_persona=runs_per_persona, grade=grade, provider=provider)
+    problems = start_problems(
+        max_turns=max_turns, runs_per_persona=runs_per_persona, grade=grade, provider=provider, seed=seed
+    )
     if regression_rule not in RULES:
         problems.append(FieldProblem("regression_rule", f"{regression_rule!r} is not one of {', '.join(RULES)}"))
     if regression_threshold < 0:
