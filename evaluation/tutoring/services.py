@@ -94,6 +94,7 @@ def run_start(
     enqueue: bool = True,
     started_by: str = "api",
     user: Any = None,
+    tutor_here: bool = True,
 ) -> list[EvaluationRun]:
     """Create simulated runs (one per persona and repeat) and enqueue them; returns the runs. An unapproved
     topic is refused. Where the file of the topic or a persona changed since it was loaded, each run's
@@ -101,7 +102,11 @@ def run_start(
 
     baseline: a comparison group (or one run) whose scores this batch's comparison checks for
     regressions (regression.gate); a baseline that does not compare (another judge, judge prompt, rubric
-    version, topic, max turns, or personas it lacks) is refused unless forced."""
+    version, topic, max turns, or personas it lacks) is refused unless forced.
+
+    tutor_here: the reference tutor runs with this process's settings (the web process serves the
+    session protocol; the CLI's own server inherits its environment), so its provider's key is checked
+    here too; False for a server the caller was pointed at, which resolves its own."""
     problems = start_problems(
         max_turns=max_turns, runs_per_persona=runs_per_persona, grade=grade, provider=provider, seed=seed
     )
@@ -114,6 +119,8 @@ def run_start(
     keys_check(["simulator", "judge"], provider, field="provider")
     topic = approved_topic(topic_id)
     agent = start_agent(agent_id)
+    if tutor_here and (agent is None or agent.kind == agent.Kind.REFERENCE):
+        keys_check(["tutor"], None, field="target")  # the reference tutor calls its configured provider
     personas = start_personas(persona)
     against = (
         _baseline(

@@ -176,6 +176,8 @@ class Command(BaseCommand):
             missing = require_keys(["simulator", "judge"], opts["provider"])
         except ValueError as exc:
             raise CommandError(f"--provider: {exc}") from exc
+        if self.told_server(opts) is None and self.needs_reference_server(opts["target"]):
+            missing += require_keys(["tutor"])  # the command's own server runs the reference tutor with these settings
         if missing:
             raise CommandError("missing API keys:\n  " + "\n  ".join(missing))
 
@@ -200,6 +202,7 @@ class Command(BaseCommand):
                 force_baseline=opts["force_baseline"],
                 enqueue=False,
                 started_by="cli",
+                tutor_here=own_tutor,
             )
         except (InvalidInput, NotFound, Conflict) as exc:
             raise CommandError(str(exc)) from exc
@@ -260,12 +263,14 @@ class Command(BaseCommand):
         line = ("Provider: " if len(groups) == 1 else "Providers: ") + "; ".join(groups)
         if url is not None and not own_tutor:
             line += f"; the tutor is the server at {url}"
+        # a key is used when any role's vendor reads it (anthropic and anthropic-haiku share one)
+        used = {VENDORS[s.provider].key_env for s in specs if s.provider in VENDORS}
         unused = [
             name
             for name, vendor in VENDORS.items()
-            if vendor.key_env and os.environ.get(vendor.key_env) and not any(s.provider == name for s in specs)
+            if vendor.key_env and os.environ.get(vendor.key_env) and vendor.key_env not in used
         ]
-        if any(s.provider == "offline" and s.source == "default" for s in specs) and unused:
+        if all(s.provider == "offline" for s in specs) and any(s.source == "default" for s in specs) and unused:
             key = VENDORS[unused[0]].key_env
             return (
                 f"{line}. {key} is set, but no LLM is called unless a provider is chosen: "
