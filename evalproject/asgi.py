@@ -15,6 +15,7 @@ from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: 
 
 from evaluation.conf import setting  # noqa: E402
 from evaluation.routing import websocket_urlpatterns  # noqa: E402
+from evaluation.web.circuit import DatabaseCircuit  # noqa: E402
 from evaluation.web.concurrency import RequestLimit  # noqa: E402
 
 
@@ -33,8 +34,9 @@ class PageOriginValidator(OriginValidator):
 # The embedded default serves its own static files (admin and dashboard CSS/JS) so one uvicorn
 # process is the whole web tier; behind a proxy, set EVAL_SERVE_STATIC=0 and serve collectstatic.
 django_http = ASGIStaticFilesHandler(django_asgi_app) if settings.EVALUATION["SERVE_STATIC"] else django_asgi_app
-# A few requests at a time inside Django, the rest waiting in the event loop (evaluation/web/concurrency.py).
-http_app = RequestLimit(django_http, setting("WEB_CONCURRENCY"))
+# A few requests at a time inside Django, the rest waiting in the event loop (evaluation/web/concurrency.py);
+# while the database is known down, answered 503 at once, before and after waiting (evaluation/web/circuit.py).
+http_app = DatabaseCircuit(RequestLimit(DatabaseCircuit(django_http), setting("WEB_CONCURRENCY")))
 
 application = ProtocolTypeRouter(
     {

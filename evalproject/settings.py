@@ -168,25 +168,30 @@ elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     # `manage.py qcluster` and every process it forks (sentinel, pusher, monitor, workers) runs one task
     # at a time, which uses at most three at once (the run, its heartbeat, its message store): up to
     # EVAL_DB_WORKER_POOL_MAX, none kept while idle, so that forty idle workers do not hold eighty. A
-    # request that finds every connection busy waits up to EVAL_DB_POOL_TIMEOUT seconds, then gets a
-    # 503 with Retry-After. `manage.py check` adds the pools up against max_connections
-    # (evaluation/checks/database.py).
+    # request that finds every connection busy waits up to EVAL_DB_POOL_TIMEOUT seconds (2: a person or a
+    # client is waiting), then gets a 503 with Retry-After; a worker waits EVAL_DB_WORKER_POOL_TIMEOUT (10)
+    # and its writes retry through an outage (runs/outage.py). Either pool gives up reconnecting after its
+    # own timeout (psycopg_pool's reconnect_timeout, 300 s by default, whose backoff grew to minutes between
+    # attempts): the next request then connects at once, so a returning database serves it at once.
+    # `manage.py check` adds the pools up against max_connections (evaluation/checks/database.py).
     if _QCLUSTER_PROCESS:
         _pool_size = {
             "min_size": int(os.environ.get("EVAL_DB_WORKER_POOL_MIN", "0")),
             "max_size": DATABASE_CONNECTION_BUDGET["worker_pool"],
             # Connections above min_size unused this long are closed, one per period.
             "max_idle": float(os.environ.get("EVAL_DB_WORKER_POOL_MAX_IDLE", "60")),
+            "timeout": float(os.environ.get("EVAL_DB_WORKER_POOL_TIMEOUT", "10")),
         }
     else:
         _pool_size = {
             "min_size": int(os.environ.get("EVAL_DB_POOL_MIN", "1")),
             "max_size": DATABASE_CONNECTION_BUDGET["web_pool"],
             "max_idle": float(os.environ.get("EVAL_DB_POOL_MAX_IDLE", "300")),
+            "timeout": float(os.environ.get("EVAL_DB_POOL_TIMEOUT", "2")),
         }
     DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
         **_pool_size,
-        "timeout": float(os.environ.get("EVAL_DB_POOL_TIMEOUT", "10")),
+        "reconnect_timeout": _pool_size["timeout"],
     }
     # Checked before it is handed out (Django gives the pool ConnectionPool.check_connection, a SELECT 1
     # on a connection idle since its last use): after PostgreSQL restarts, the pool replaces its dead
@@ -442,6 +447,8 @@ EVALUATION = {
     "TUTOR_PROBLEMS": int(os.environ.get("EVAL_TUTOR_PROBLEMS", "8")),
     # Bounds on untrusted input (docs/limits.md): over one, a door answers 413 or 400 naming it.
     "JSON_MAX_DEPTH": int(os.environ.get("EVAL_JSON_MAX_DEPTH", "64")),
+    # The longest student or tutor message the session protocol takes (docs/limits.md)
+    "MESSAGE_MAX_CHARS": int(os.environ.get("EVAL_MESSAGE_MAX_CHARS", "20000")),
     "CATALOG_MAX_FILE_BYTES": int(os.environ.get("EVAL_CATALOG_MAX_FILE_BYTES", "1000000")),
     "CATALOG_MAX_TEXT_CHARS": int(os.environ.get("EVAL_CATALOG_MAX_TEXT_CHARS", "20000")),
     "CATALOG_MAX_LIST_ITEMS": int(os.environ.get("EVAL_CATALOG_MAX_LIST_ITEMS", "1000")),

@@ -19,6 +19,7 @@ from evaluation.errors import FieldProblem, InvalidInput
 
 DEFAULTS: dict[str, int] = {
     "JSON_MAX_DEPTH": 64,
+    "MESSAGE_MAX_CHARS": 20_000,
     "CATALOG_MAX_FILE_BYTES": 1_000_000,
     "CATALOG_MAX_TEXT_CHARS": 20_000,
     "CATALOG_MAX_LIST_ITEMS": 1_000,
@@ -28,6 +29,12 @@ DEFAULTS: dict[str, int] = {
     "IMPORT_MAX_FILE_BYTES": 20_000_000,
     "IMPORT_MAX_RECORDS": 10_000,
 }
+
+
+def message_frame_max() -> int:
+    """The longest session-protocol frame, in characters or UTF-8 bytes: a message of MESSAGE_MAX_CHARS
+    characters, each escaped at worst (\\uXXXX, six), and the frame's other keys."""
+    return 6 * limit("MESSAGE_MAX_CHARS") + 1024
 
 
 class TooLarge(InvalidInput):
@@ -287,11 +294,26 @@ class StringField(serializers.CharField):
         return super().to_internal_value(data)
 
 
+class BooleanField(serializers.BooleanField):
+    """DRF's BooleanField taking only JSON's true and false: DRF's own also takes 1, 0, "yes", "on", "True"
+    and more, which the OpenAPI schema (type: boolean) says are invalid. For JSON bodies; a query parameter
+    is text, and keeps DRF's field."""
+
+    default_error_messages = {"not_a_boolean": "must be true or false, not {kind}"}
+
+    def to_internal_value(self, data: Any) -> bool:
+        if not isinstance(data, bool):
+            self.fail("not_a_boolean", kind=_json_kind(data))
+        return data
+
+
 def _json_kind(value: Any) -> str:
     if value is None:
         return "null"
     if isinstance(value, bool):
         return "a boolean"
+    if isinstance(value, str):
+        return "a string"
     if isinstance(value, int | float):
         return "a number"
     return "an array" if isinstance(value, list) else "an object" if isinstance(value, dict) else type(value).__name__

@@ -9,6 +9,10 @@ import json
 import os
 import uuid
 
+DATABASE_AWAY = "database: unavailable: the connection to it was refused or lost; the turn was not completed"
+_answered: dict[str, int] = {}  # student messages answered, by session (a reconnect goes on counting)
+_refusals = {"outage": 2, "down": 10**9}
+
 
 async def app(scope, receive, send):
     mode = os.environ.get("FAKE_TUTOR_MODE", "close")
@@ -42,17 +46,30 @@ async def app(scope, receive, send):
     if scope["type"] == "websocket":
         await receive()  # websocket.connect
         await send({"type": "websocket.accept"})
-        await send(
-            {
-                "type": "websocket.send",
-                "text": json.dumps({"type": "assistant", "content": "Hello! What is 2 + 3?", "is_complete": False}),
-            }
-        )
-        answered = 0
+        session = scope["path"]
+        if session not in _answered or mode not in _refusals:  # the opening, once a session
+            await send(
+                {
+                    "type": "websocket.send",
+                    "text": json.dumps({"type": "assistant", "content": "Hello! What is 2 + 3?", "is_complete": False}),
+                }
+            )
+        answered = _answered.setdefault(session, 0)
         while True:
             message = await receive()
             if message["type"] == "websocket.disconnect":
                 return
+            if mode in _refusals:
+                if answered >= 2 and _refusals[mode] > 0:
+                    _refusals[mode] -= 1
+                    frame = {"type": "error", "message": DATABASE_AWAY, "retry_after": 0}
+                    await send({"type": "websocket.send", "text": json.dumps(frame)})
+                    await send({"type": "websocket.close", "code": 1013})
+                    return
+                answered = _answered[session] = answered + 1
+                reply = {"type": "assistant", "content": f"Right. Next: what is {answered} + 5?", "is_complete": False}
+                await send({"type": "websocket.send", "text": json.dumps(reply)})
+                continue
             if mode == "stops" and answered < 2:
                 answered += 1
                 reply = {

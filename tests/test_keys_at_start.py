@@ -5,7 +5,7 @@ from io import StringIO
 from pathlib import Path
 
 import pytest
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
@@ -114,3 +114,27 @@ def test_the_dashboard_start_form_refuses_a_missing_key_naming_the_variable(staf
     text = " ".join(str(m) for m in response.context["messages"])
     assert "Not started" in text and "OPENAI_API_KEY is not set" in text
     assert EvaluationRun.objects.count() == 0
+
+
+def test_the_reference_tutors_key_is_checked_at_start_too(catalog, monkeypatch):
+    """TUTOR_LLM_PROVIDER=anthropic without its key: refused before any run is made (the run failed at turn 0)."""
+    monkeypatch.setenv("TUTOR_LLM_PROVIDER", "anthropic")
+    refused(lambda: tutoring.run_start(topic_id="comparing-decimals", persona="ace"), "target", "ANTHROPIC_API_KEY")
+    monkeypatch.delenv("EVAL_SERVER_URL", raising=False)  # the command's own server would run this tutor
+    with pytest.raises(CommandError, match="role 'tutor' uses anthropic.*ANTHROPIC_API_KEY is not set"):
+        call_command("run_evaluation", "--persona", "ace", "--max-turns", "2", stdout=StringIO())
+    assert EvaluationRun.objects.count() == 0
+
+
+def test_the_provider_line_never_says_no_llm_is_called_when_a_role_calls_one(catalog, monkeypatch):
+    from evaluation.management.commands.run_evaluation import Command
+
+    monkeypatch.setenv("TUTOR_LLM_PROVIDER", "anthropic")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-set")
+    line = Command().providers_line(None, None, own_tutor=True)
+    assert "anthropic for tutor (environment)" in line and "no LLM is called" not in line, line
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-set-and-unused")
+    assert "no LLM is called" not in Command().providers_line(None, None, own_tutor=True)
+    monkeypatch.delenv("TUTOR_LLM_PROVIDER")
+    line = Command().providers_line(None, None, own_tutor=True)
+    assert "is set, but no LLM is called" in line, line  # everything offline: that is true

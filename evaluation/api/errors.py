@@ -14,7 +14,7 @@ from rest_framework.views import exception_handler as drf_exception_handler
 
 from evaluation.errors import Conflict, InvalidInput, NotFound
 from evaluation.limits import TooLarge
-from evaluation.runs.outage import close_broken_connection, database_unavailable
+from evaluation.runs.outage import circuit, close_broken_connection, database_unavailable
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +57,7 @@ def database_refusal(exc: BaseException) -> DatabaseBusy | None:
     if reason is None:
         return None
     close_broken_connection()
+    circuit.trip(reason)  # if the database is down, the next requests are answered at once
     return DatabaseBusy(reason)
 
 

@@ -11,6 +11,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from evaluation import limits
 from evaluation.api.parsers import JSONParser
 from evaluation.api.schema import field_error, operation
 from evaluation.api.serializers import ForecastOutput, Output, QueryInput, forecast_body
@@ -194,19 +195,19 @@ class JudgingJobInput(serializers.Serializer):
     repeats = serializers.IntegerField(
         required=False, default=1, min_value=1, max_value=20, help_text="Judge each item k times."
     )
-    batch = serializers.BooleanField(
+    batch = limits.BooleanField(
         required=False,
         default=False,
         help_text="Send the calls through the vendor's batch API (cheaper, slower); false follows the judge's LLM "
         "config.",
     )
-    dry_run = serializers.BooleanField(
+    dry_run = limits.BooleanField(
         required=False,
         default=False,
         help_text="Answer 200 with the calls, tokens and price (direct and by batch) and start nothing: nothing "
         "is queued, judged or sent.",
     )
-    again = serializers.BooleanField(
+    again = limits.BooleanField(
         required=False, default=False, help_text="Judge items already judged under the same configuration too."
     )
 

@@ -97,7 +97,7 @@ class SuiteRunInput(serializers.Serializer):
     judge_model = limits.StringField(
         required=False, allow_blank=True, default="", help_text="The judge's provider (default: as configured)."
     )
-    judge = serializers.BooleanField(required=False, default=True, help_text="False: run the checks only.")
+    judge = limits.BooleanField(required=False, default=True, help_text="False: run the checks only.")
     repeats = serializers.IntegerField(
         required=False,
         default=1,

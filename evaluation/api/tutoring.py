@@ -68,7 +68,14 @@ class StartInput(serializers.Serializer):
     )
     max_turns = serializers.IntegerField(default=20, min_value=1, max_value=100)
     runs_per_persona = serializers.IntegerField(default=1, min_value=1, max_value=20)
-    seed = serializers.IntegerField(required=False, allow_null=True, default=None)
+    seed = serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        default=None,
+        min_value=services.SEED_RANGE[0],
+        max_value=services.SEED_RANGE[1],
+        help_text="The same seed replays the same turn decisions (default: a random one).",
+    )
     target = limits.StringField(
         required=False,
         max_length=64,
@@ -119,12 +126,12 @@ class StartInput(serializers.Serializer):
     power = serializers.FloatField(
         default=0.8, help_text="The chance of seeing a drop of the threshold's size (0.5 or more, below 1)."
     )
-    force_baseline = serializers.BooleanField(
+    force_baseline = limits.BooleanField(
         default=False,
         help_text="Compare with a baseline that does not match (judge, judge prompt, rubric version, topic, "
         "personas, max turns) anyway; the comparison is then labelled forced everywhere it shows.",
     )
-    dry_run = serializers.BooleanField(
+    dry_run = limits.BooleanField(
         default=False,
         help_text="Answer 200 with the calls, tokens and price (direct and by batch) these runs would take, and "
         "start nothing: no run is created, no LLM is called.",

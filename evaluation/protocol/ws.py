@@ -32,6 +32,8 @@ DATABASE_UNAVAILABLE = "database: {reason}; the turn was not completed; reconnec
 """The error frame when the database cannot be reached (stopped, restarting, the connection lost, the
 pool out of connections); the socket then closes with TRY_AGAIN_LATER."""
 
+BINARY_FRAME = "frame: a binary frame; this protocol takes JSON text frames"
+
 TRY_AGAIN_LATER = 1013
 """The WebSocket close code for a passing server condition (RFC 6455's registry: "Try Again Later")."""
 
@@ -153,15 +155,33 @@ class TutorSessionConsumer(AsyncJsonWebsocketConsumer):
                     {"type": "assistant", "content": entry["content"], "turn": entry["turn"], "is_complete": False}
                 )
 
-    async def receive_json(self, content: Any, **kwargs: Any) -> None:
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None, **kwargs: Any) -> None:
+        """A frame: JSON text of a bounded size (Channels' own raises on a binary or empty frame, which
+        dropped the socket unanswered). A refused frame gets an `error` frame; the socket stays open."""
         if not self.authorized:
-            return  # frames sent before the refusal's close arrived
+            return  # frames sent before the refusal's close arrived: not even read
+        if text_data is None:
+            await self.send_json({"type": "error", "message": BINARY_FRAME})
+            return
+        longest = limits.message_frame_max()
+        if len(text_data) > longest:
+            message = f"frame: {len(text_data)} characters: the limit is {longest} (EVAL_MESSAGE_MAX_CHARS)"
+            await self.send_json({"type": "error", "message": message})
+            return
+        await self.receive_json(await self.decode_json(text_data))
+
+    async def receive_json(self, content: Any, **kwargs: Any) -> None:
         if not isinstance(content, dict) or content.get("type") != "student_message":
             await self.send_json({"type": "error", "message": 'type: expected "student_message"'})
             return
         text = content.get("content")
         if not isinstance(text, str) or not text.strip():
             await self.send_json({"type": "error", "message": "content: a non-empty string is required"})
+            return
+        most = limits.limit("MESSAGE_MAX_CHARS")
+        if len(text) > most:  # refused before it is stored or reaches the tutor's LLM
+            message = f"content: {len(text)} characters: the limit is {most} (EVAL_MESSAGE_MAX_CHARS)"
+            await self.send_json({"type": "error", "message": message})
             return
         await self.send_json({"type": "typing"})
         try:
@@ -193,11 +213,12 @@ class TutorSessionConsumer(AsyncJsonWebsocketConsumer):
         (TRY_AGAIN_LATER), since every later frame would fail the same way."""
         reason = database_unavailable(exc)
         log.warning("session %s: %s: %s", self.session_id, what, str(exc).strip())
+        # retry_after: a client tells this passing condition from the tutor failing, and sends the turn again
         if reason is None:
-            await self.send_json({"type": "error", "message": DATABASE_BUSY})
+            await self.send_json({"type": "error", "message": DATABASE_BUSY, "retry_after": DatabaseBusy.wait})
             return
         message = DATABASE_UNAVAILABLE.format(reason=reason.removeprefix("the database is "), wait=DatabaseBusy.wait)
-        await self.send_json({"type": "error", "message": message})
+        await self.send_json({"type": "error", "message": message, "retry_after": DatabaseBusy.wait})
         await self.close(code=TRY_AGAIN_LATER)
 
     @classmethod

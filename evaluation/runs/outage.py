@@ -1,9 +1,10 @@
 """Is the database gone for now? One answer for every door (a 503) and for the workers (wait and retry)."""
 
 import logging
+import threading
 import time
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import psycopg
 from django.db import InterfaceError, OperationalError, connection
@@ -77,3 +78,74 @@ def retrying(write: Callable[[], T], *, what: str, for_seconds: float, first_wai
         if failed_at is not None:
             log.warning("%s: done after the database came back (%.1f s)", what, time.monotonic() - failed_at)
         return result
+
+
+PROBE_EVERY = 0.1
+"""Seconds between two connection attempts of the circuit's probe while the database is down."""
+
+
+class DatabaseCircuit:
+    """Is the database known to be down? Then requests are answered 503 at once instead of each waiting
+    the pool's timeout (and the next ones queueing behind them).
+
+    A door that meets a database it cannot reach calls trip(): a probe thread (one at a time) opens a
+    connection of its own to the database, at once and then every PROBE_EVERY seconds; while that
+    fails, the circuit is open. The first probe that gets through closes it, so requests are served
+    again within PROBE_EVERY of the database's return. A pool that is merely busy does not open it: the
+    probe gets through (or is refused for too many clients, which is busy, not down)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._probing = False
+        self.down_since: float | None = None
+        self.reason = ""
+
+    @property
+    def open(self) -> bool:
+        return self.down_since is not None
+
+    def trip(self, reason: str) -> None:
+        if connection.vendor != "postgresql":
+            return  # SQLite is a file: nothing to be down
+        with self._lock:
+            if self._probing:
+                return
+            self._probing = True
+        params = connection.get_connection_params()
+        # The first probe here, before this request's 503 goes out, so the circuit is open for the next one.
+        if _reachable(params):
+            with self._lock:
+                self._probing = False
+            return
+        self.down_since, self.reason = time.monotonic(), reason
+        log.warning("%s: requests are answered 503 at once until it answers again", reason)
+        threading.Thread(target=self._probe, args=(params, reason), name="database-probe", daemon=True).start()
+
+    def _probe(self, params: dict[str, Any], reason: str) -> None:
+        try:
+            time.sleep(PROBE_EVERY)
+            while not _reachable(params):  # a refused connection costs a round trip on the machine's loopback or LAN
+                if self.down_since is None:
+                    self.down_since, self.reason = time.monotonic(), reason
+                    log.warning("%s: requests are answered 503 at once until it answers again", reason)
+                time.sleep(PROBE_EVERY)
+            if self.down_since is not None:
+                log.warning("the database answers again after %.1f s", time.monotonic() - self.down_since)
+                self.down_since = None
+        finally:
+            with self._lock:
+                self._probing = False
+
+
+def _reachable(params: dict[str, Any]) -> bool:
+    """Whether a new connection to the database gets through (one that is refused for too many clients
+    counts: the server is up)."""
+    try:
+        psycopg.connect(**{**params, "connect_timeout": 1, "autocommit": True}).close()
+    except psycopg.OperationalError as exc:
+        return exc.sqlstate == "53300" or "too many clients" in str(exc) or "remaining connection slots" in str(exc)
+    return True
+
+
+circuit = DatabaseCircuit()
+"""This process's circuit: the web doors trip it and read it."""

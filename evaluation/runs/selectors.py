@@ -54,6 +54,10 @@ WAITING = Q(status=RunStatus.QUEUED) & ~Q(queue_action="") & ~Q(sent_attempt=F("
 SENT = Q(status=RunStatus.QUEUED) & ~Q(queue_action="") & Q(sent_attempt=F("attempt"))
 """Queued runs whose task went to the workers but that no worker has begun yet."""
 
+HELD = Q(status=RunStatus.QUEUED) & Q(queue_action="")
+"""Queued runs that no worker will take: the process that made them (a CLI batch, `worker` says which)
+runs them itself, and beats their heartbeat while it lives."""
+
 
 @dataclass(frozen=True)
 class SentRun:
@@ -72,6 +76,12 @@ def run_sent_not_begun(*, excluding: set[str] | frozenset[str] = frozenset()) ->
     sent = EvaluationRun.objects.filter(SENT).exclude(pk__in=list(excluding)).order_by("created_at", "run_id")
     row = sent.values_list("pk", "attempt", "queue_action", "run_id", "kind").first()
     return SentRun(str(row[0]), *row[1:]) if row is not None else None
+
+
+def run_status_counts(pks: list[Any]) -> dict[str, int]:
+    """How many of these runs are in each status."""
+    rows = EvaluationRun.objects.filter(pk__in=pks).values_list("status").annotate(n=Count("pk"))
+    return dict(rows)
 
 
 def active_runs(kind: str | None = None) -> QuerySet[EvaluationRun]:

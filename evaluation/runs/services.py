@@ -25,7 +25,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Count
+from django.db.models import Count, Q
 from django.utils import timezone
 from django.utils.text import slugify
 from psycopg_pool import PoolTimeout
@@ -37,7 +37,7 @@ from evaluation.models.runs import ACTIVE_STATUSES, DEFAULT_SOURCE, RETRYABLE_ST
 from evaluation.redact import redact
 from evaluation.runs.broadcast import Listener, broadcast, discard
 from evaluation.runs.outage import close_broken_connection, retrying
-from evaluation.runs.selectors import SENT, WAITING
+from evaluation.runs.selectors import HELD, SENT, WAITING
 
 log = logging.getLogger(__name__)
 lifecycle = logging.getLogger("evaluation.runs.lifecycle")
@@ -372,6 +372,128 @@ def runs_interrupt_stale(*, stale_after: float | None = None) -> list[str]:
     return ended
 
 
+def process_gone(worker: str) -> bool:
+    """Whether the process a `host:pid` names has ended: known only on its own host (elsewhere, False)."""
+    host, _, pid = worker.rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # alive, another user's
+        return False
+    return False
+
+
+def run_hold(run: EvaluationRun) -> None:
+    """A run its creator executes in its own process (a CLI batch), not a worker: it records that process
+    (host:pid) and a first heartbeat, so that a sweep ends the run if that process goes before starting it."""
+    now = timezone.now()
+    EvaluationRun.objects.filter(pk=run.pk).update(worker=worker_id(), heartbeat_at=now)
+    run.worker, run.heartbeat_at = worker_id(), now
+
+
+def _cancel_held(where: Any, reason: str, actor: str) -> list[str]:
+    """Cancel the runs `where` selects, with the reason as their error; -> their ids."""
+    ended = []
+    for run in EvaluationRun.objects.filter(where):
+        if EvaluationRun.objects.filter(pk=run.pk, status__in=ACTIVE_STATUSES, attempt=run.attempt).update(
+            status=RunStatus.CANCELLED,
+            stage=RunStage.CANCELLED,
+            error=reason,
+            detail="Cancelled: " + reason[:200],
+            completed_at=timezone.now(),
+        ):
+            ended.append(run.run_id)
+            run.refresh_from_db()
+            _event(run, RunStatus.CANCELLED, actor, reason)
+            broadcast(run)
+    if ended:
+        transaction.on_commit(runs_dispatch_safely)  # their slots are free
+    return ended
+
+
+def runs_cancel_orphaned(*, stale_after: float | None = None) -> list[str]:
+    """Cancel queued runs held by a process that is gone (a CLI batch killed before it started them):
+    on that process's host at once, elsewhere once its heartbeat is older than EVAL_RUN_STALE_AFTER."""
+    limit = float(stale_after if stale_after is not None else setting("RUN_STALE_AFTER"))
+    cutoff = timezone.now() - timedelta(seconds=limit)
+    held = EvaluationRun.objects.filter(HELD).exclude(worker="")  # run_hold recorded the process
+    gone = [w for w in held.values_list("worker", flat=True).distinct() if process_gone(w)]
+    where = HELD & ~Q(worker="") & (Q(heartbeat_at__lt=cutoff) | Q(worker__in=gone))
+    ended = []
+    for worker in set(EvaluationRun.objects.filter(where).values_list("worker", flat=True)):
+        state = "has ended" if worker in gone else f"has not been heard from for over {limit:g} s"
+        reason = (
+            f"the batch that created this run (process {worker}) {state} before starting it; "
+            "start the run again if it is still wanted"
+        )
+        ended += _cancel_held(where & Q(worker=worker), reason, "sweeper")
+    return ended
+
+
+class BatchStopped(KeyboardInterrupt):
+    """An in-process batch was told to stop (SIGTERM, say). A KeyboardInterrupt, so that it travels as Ctrl-C
+    does: out of an event loop's callbacks (asyncio and uvloop re-raise only KeyboardInterrupt and SystemExit
+    from a signal handler; another exception is logged there and lost), failing the run in progress saying
+    so, to the batch. returncode: the exit status the process should end with (128 + the signal's number)."""
+
+    def __init__(self, message: str, returncode: int = 1):
+        super().__init__(message)
+        self.returncode = returncode
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+def _why_stopped(exc: BaseException) -> str:
+    if isinstance(exc, BatchStopped):
+        return str(exc)
+    if isinstance(exc, KeyboardInterrupt):
+        return "the batch was interrupted (SIGINT, Ctrl-C)"
+    if isinstance(exc, BrokenPipeError):
+        return "the batch stopped: its output pipe was closed"
+    return f"the batch stopped: {type(exc).__name__}: {exc}"
+
+
+@contextmanager
+def runs_held(runs: list[EvaluationRun]) -> Iterator[None]:
+    """While a process executes its own runs (run_hold): a thread beats the heartbeat of those still
+    waiting, so a sweep tells a live batch from a dead one; and whatever stops the batch early (an error,
+    Ctrl-C, SIGTERM, a closed output pipe), its runs not yet ended are cancelled, saying why (one that is
+    running stops at its next unit of progress), before the error goes on."""
+    pks = [r.pk for r in runs]
+    stop = threading.Event()
+
+    def loop() -> None:
+        while not stop.wait(max(0.5, _stale_after() / 4)):
+            try:
+                EvaluationRun.objects.filter(HELD, pk__in=pks).update(heartbeat_at=timezone.now())
+            except Exception as exc:
+                log.warning("heartbeat of the batch's waiting runs failed: %s", str(exc).strip())
+                close_broken_connection()
+            finally:
+                connection.close()
+
+    thread = threading.Thread(target=loop, name="batch-heartbeat", daemon=True)
+    thread.start()
+    try:
+        yield
+    except BaseException as exc:
+        reason = _why_stopped(exc)
+        try:
+            ended = _cancel_held(Q(pk__in=pks, status__in=ACTIVE_STATUSES), reason, "cli")
+            if ended:
+                log.warning("%s: cancelled %s", reason, ", ".join(ended))
+        except Exception as failure:  # the database is away: the sweep ends them once it is back
+            log.warning("%s; its runs could not be cancelled now: %s", reason, str(failure).strip())
+        raise
+    finally:
+        stop.set()
+        thread.join(timeout=5)
+
+
 STALE_ON_READ_EVERY = 5.0
 """Seconds between two marks of stale runs made by status reads in one process."""
 
@@ -390,7 +512,7 @@ def runs_interrupt_stale_on_read() -> None:
         return
     try:
         _stale_read_at = now
-        ended = runs_interrupt_stale()
+        ended = runs_interrupt_stale() + runs_cancel_orphaned()
         if ended:
             log.warning("marked interrupted on a status read: %s", ", ".join(ended))
     except Exception as exc:
@@ -409,15 +531,21 @@ def runs_sweep() -> list[str]:
     refused are sent now). Each step is tried whatever the one before it met; a failed step is one
     log line, and the next sweep tries again. Returns the runs it marked interrupted."""
     ended: list[str] = []
-    for name, step in (("interrupt", runs_interrupt_stale), ("resend", runs_resend_lost), ("dispatch", runs_dispatch)):
+    steps = (
+        ("interrupt", runs_interrupt_stale),
+        ("orphans", runs_cancel_orphaned),
+        ("resend", runs_resend_lost),
+        ("dispatch", runs_dispatch),
+    )
+    for name, step in steps:
         try:
             result = step()
         except Exception as exc:
             log.warning("sweep: %s failed: %s: %s", name, type(exc).__name__, str(exc).strip())
             close_broken_connection()
             continue
-        if name == "interrupt":
-            ended = result
+        if name in ("interrupt", "orphans"):
+            ended += result
     return ended
 
 
@@ -606,8 +734,10 @@ def failure_message(exc: BaseException) -> str:
 
     if isinstance(exc, TimeoutException) or _task_alarm.is_set():
         return TIME_LIMIT_MESSAGE
-    if isinstance(exc, PlainMessage):
+    if isinstance(exc, (PlainMessage, BatchStopped)):
         return str(exc)
+    if isinstance(exc, KeyboardInterrupt):
+        return "interrupted (SIGINT, Ctrl-C)"
     return f"{type(exc).__name__}: {exc}"
 
 

@@ -67,5 +67,12 @@ def _map(fn: RunOne, runs: list[EvaluationRun], url: str | None, workers: int) -
         for run in runs:
             fn(run, url)
         return
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="eval-run") as pool:
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="eval-run")
+    try:
         list(pool.map(lambda r: fn(r, url), runs))
+    except BaseException:
+        # Stopped (Ctrl-C, SIGTERM): runs not begun are dropped at once, instead of waiting for the running
+        # ones to end; the caller cancels those, and they stop at their next turn.
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown()

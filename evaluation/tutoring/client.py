@@ -19,6 +19,7 @@ from typing import IO, Any
 
 import websockets
 
+from evaluation import limits
 from evaluation.conf import setting
 from evaluation.errors import PlainMessage
 from evaluation.providers import LLM, CostLimitReached, Message, ProviderError
@@ -180,6 +181,40 @@ close (a dropped connection, 1001 going away, 1011 server error, 1012 restart, 4
 becoming unreachable."""
 
 
+TRY_AGAIN_CLOSES = (1012, 1013)
+"""Close codes that say "come back in a moment" (RFC 6455's registry: 1012 Service Restart, 1013 Try Again
+Later; the reference tutor closes with 1013 when its database is away): the conversation reconnects and
+sends its unanswered message again, for up to EVAL_RUN_STALE_AFTER."""
+
+
+class _TryAgain(Exception):
+    """The tutor cannot serve the turn now and says to come back (`wait` seconds later)."""
+
+    def __init__(self, reason: str, wait: float):
+        super().__init__(reason)
+        self.wait = wait
+
+
+@dataclass
+class _Outage:
+    """A tutor answering "come back later" since some moment: waited out until `deadline` (monotonic)."""
+
+    deadline: float
+    first: str
+    """What the tutor said first, for the run's error if it never comes back."""
+
+    async def wait(self, again: _TryAgain, log: RunLog) -> bool:
+        """Sleep the wait the tutor asked for (0.5-10 s, never past the deadline) -> whether to try again:
+        False once an attempt at or after the deadline failed too."""
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            return False
+        pause = min(max(again.wait, 0.5), 10.0, left)
+        log(f"tutor says to try again ({again}); trying again in {pause:.1f} s, for up to {left:.0f} s more")
+        await asyncio.sleep(pause)
+        return True
+
+
 class ProtocolTarget:
     """A tutor reached as a real student reaches it: POST /sessions, then the WebSocket."""
 
@@ -253,43 +288,88 @@ class ProtocolTarget:
             await on_session(result.session_id)
         headers = self.session_headers(created)
         url = f"{self.ws_base}/sessions/ws/{result.session_id}"
-        try:
-            async with websockets.connect(
-                url, additional_headers=headers, open_timeout=turn_timeout, compression=None
-            ) as ws:
-                log(f"websocket open {url}")
-                try:
-                    reply = await self._await_assistant(ws, turn_timeout, log)
-                    await conv.add("tutor", reply["content"])
-                    turns = 0
+        retry_for = float(setting("RUN_STALE_AFTER"))
+        outage: _Outage | None = None
+        """Set while the tutor answers "come back later" (its database is away, it is restarting)."""
+        sent: str | None = None
+        """A student message the tutor has not answered yet: sent again on the next socket."""
+        opened = False
+        turns = 0
+
+        async def on_one_socket() -> None:
+            nonlocal outage, sent, opened, turns
+            try:
+                # max_size: websockets closes with 1009 on a longer frame, before reading it whole
+                async with websockets.connect(
+                    url,
+                    additional_headers=headers,
+                    open_timeout=turn_timeout,
+                    compression=None,
+                    max_size=limits.message_frame_max(),
+                ) as ws:
+                    log(f"websocket open {url}")
+                    reply: dict[str, Any] | None = None
+                    if not opened:
+                        reply = await self._await_assistant(ws, turn_timeout, log)
+                        opened, outage = True, None
+                        await conv.add("tutor", reply["content"])
+                    elif sent is not None:  # a reconnect: the turn the outage cut short, sent again
+                        reply = await self._send(ws, sent, turn_timeout, log)
+                        sent, outage = None, None
+                        await conv.add("tutor", reply["content"], {"is_complete": bool(reply.get("is_complete"))})
                     while True:
-                        if reply.get("is_complete"):
+                        if reply is not None and reply.get("is_complete"):
                             result.ended_by = "is_complete"
-                            break
+                            return
                         if turns >= max_turns:
                             result.ended_by = "max_turns"
-                            break
+                            return
                         turns += 1
                         transcript = [{"role": m["role"], "content": m["content"]} for m in result.messages]
-                        text, decision = await simulator.respond(transcript, turns)
-                        await conv.add("student", text, {"turn_decision": decision.as_dict()})
-                        await ws.send(json.dumps({"type": "student_message", "content": text}))
-                        reply = await self._await_assistant(ws, turn_timeout, log)
+                        sent, decision = await simulator.respond(transcript, turns)
+                        await conv.add("student", sent, {"turn_decision": decision.as_dict()})
+                        reply = await self._send(ws, sent, turn_timeout, log)
+                        sent, outage = None, None
                         await conv.add("tutor", reply["content"], {"is_complete": bool(reply.get("is_complete"))})
-                except websockets.ConnectionClosed as exc:
-                    code = exc.rcvd.code if exc.rcvd else None
-                    if code in CLOSED_AS_PLANNED:
-                        conv.stopped(f"the tutor closed the WebSocket (code {code})")
-                    else:
-                        why = {None: "the connection dropped without a close frame", 4401: "credential refused"}
-                        conv.unreachable(
-                            f"the WebSocket closed abnormally (code {code or 1006}: "
-                            f"{why.get(code, exc.rcvd.reason if exc.rcvd else '') or 'no reason given'})"
-                        )
-                except TutorUnavailable as exc:
-                    conv.stopped(str(exc))
-        except (OSError, websockets.InvalidHandshake) as exc:
-            raise TutorUnavailable(f"WebSocket {url} failed: {exc}") from exc
+            except websockets.ConnectionClosed as exc:
+                code = exc.rcvd.code if exc.rcvd else None
+                if code in TRY_AGAIN_CLOSES:
+                    raise _TryAgain(f"the WebSocket closed with code {code}", 1.0) from exc
+                raise
+            except (OSError, websockets.InvalidHandshake) as exc:
+                if outage is None:
+                    raise TutorUnavailable(f"WebSocket {url} failed: {exc}") from exc
+                # reconnecting through an outage: the tutor's server may be restarting too
+                raise _TryAgain(f"WebSocket {url} failed: {exc}", 1.0) from exc
+
+        while True:
+            try:
+                await on_one_socket()
+            except _TryAgain as exc:
+                outage = outage or _Outage(time.monotonic() + retry_for, str(exc))
+                if await outage.wait(exc, log):
+                    continue
+                conv.unreachable(
+                    f"the tutor could not serve the conversation for {retry_for:g} s (EVAL_RUN_STALE_AFTER): "
+                    f"{outage.first}" + (f"; last: {exc}" if str(exc) != outage.first else "")
+                )
+            except websockets.ConnectionClosed as exc:
+                code = exc.rcvd.code if exc.rcvd else None
+                if exc.sent is not None and exc.sent.code == 1009:  # the tutor's, not the connection's, fault
+                    conv.stopped(
+                        f"the tutor sent a frame over {limits.message_frame_max()} bytes (EVAL_MESSAGE_MAX_CHARS)"
+                    )
+                elif code in CLOSED_AS_PLANNED:
+                    conv.stopped(f"the tutor closed the WebSocket (code {code})")
+                else:
+                    why = {None: "the connection dropped without a close frame", 4401: "credential refused"}
+                    conv.unreachable(
+                        f"the WebSocket closed abnormally (code {code or 1006}: "
+                        f"{why.get(code, exc.rcvd.reason if exc.rcvd else '') or 'no reason given'})"
+                    )
+            except TutorUnavailable as exc:
+                conv.stopped(str(exc))
+            break
         log(f"conversation ended: {result.ended_by}" + (f" ({result.error})" if result.error else ""))
         try:
             result.final_state = await asyncio.to_thread(
@@ -299,10 +379,17 @@ class ProtocolTarget:
             log(f"final state not fetched: {exc}")
         return result
 
+    @classmethod
+    async def _send(cls, ws: Any, text: str, timeout: float, log: RunLog) -> dict[str, Any]:
+        """A student message out, the tutor's reply back."""
+        await ws.send(json.dumps({"type": "student_message", "content": text}))
+        return await cls._await_assistant(ws, timeout, log)
+
     @staticmethod
     async def _await_assistant(ws: Any, timeout: float, log: RunLog) -> dict[str, Any]:
         """Frames until the tutor's reply, all within `timeout` (one deadline for the whole wait, not a
-        task per frame as asyncio.wait_for would make)."""
+        task per frame as asyncio.wait_for would make). An `error` frame with `retry_after` (the tutor's
+        database is away, say) raises _TryAgain: the turn is sent again, not taken as the tutor stopping."""
         try:
             async with asyncio.timeout(timeout):
                 while True:
@@ -310,8 +397,19 @@ class ProtocolTarget:
                     kind = frame.get("type")
                     log(f"ws <- {kind}")
                     if kind == "assistant":
+                        content = frame.get("content")
+                        if not isinstance(content, str):
+                            raise TutorUnavailable("the tutor's reply has no text content")
+                        if len(content) > limits.limit("MESSAGE_MAX_CHARS"):
+                            raise TutorUnavailable(
+                                f"the tutor's reply is {len(content)} characters: the limit is "
+                                f"{limits.limit('MESSAGE_MAX_CHARS')} (EVAL_MESSAGE_MAX_CHARS)"
+                            )
                         return frame
                     if kind == "error":
+                        wait = frame.get("retry_after")
+                        if isinstance(wait, (int, float)) and not isinstance(wait, bool) and wait >= 0:
+                            raise _TryAgain(f"tutor error: {frame.get('message')}", float(wait))
                         raise TutorUnavailable(f"tutor error: {frame.get('message')}")
         except TimeoutError:
             raise TutorUnavailable(f"no tutor reply within {timeout:g}s") from None

@@ -29,6 +29,7 @@ from evaluation.tutoring.regression import DEFAULT_THRESHOLD, RULES, baseline_me
 from evaluation.tutoring.server import ForeignServer, ServerProcess, check_install, own_server_env
 from evaluation.tutoring.sessions import SessionComplete, session_advance, session_create, session_open
 from evaluation.tutoring.start_input import (
+    SEED_RANGE,
     approved_topic,
     gate_problems,
     resolve_personas,
@@ -44,6 +45,7 @@ REGRESSION_RULES = RULES
 __all__ = [
     "PERSONA_KEYS",
     "REGRESSION_RULES",
+    "SEED_RANGE",
     "ForeignServer",
     "ServerProcess",
     "SessionComplete",
@@ -99,6 +101,7 @@ def run_start(
     enqueue: bool = True,
     started_by: str = "api",
     user: Any = None,
+    tutor_here: bool = True,
 ) -> list[EvaluationRun]:
     """Create simulated runs (one per persona and repeat) and enqueue them; returns the runs. An unapproved
     topic is refused. Where the file of the topic or a persona changed since it was loaded, each run's
@@ -106,8 +109,14 @@ def run_start(
 
     baseline: a comparison group (or one run) whose scores this batch's comparison checks for
     regressions (regression.gate); a baseline that does not compare (another judge, judge prompt, rubric
-    version, topic, max turns, or personas it lacks) is refused unless forced."""
-    problems = start_problems(max_turns=max_turns, runs_per_persona=runs_per_persona, grade=grade, provider=provider)
+    version, topic, max turns, or personas it lacks) is refused unless forced.
+
+    tutor_here: the reference tutor runs with this process's settings (the web process serves the
+    session protocol; the CLI's own server inherits its environment), so its provider's key is checked
+    here too; False for a server the caller was pointed at, which resolves its own."""
+    problems = start_problems(
+        max_turns=max_turns, runs_per_persona=runs_per_persona, grade=grade, provider=provider, seed=seed
+    )
     if regression_rule not in RULES:
         problems.append(FieldProblem("regression_rule", f"{regression_rule!r} is not one of {', '.join(RULES)}"))
     if regression_threshold < 0:
@@ -118,6 +127,8 @@ def run_start(
     keys_check(["simulator", "judge"], provider, field="provider")
     topic = approved_topic(topic_id)
     agent = start_agent(agent_id)
+    if tutor_here and (agent is None or agent.kind == agent.Kind.REFERENCE):
+        keys_check(["tutor"], None, field="target")  # the reference tutor calls its configured provider
     personas = start_personas(persona)
     against = (
         _baseline(
@@ -176,6 +187,8 @@ def run_start(
                 created.append(run)
                 if enqueue:
                     runs.run_enqueue(run)
+                else:
+                    runs.run_hold(run)
     return created
 
 
@@ -396,14 +409,15 @@ def runs_execute_here(
             run.pk, run.attempt, work, on_failure=pipeline.on_failure, after=pipeline.after_run, listener=listener
         )
 
-    return execute_batch(
-        created,
-        one,
-        workers=workers,
-        server_url=server_url,
-        manage_server=manage_server,
-        not_started=not_started,
-    )
+    with runs.runs_held(created):  # stopped early (Ctrl-C, SIGTERM, an error): what is left is cancelled
+        return execute_batch(
+            created,
+            one,
+            workers=workers,
+            server_url=server_url,
+            manage_server=manage_server,
+            not_started=not_started,
+        )
 
 
 def persona_ground(*, persona_id: str, grounding: dict[str, Any]) -> None:

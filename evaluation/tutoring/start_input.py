@@ -8,13 +8,18 @@ from evaluation.runs.selectors import builtin_agent
 from evaluation.tutoring import selectors
 
 MAX_TURNS_RANGE = (1, 100)
+SEED_RANGE = (0, 2**31 - 1)
+"""A start's seed: what a randomly chosen one spans. Each run's seed adds its persona's and repeat's
+offset (under 21,000), which keeps it within the session protocol's |seed| < 2**53."""
 
 
 def start_problems(
-    *, max_turns: int, runs_per_persona: int, grade: int | None, provider: str | None
+    *, max_turns: int, runs_per_persona: int, grade: int | None, provider: str | None, seed: int | None = None
 ) -> list[FieldProblem]:
     """The numbers and the provider a start names, each out-of-range one with its reason."""
     problems = []
+    if seed is not None and not SEED_RANGE[0] <= seed <= SEED_RANGE[1]:
+        problems.append(FieldProblem("seed", f"{seed} is out of range ({SEED_RANGE[0]}-{SEED_RANGE[1]})"))
     if not MAX_TURNS_RANGE[0] <= max_turns <= MAX_TURNS_RANGE[1]:
         problems.append(
             FieldProblem("max_turns", f"{max_turns} is out of range ({MAX_TURNS_RANGE[0]}-{MAX_TURNS_RANGE[1]})")

@@ -65,6 +65,10 @@ def test_requests_get_503_while_postgres_is_down_and_200_at_once_after(pg, tmp_p
             refused_as_unavailable(client.get(f"{url}{path}", headers=headers))
         pg.start()
         back = time.monotonic()
+        # answered 503 at once until the circuit's probe sees the database back
+        while client.get(f"{url}/api/evaluation/runs", headers=headers).status_code == 503:
+            assert time.monotonic() - back < 5, "still 503 five seconds after the restart"
+            time.sleep(0.02)
         statuses = [client.get(f"{url}/api/evaluation/runs", headers=headers).status_code for _ in range(20)]
         took = time.monotonic() - back
     log = (tmp_path / "web.log").read_text(errors="replace")
@@ -155,7 +159,11 @@ def test_requests_under_a_restart_get_503_never_500(pg, tmp_path):
                 pg.start()
             code = client.get(f"{url}/api/evaluation/runs", headers=headers).status_code
             seen[code] = seen.get(code, 0) + 1
-        after = client.get(f"{url}/api/evaluation/runs", headers=headers).status_code
+        deadline = time.monotonic() + 5  # the circuit closes within a probe interval of the database's return
+        while (after := client.get(f"{url}/api/evaluation/runs", headers=headers).status_code) == 503:
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.02)
     log = (tmp_path / "web.log").read_text(errors="replace")
     assert set(seen) <= {200, 503}, f"{seen}\n{log[-3000:]}"
     assert seen.get(503, 0) > 0 and after == 200, seen
@@ -214,3 +222,35 @@ def test_a_run_whose_database_restarts_mid_run_ends(pg, tmp_path, loopback):
     assert now["run_status"] in ("completed", "failed", "interrupted"), now
     if now["run_status"] == "failed":
         assert "database" in (now["error"] or "").lower() or "connection" in (now["error"] or "").lower(), now
+
+
+def test_while_postgres_is_down_every_request_is_answered_within_seconds_and_at_once_after(pg, tmp_path):
+    """The default pool wait (no EVAL_DB_POOL_TIMEOUT): requests from several clients at once while the
+    database is stopped, /health/db among them, each answered 503 within BOUND seconds (they waited the
+    10 s pool timeout and queued behind each other: 10-28 s); answered 200 soon after it is back."""
+    bound = 4.0  # the 2 s pool wait, once, and room for a busy machine; the circuit answers the rest at once
+    token = prepare(pg)
+    headers = {"Authorization": f"Token {token}"}
+    env = {"DATABASE_URL": pg.url, "EVAL_RUN_STALE_AFTER": str(STALE_AFTER)}
+    with killable_server(env, tmp_path / "web.log") as (url, _), httpx.Client(timeout=60) as client:
+        assert client.get(f"{url}/api/evaluation/runs", headers=headers).status_code == 200
+        pg.stop("fast")
+
+        def timed(path: str) -> tuple[int, float]:
+            began = time.monotonic()
+            status = client.get(f"{url}{path}", headers=headers).status_code
+            return status, time.monotonic() - began
+
+        paths = ["/api/evaluation/runs", "/health/db", "/api/evaluation/status", "/api/evaluation/runs/none/status"] * 6
+        with ThreadPoolExecutor(6) as pool:
+            answers = list(pool.map(timed, paths))
+        pg.start()
+        deadline = time.monotonic() + 30
+        while (back := timed("/api/evaluation/runs"))[0] != 200:
+            assert time.monotonic() < deadline, f"not served again within 30 s: {back}"
+            time.sleep(0.05)
+    log = (tmp_path / "web.log").read_text(errors="replace")
+    assert {s for s, _ in answers} == {503}, (answers, log[-3000:])
+    slow = [(p, round(t, 1)) for p, (_, t) in zip(paths, answers, strict=True) if t > bound]
+    assert not slow, f"answers slower than {bound} s while the database was down: {slow}"
+    assert "Traceback" not in log, log[-3000:]

@@ -116,6 +116,9 @@ def assert_survived(api: Api, cluster: PgCluster, run_ids: list[str], poller: Po
     late = {r: t for r, t in poller.final_at.items() if t > LIMIT}
     assert not late, f"final later than EVAL_RUN_STALE_AFTER + 30 s = {LIMIT} s after the fault: {late}"
     for run_id, status in poller.seen.items():
+        # an outage is never scored as the tutor's behaviour: a run completed through it answered every turn
+        coverage = api.until_ok("GET", f"/api/evaluation/runs/{run_id}")["coverage"]
+        assert status["run_status"] != "completed" or not coverage["cut_short"], (run_id, coverage)
         if status["run_status"] != "completed":
             api.until_ok("POST", f"/api/evaluation/runs/{run_id}/retry")
     ended = wait_for(api, run_ids, lambda s: s["run_status"] in FINAL_STATUSES, 90)

@@ -316,6 +316,27 @@ def test_tutor_closing_the_socket_keeps_the_messages(server, fake_tutor, setting
     assert [m["role"] for m in saved["messages"]] == ["tutor", "student"]
 
 
+def test_a_tutor_whose_database_is_away_for_a_moment_is_waited_for_and_the_run_completes_whole(server, fake_tutor):
+    """The tutor twice answers "database: unavailable ... retry_after" and closes with 1013, then answers:
+    the turn is sent again on a new socket, not taken as the tutor stopping."""
+    Agent.objects.create(id="external", display_name="External tutor", kind="protocol", base_url=fake_tutor("outage"))
+    cli(persona="ace", provider="offline", topic_id=TOPIC, max_turns=4, seed=1, target="external", turn_timeout=5.0)
+    run = EvaluationRun.objects.get()
+    assert run.status == "completed", run.error
+    assert run.config["ended_by"] == "max_turns" and run.config["turns_answered"] == 4, run.config
+    assert list(run.messages.values_list("role", flat=True)) == ["tutor"] + ["student", "tutor"] * 4
+
+
+def test_a_tutor_whose_database_never_comes_back_fails_the_run_with_the_turn_reached(server, fake_tutor, settings):
+    settings.EVALUATION = {**settings.EVALUATION, "RUN_STALE_AFTER": 1.5}
+    run = fail_run(fake_tutor("down"))
+    assert run.status == "failed" and run.config["ended_by"] == "tutor_unreachable", run.config
+    assert run.error.startswith(
+        "the tutor became unreachable after 2/3 answered turns: the tutor could not serve the conversation for 1.5 s"
+    ), run.error
+    assert "database: unavailable" in run.error and run.dimension_scores.count() == 0
+
+
 def test_silent_tutor_times_out(server, fake_tutor):
     run = fail_run(fake_tutor("silent"), turn_timeout=1.0)
     assert run.error == "no tutor reply within 1s" and run.messages.count() == 2

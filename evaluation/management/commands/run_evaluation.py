@@ -9,6 +9,10 @@ that refuses this install's protocol key stops the command before any run starts
 import argparse
 import json
 import os
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
@@ -18,7 +22,8 @@ from evaluation.errors import Conflict, InvalidInput, NotFound
 from evaluation.management.progress import RunProgress
 from evaluation.models import Agent, Topic
 from evaluation.providers import VENDORS, require_keys, resolve
-from evaluation.runs.selectors import run_scores
+from evaluation.runs.selectors import run_scores, run_status_counts
+from evaluation.runs.services import BatchStopped
 from evaluation.tutoring import selectors, services
 from evaluation.tutoring.selectors import DIMENSIONS
 
@@ -129,6 +134,10 @@ class Command(BaseCommand):
         if opts["dry_run"]:
             self.print_forecast(opts)
             return
+        with _signals_stop_the_batch():
+            self.run_with_server(opts)
+
+    def run_with_server(self, opts) -> None:
         told = self.told_server(opts)
         reference = self.needs_reference_server(opts["target"])
         given: services.ServerProcess | None = opts.get("own_server")
@@ -225,6 +234,8 @@ class Command(BaseCommand):
             missing = require_keys(["simulator", "judge"], opts["provider"])
         except ValueError as exc:
             raise CommandError(f"--provider: {exc}") from exc
+        if self.told_server(opts) is None and self.needs_reference_server(opts["target"]):
+            missing += require_keys(["tutor"])  # the command's own server runs the reference tutor with these settings
         if missing:
             raise CommandError("missing API keys:\n  " + "\n  ".join(missing))
 
@@ -251,6 +262,7 @@ class Command(BaseCommand):
                 power=opts["power"],
                 enqueue=False,
                 started_by="cli",
+                tutor_here=own_tutor,
             )
         except (InvalidInput, NotFound, Conflict) as exc:
             raise CommandError(str(exc)) from exc
@@ -262,14 +274,24 @@ class Command(BaseCommand):
             + (f" r{r.repeat_index}" if r.group and r.repeat_index > 1 else "")
             for r in runs
         }
-        with RunProgress(self.stdout, labels) as progress:
-            done = services.runs_execute_here(
-                runs,
-                workers=opts["workers"],
-                server_url=url,
-                manage_server=False,
-                listener=progress,
-            )
+        try:
+            with RunProgress(self.stdout, labels) as progress:
+                done = services.runs_execute_here(
+                    runs,
+                    workers=opts["workers"],
+                    server_url=url,
+                    manage_server=False,
+                    listener=progress,
+                )
+        except (KeyboardInterrupt, BatchStopped, BrokenPipeError) as exc:
+            # runs_execute_here has cancelled the runs it had not ended; the caller stops the server
+            ended = run_status_counts([r.pk for r in runs])
+            counts = ", ".join(f"{n} {status}" for status, n in sorted(ended.items()))
+            code = exc.returncode if isinstance(exc, BatchStopped) else 130 if isinstance(exc, KeyboardInterrupt) else 1
+            why = str(exc) if isinstance(exc, BatchStopped) else "the batch was interrupted (SIGINT, Ctrl-C)"
+            if isinstance(exc, BrokenPipeError):
+                why = "the output pipe was closed"
+            raise CommandError(f"stopped: {why}; its {len(runs)} run(s): {counts}", returncode=code) from exc
         self.print_table(done)
         problems = []
         failed = [r for r in done if r.status != "completed"]
@@ -304,12 +326,14 @@ class Command(BaseCommand):
         line = ("Provider: " if len(groups) == 1 else "Providers: ") + "; ".join(groups)
         if url is not None and not own_tutor:
             line += f"; the tutor is the server at {url}"
+        # a key is used when any role's vendor reads it (anthropic and anthropic-haiku share one)
+        used = {VENDORS[s.provider].key_env for s in specs if s.provider in VENDORS}
         unused = [
             name
             for name, vendor in VENDORS.items()
-            if vendor.key_env and os.environ.get(vendor.key_env) and not any(s.provider == name for s in specs)
+            if vendor.key_env and os.environ.get(vendor.key_env) and vendor.key_env not in used
         ]
-        if any(s.provider == "offline" and s.source == "default" for s in specs) and unused:
+        if all(s.provider == "offline" for s in specs) and any(s.source == "default" for s in specs) and unused:
             key = VENDORS[unused[0]].key_env
             return (
                 f"{line}. {key} is set, but no LLM is called unless a provider is chosen: "
@@ -390,6 +414,30 @@ def test_line(t) -> str:
         f"change {t.delta:+.2f} [{t.low:+.2f}, {t.high:+.2f}], SE {t.se:.2f}, df {t.df}, p {t.p_value:.2g}, "
         f"detects drops >= {t.mdd:.2f}" + (" (spread floored)" if t.floored else "")
     )
+
+
+@contextmanager
+def _signals_stop_the_batch() -> Iterator[None]:
+    """SIGTERM (systemd's and docker's stop) and SIGHUP (a closed terminal) stop the batch as Ctrl-C does:
+    the run in progress fails saying so, those not started are cancelled, the command's own server stops.
+    Without a handler Python dies on the spot and leaves its runs queued and its server running. A second
+    signal while the batch cleans up is ignored. Only the main thread can set handlers (tests call the
+    command from others)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, frame: object) -> None:
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, signal.SIG_IGN)
+        raise BatchStopped(f"the batch was stopped by {signal.Signals(signum).name}", 128 + signum)
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _and(names: list[str]) -> str:
