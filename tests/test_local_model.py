@@ -3,8 +3,8 @@ through the normal paths, a tutoring run from the CLI and a judging job on impor
 
 The model is a small base checkpoint: it does not follow instructions, so these tests check the plumbing
 (calls made, transcript stored, failures named, scores only where the reply was valid), never the quality
-of what it says. They need `bin/local-model install` (LLAMA_SERVER and LOCAL_MODEL_GGUF set, as .ci/run
-does)."""
+of what it says. They need `bin/local-model install` (LLAMA_SERVER and LOCAL_MODEL_GGUF
+set)."""
 
 import json
 import os
