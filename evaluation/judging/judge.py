@@ -18,6 +18,7 @@ from evaluation.models import CanarySet, Item, JudgeConfiguration, JudgeScore
 from evaluation.providers import LLM, LLMResult, Message, Meter, ProviderError, ProviderSpec, Usage, get_llm
 from evaluation.providers.accounting import unpriced
 from evaluation.providers.batch import BatchCall, batch_continue, batch_run, job_key, wants_batch
+from evaluation.providers.compat import endpoint_name
 
 ROLE = "rubric_judge"
 USER_TEMPLATE_VERSION = "1"
@@ -53,6 +54,8 @@ class JudgeReport:
     """The provider batch that carried the calls (None: direct calls)."""
     retried: int = 0
     """Batch lines that failed and were answered by a direct call."""
+    repaired: tuple[str, ...] = ()
+    """One line per stored judgement whose reply was not valid JSON as it came and was repaired (item and how)."""
     resumed: bool = False
     """A stored batch was polled again rather than a new one sent."""
     cost_usd: float = 0.0
@@ -77,6 +80,7 @@ class JudgeReport:
 
     def __str__(self) -> str:
         fails = f", {len(self.failed)} failed" if self.failed else ""
+        fails += f", {len(self.repaired)} repaired" if self.repaired else ""
         canary = f"; canary: {self.canary_items} items first" if self.canary_items else ""
         batch = ""
         if self.batch:
@@ -148,7 +152,10 @@ def prompt_hash(spec: RubricSpec) -> str:
 
 
 def configuration_key(llm: LLM, spec: RubricSpec) -> str:
-    where = f"@{llm.spec.base_url}" if llm.spec.base_url else ""
+    """provider/model[@endpoint] | prompt hash | rubric version: the endpoint by a name that survives a
+    restart on another port (keys stored with a local server's full URL stay as they were)."""
+    name = endpoint_name(llm.spec.base_url, llm.spec.options)
+    where = f"@{name}" if name else ""
     return f"{llm.label}{where} | prompt {prompt_hash(spec)[:12]} | {spec.slug} v{spec.version}"
 
 
@@ -194,9 +201,16 @@ def judge_read(spec: RubricSpec, data: Any) -> dict[str, tuple[str, float, str]]
 
 def judge_one(llm: LLM, spec: RubricSpec, item: ItemInput, repeat: int) -> dict[str, tuple[str, float, str]]:
     """{dimension: (level, score, rationale)} for one item in one repeat; raises ProviderError."""
+    return _judge_one(llm, spec, item, repeat)[0]
+
+
+def _judge_one(
+    llm: LLM, spec: RubricSpec, item: ItemInput, repeat: int
+) -> tuple[dict[str, tuple[str, float, str]], str]:
+    """judge_one's values and how the reply was repaired ("" when it was valid JSON as it came)."""
     call = judge_call(spec, item, repeat)
     result = llm.call(list(call.messages), schema=call.schema, offline=call.offline, **dict(call.settings))
-    return judge_read(spec, result.data)
+    return judge_read(spec, result.data), result.repaired
 
 
 def _inputs(spec: RubricSpec, item_ids: list[int] | None) -> list[ItemInput]:
@@ -276,6 +290,7 @@ def judge_items(
     canary_jobs = sum(1 for item, _ in jobs if item.item_id in canary_ids)
     dims = {d.name: d.id for d in spec.dimensions}
     failed: list[str] = []
+    repaired: list[str] = []
     pending: list[JudgeScore] = []
 
     def flush() -> None:
@@ -289,14 +304,16 @@ def judge_items(
         )
 
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        futures = {pool.submit(judge_one, llm, spec, item, r): (item, r) for item, r in jobs}
+        futures = {pool.submit(_judge_one, llm, spec, item, r): (item, r) for item, r in jobs}
         for future in as_completed(futures):
             item, r = futures[future]
             try:
-                values = future.result()
+                values, repair = future.result()
             except (ProviderError, KeyError, TypeError) as exc:  # a vendor's reply of the wrong shape counts as failed
                 failed.append(f"item {item.item_id} repeat {r}: {type(exc).__name__}: {exc}")
                 continue
+            if repair:
+                repaired.append(f"item {item.item_id} repeat {r}: {repair}")
             pending += _score_rows(item.item_id, r, values, dims, configuration)
             if len(pending) >= 2000:
                 flush()
@@ -307,6 +324,7 @@ def judge_items(
         judged=len(jobs) - len(failed),
         skipped=len(inputs) * repeats - len(jobs),
         failed=tuple(failed),
+        repaired=tuple(sorted(repaired)),
         canary_items=canary_jobs,
         seconds=time.perf_counter() - started,
         cost_usd=meter.cost_usd,

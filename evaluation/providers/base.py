@@ -148,6 +148,8 @@ class Completion:
     tool_calls: list[ToolCall] = field(default_factory=list)
     headers: Any = None
     """The answer's HTTP headers (a case-insensitive mapping), where the vendor's rate limits are read."""
+    stop_reason: str = ""
+    """Why the model stopped, as the vendor says it ("length": cut at max_tokens); "" when not known."""
 
 
 @dataclass
@@ -167,6 +169,9 @@ class LLMResult:
     tool_calls: list[ToolCall] = field(default_factory=list)
     request: "Request | None" = field(default=None, repr=False, compare=False)
     """The request as the caller made it (not a JSON repair's follow-up)."""
+    repaired: str = ""
+    """How a reply that was not valid JSON for the schema was made valid ("" when it was valid as it came):
+    raw control characters escaped, or the model asked again with the reason."""
 
     @cached_property
     def fingerprint(self) -> str:
@@ -257,6 +262,10 @@ class Provider(ABC):
     def place_directive(self, messages: list[Message], directive: str) -> list[Message]:
         """Default (OpenAI): the directive is the last system message."""
         return [*messages, Message("system", directive)]
+
+    def timeout_for(self, request: Request) -> float:
+        """The timeout a call is given (a provider that measures its endpoint's speed may need longer)."""
+        return request.timeout
 
     @abstractmethod
     def generate(self, request: Request) -> Completion:

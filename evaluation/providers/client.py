@@ -43,21 +43,70 @@ def _semaphore(provider: str) -> threading.BoundedSemaphore:
 
 
 def parse_json(text: str, schema: dict[str, Any]) -> tuple[Any, str | None]:
-    """(data, None) when text is JSON valid for schema, else (None, the reason)."""
+    """(data, None) when text is JSON valid for schema (after read_json's repairs), else (None, the reason)."""
+    data, reason, _ = read_json(text, schema)
+    return data, reason
+
+
+def read_json(
+    text: str, schema: dict[str, Any], *, cut: bool = False, prompt: list[Message] | None = None
+) -> tuple[Any, str | None, str]:
+    """(data, None, repair) when text is JSON valid for schema, else (None, the reason, "").
+
+    Small models answer in ways strict parsing refuses; what can be read without guessing is, and the
+    repair is named ("" when none was needed): raw control characters (a newline) inside strings, one JSON
+    object inside other text. What cannot be read gets a reason that says why: cut at max_tokens (`cut`:
+    the vendor said it stopped there), the prompt echoed back, not JSON, or off the schema (a number
+    outside its minimum and maximum, say)."""
     body = text.strip()
     fenced = _FENCE.match(body)
     if fenced:
         body = fenced.group(1)
-    try:
-        data = json.loads(body)
-    except json.JSONDecodeError as exc:
-        return None, f"not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
+    data, reason, repair = _loads(body)
+    if reason is not None:
+        start, end = body.find("{"), body.rfind("}")
+        if 0 <= start < end and (start, end) != (0, len(body) - 1):
+            inner, inner_reason, inner_repair = _loads(body[start : end + 1])
+            if inner_reason is None:
+                data, reason = inner, None
+                repair = ", ".join(filter(None, ["one JSON object taken from the text around it", inner_repair]))
+    if reason is not None:
+        if cut:
+            return None, f"was cut at max_tokens before its JSON ended ({reason})", ""
+        if prompt and echoes(text, prompt):
+            return None, f"echoes the prompt instead of answering ({reason})", ""
+        return None, reason, ""
     errors = sorted(Draft202012Validator(schema).iter_errors(data), key=lambda e: list(e.absolute_path))
     if errors:
         first = errors[0]
         where = ".".join(str(p) for p in first.absolute_path) or "(top level)"
-        return None, f"does not match the schema at {where}: {first.message}"
-    return data, None
+        return None, f"does not match the schema at {where}: {first.message}", ""
+    return data, None, repair
+
+
+def _loads(body: str) -> tuple[Any, str | None, str]:
+    try:
+        return json.loads(body), None, ""
+    except json.JSONDecodeError as exc:
+        reason = f"not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
+        if not exc.msg.startswith("Invalid control character"):
+            return None, reason, ""
+    try:  # JSON but for raw control characters inside its strings, which strict parsing refuses
+        return json.loads(body, strict=False), None, "raw control characters in strings read as text"
+    except json.JSONDecodeError:
+        return None, reason, ""
+
+
+ECHO_LINE = 40
+"""A line at least this long found verbatim in both the prompt and the reply makes the reply an echo."""
+
+
+def echoes(reply: str, prompt: list[Message]) -> bool:
+    """Whether a reply repeats a line of its prompt (a base model continuing the text it was given)."""
+    said = "\n".join(m.content for m in prompt)
+    replied = [line.strip() for line in reply.splitlines() if len(line.strip()) >= ECHO_LINE]
+    asked = [line.strip() for line in said.splitlines() if len(line.strip()) >= ECHO_LINE]
+    return any(line in said for line in replied) or any(line in reply for line in asked)
 
 
 def retry_delay(attempt: int, retry_after: float | None, backoff: list[float]) -> float:
@@ -126,11 +175,15 @@ class LLM:
             offline=offline,
             timeout=self.timeout,
         )
+        request.timeout = self.provider.timeout_for(request)
         started = time.perf_counter()
         completion, attempts = self._generate(request)
         usage, data = completion.usage, completion.data
+        repaired = ""
         if schema is not None and data is None and not completion.tool_calls:
-            data, reason = parse_json(completion.text, schema)
+            data, reason, repaired = read_json(
+                completion.text, schema, cut=completion.stop_reason == "length", prompt=placed
+            )
             if reason is not None:
                 repair = request.with_messages(
                     [
@@ -142,7 +195,7 @@ class LLM:
                 second, more = self._generate(repair)
                 attempts += more
                 usage = usage + second.usage
-                data, reason2 = parse_json(second.text, schema)
+                data, reason2, _ = read_json(second.text, schema, cut=second.stop_reason == "length", prompt=placed)
                 if reason2 is not None:
                     self._account(usage)
                     raise InvalidJSONError(
@@ -150,6 +203,7 @@ class LLM:
                         raw=[completion.text, second.text],
                     )
                 completion = second
+                repaired = f"asked again: the reply {reason}"
         cost = self._account(usage)
         return LLMResult(
             text=completion.text,
@@ -163,6 +217,7 @@ class LLM:
             request=request,
             cost_usd=cost,
             tool_calls=list(completion.tool_calls),
+            repaired=repaired,
         )
 
     async def acall(self, messages: list[Message], **kwargs: Any) -> LLMResult:

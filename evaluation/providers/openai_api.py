@@ -7,6 +7,7 @@ import itertools
 import json
 import os
 import ssl
+import time
 import urllib.request
 from typing import Any
 from urllib.parse import unquote
@@ -16,6 +17,7 @@ import openai
 import urllib3
 from openai.types.responses.response_create_params import ResponseCreateParamsNonStreaming
 
+from evaluation.providers import ratelimit
 from evaluation.providers.base import (
     Completion,
     Message,
@@ -30,6 +32,14 @@ from evaluation.providers.base import (
     status_error,
 )
 from evaluation.providers.capabilities import terms_for
+from evaluation.providers.compat import (
+    EndpointTraits,
+    alternating,
+    refuses_format,
+    refuses_roles,
+    response_format,
+    schema_instruction,
+)
 
 
 class OpenAIProvider(Provider):
@@ -50,6 +60,7 @@ class OpenAIProvider(Provider):
             if self.base_url and self.api == "chat" and self.options.get("client") != "sdk"
             else None
         )
+        self.traits = EndpointTraits(self.options) if self.compat is not None else None
         if self.compat is None:
             # Always an explicit key: the SDK would otherwise read OPENAI_API_KEY itself, whatever the URL.
             self.client = openai.OpenAI(api_key=self.api_key or "none", base_url=self.base_url or None, max_retries=0)
@@ -100,20 +111,47 @@ class OpenAIProvider(Provider):
             headers=raw.headers,
         )
 
+    def timeout_for(self, request: Request) -> float:
+        """The call's timeout: the configured one, or longer where the endpoint's measured speed needs it to
+        produce max_tokens (a local server on two cores makes some 30 tokens a second)."""
+        needed = None
+        if self.traits is not None:
+            prompt = ratelimit.estimate_tokens(request.messages, request.schema, request.tools)
+            needed = self.traits.seconds_needed(prompt, request.settings.max_tokens)
+        return max(request.timeout, needed or 0.0)
+
     def _compat_chat(self, request: Request) -> Completion:
-        assert self.compat is not None
-        try:
-            data, headers = self.compat.create(chat_body(request), request.timeout)
-        except urllib3.exceptions.HTTPError as exc:
-            # urllib3 makes a refused connection (NewConnectionError) a kind of connect timeout.
-            timed_out = isinstance(exc, urllib3.exceptions.TimeoutError) and not isinstance(
-                exc, urllib3.exceptions.NewConnectionError
-            )
-            if timed_out:
-                raise NoReplyError(f"{self.name}: no reply within {request.timeout:g}s") from exc
-            raise RetryableError(f"{self.name}: connection failed ({exc})") from exc
-        except CompatStatusError as exc:
-            raise status_error(self.name, exc.status, exc.message, exc.retry_after, self.key_hint) from exc
+        assert self.compat is not None and self.traits is not None
+        traits = self.traits
+        timeout = self.timeout_for(request)
+        mode, alternate = traits.json_mode, traits.alternate_roles
+        while True:
+            body = compat_body(request, mode, alternate=alternate)
+            started = time.perf_counter()
+            try:
+                data, headers = self.compat.create(body, timeout)
+                break
+            except urllib3.exceptions.HTTPError as exc:
+                # urllib3 makes a refused connection (NewConnectionError) a kind of connect timeout.
+                timed_out = isinstance(exc, urllib3.exceptions.TimeoutError) and not isinstance(
+                    exc, urllib3.exceptions.NewConnectionError
+                )
+                if timed_out:
+                    raise NoReplyError(f"{self.name}: no reply within {timeout:g}s") from exc
+                raise RetryableError(f"{self.name}: connection failed ({exc})") from exc
+            except CompatStatusError as exc:
+                # A strict chat template refusing the order of roles: the same conversation with alternating roles.
+                if not alternate and exc.status in (400, 422, 500) and refuses_roles(exc.message):
+                    alternate = True
+                    continue
+                # A server that takes another way of asking for JSON (or none): the next, down to the prompt alone.
+                following = traits.following_mode(mode) if request.schema is not None else None
+                if following is not None and refuses_format(exc.status, exc.message):
+                    mode = following
+                    continue
+                raise status_error(self.name, exc.status, exc.message, exc.retry_after, self.key_hint) from exc
+        traits.learned(mode, alternate)
+        traits.observe(data, time.perf_counter() - started)
         try:
             choice = (data.get("choices") or [None])[0] or {}
             message = choice.get("message") or {}
@@ -135,6 +173,7 @@ class OpenAIProvider(Provider):
                 ),
                 model=data.get("model") or request.model,
                 headers=headers,
+                stop_reason=str(choice.get("finish_reason") or ""),
             )
         except (AttributeError, KeyError, TypeError) as exc:
             raise RetryableError(f"{self.name}: malformed response ({type(exc).__name__}: {exc})") from exc
@@ -334,6 +373,23 @@ def chat_body(request: Request) -> dict[str, Any]:
             "json_schema": {"name": "result", "schema": request.schema, "strict": False},
         }
     return kwargs
+
+
+def compat_body(request: Request, json_mode: str, *, alternate: bool) -> dict[str, Any]:
+    """chat_body for an OpenAI-compatible server: JSON asked for in the way it takes (json_mode, see
+    providers.compat), the schema in the prompt where the server is not told it, and the roles alternating
+    where its chat template requires it."""
+    body = chat_body(request)
+    if request.schema is not None:
+        fmt = response_format(json_mode, request.schema)
+        if fmt is None:
+            body.pop("response_format", None)
+            body["messages"] = [{"role": "system", "content": schema_instruction(request.schema)}, *body["messages"]]
+        else:
+            body["response_format"] = fmt
+    if alternate:
+        body["messages"] = alternating(body["messages"])
+    return body
 
 
 def _arguments(raw: Any) -> dict[str, Any]:

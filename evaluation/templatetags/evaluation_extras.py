@@ -67,3 +67,11 @@ def label(value: Any) -> str:
 @register.filter(name="label")
 def label_filter(value: Any) -> str:
     return label(value)
+
+
+@register.filter
+def plumbing_note(label: Any) -> str:
+    """The warning shown beside scores whose judge (its label or configuration key) is a plumbing-only model."""
+    from evaluation.providers.compat import plumbing_only
+
+    return plumbing_only(str(label or ""))

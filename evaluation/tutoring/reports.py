@@ -12,6 +12,7 @@ from typing import Any
 
 import orjson
 
+from evaluation.providers.compat import plumbing_only
 from evaluation.tutoring.judge import format_transcript
 from evaluation.tutoring.regression import Gate, counted, mean_ci
 from evaluation.tutoring.rubric import SUGGESTED_FIXES
@@ -183,6 +184,7 @@ def review_markdown(ctx: dict[str, Any]) -> str:
             else ""
         ),
         "",
+        *([plumbing_only(evaluation["judge"]), ""] if plumbing_only(evaluation.get("judge") or "") else []),
         *models_lines(evaluation.get("models")),
         *ending_lines(ctx.get("session")),
         *usage_lines(ctx.get("usage")),

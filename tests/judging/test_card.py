@@ -127,3 +127,16 @@ def test_the_judge_card_page(client, judged, django_user_model):
     index = client.get("/admin/evaluation/judging/").content.decode()
     assert f'href="/admin/evaluation/judging/{judged.pk}/"' in index
     assert client.get("/admin/evaluation/judging/999/").status_code == 404
+
+
+def test_a_plumbing_only_judges_card_says_its_scores_measure_nothing(client, judged, django_user_model):
+    """Scores from Gemma 3 270M (bin/local-model: a base model, at chance as a judge) carry the warning."""
+    viewer = django_user_model.objects.create_user("v", password="x" * 16, is_staff=True)
+    viewer.groups.add(Group.objects.get(name="viewer"))
+    client.force_login(viewer)
+    assert 'id="plumbing-only"' not in client.get(f"/admin/evaluation/judging/{judged.pk}/").content.decode()
+    JudgeConfiguration.objects.filter(pk=judged.pk).update(
+        key=judged.key.replace("offline/", "openai/gemma-3-270m@local ")
+    )
+    html = client.get(f"/admin/evaluation/judging/{judged.pk}/").content.decode()
+    assert 'id="plumbing-only"' in html and "check the plumbing only" in html and "no measurement of quality" in html

@@ -5,6 +5,7 @@ from django.core.management.base import BaseCommand, CommandError
 from evaluation.errors import InvalidInput, NotFound
 from evaluation.judging import selectors, services
 from evaluation.providers import ProviderError
+from evaluation.providers.compat import plumbing_only
 
 
 class Command(BaseCommand):
@@ -78,6 +79,9 @@ class Command(BaseCommand):
         for line in report.failed[:20]:
             self.stderr.write(self.style.WARNING(f"failed: {line}"))
         self.stdout.write(f"Judged {report}")
+        note = plumbing_only(report.configuration)
+        if note:
+            self.stdout.write(self.style.WARNING(note))
         if report.failed:
             raise CommandError(f"{len(report.failed)} call(s) failed; the others are stored. Run again to retry them.")
 
