@@ -358,7 +358,9 @@ def run_list_page(
 ) -> tuple[Page, list[RunCard]]:
     """One page of runs of every kind (as the API lists them), newest first, in four queries whatever the
     number of runs or messages."""
-    runs = runs_filtered(EvaluationRun.objects.select_related("persona", "topic").order_by("-created_at"), filters)
+    runs = runs_filtered(
+        EvaluationRun.objects.select_related("persona", "topic", "agent", "suite_run").order_by("-created_at"), filters
+    )
     page = Paginator(runs, per_page).get_page(page_number)
     items = list(page.object_list)
     ids = [r.pk for r in items]

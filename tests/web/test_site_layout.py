@@ -70,7 +70,7 @@ def site_paths(agent: Agent, suite: EvaluationRun, configuration: JudgeConfigura
         f"/admin/evaluation/judging/transcripts/{transcript.pk}/": "Transcript ",
         "/admin/evaluation/drift/": "Persona drift",
         f"/admin/evaluation/drift/{agent.pk}/": "Persona drift: ",
-        f"/admin/evaluation/suites/runs/{suite.run_id}/": "Suite run suite_layout",
+        f"/admin/evaluation/suites/runs/{suite.run_id}/": "Suite greeter · ",
     }
 
 
