@@ -62,6 +62,7 @@ DOORS = [
     ("api-index", "get", {}, None, PUBLIC),
     ("api-docs", "get", {}, None, PUBLIC),
     ("api-redoc", "get", {}, None, PUBLIC),
+    ("api-redoc-bundle", "get", {}, None, PUBLIC),
     ("schema", "get", {}, None, PUBLIC),
     ("evaluation-dashboard", "get", {}, None, "view_evaluationrun"),
     ("evaluation-charts", "get", {}, None, "view_evaluationrun"),

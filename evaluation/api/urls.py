@@ -67,4 +67,5 @@ urlpatterns = [
         docs.redoc_view(url_name="schema"),
         name="api-redoc",
     ),
+    path("redoc/redoc.standalone.js", docs.redoc_bundle, name="api-redoc-bundle"),
 ]

@@ -55,6 +55,7 @@ class ProviderBatch(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
+        verbose_name_plural = "provider batches"
         indexes = [models.Index(fields=["kind", "job_key", "state"], name="batch_job_state")]
 
     def __str__(self) -> str:

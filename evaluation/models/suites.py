@@ -1,5 +1,7 @@
 """EVAL.md suites (spec 003): suites, their cases, case results and the pass cache."""
 
+from pathlib import PurePosixPath
+
 from django.db import models
 
 from evaluation.models.runs import EvaluationRun
@@ -52,7 +54,20 @@ class SuiteRun(models.Model):
         verbose_name = "suite run"
 
     def __str__(self) -> str:
-        return f"suite {self.run_id}"
+        return f"suite {self.name}"
+
+    @property
+    def name(self) -> str:
+        """The suite as people name it: its folder ("greeter"), folder and stem for a named suite file
+        ("fractions/tools" for skills/fractions/tools.eval.md), a module's stem for a module's own suite."""
+        path = PurePosixPath(self.suite_path.split("::", 1)[0])
+        file = path.name
+        if file.upper() == "EVAL.MD":
+            return path.parent.name or file
+        if file.lower().endswith(".eval.md"):
+            stem = file[: -len(".eval.md")]
+            return f"{path.parent.name}/{stem}" if path.parent.name else stem
+        return path.stem or self.suite_path
 
 
 class CaseResult(models.Model):

@@ -138,7 +138,7 @@ class EvalItem(pytest.Item):
     def runtest(self) -> None:
         from evaluation.suites.cache import FileCache
         from evaluation.suites.repeats import summarize
-        from evaluation.suites.runner import RunOptions, run_case
+        from evaluation.suites.runner import PYTEST_JUDGE_HINT, RunOptions, judge_description, run_case
 
         config = self.config
         cache_path = config.getoption("--eval-cache")
@@ -153,10 +153,11 @@ class EvalItem(pytest.Item):
             repeats=repeats,
         )
         results = [run_case(self.suite, self.case, options, repeat=n) for n in range(1, repeats + 1)]
-        for result in results:
-            config.stash[JUDGES_KEY][result.judged_by] = None
+        judged_by = [judge_description(r.judge_model, PYTEST_JUDGE_HINT) for r in results]  # pytest's own option
+        for judge in judged_by:
+            config.stash[JUDGES_KEY][judge] = None
         self.user_properties.append(("eval_cached", all(r.cached for r in results)))
-        self.user_properties.append(("eval_judge", results[0].judged_by))
+        self.user_properties.append(("eval_judge", judged_by[0]))
         summary = summarize(self.suite.label, self.case.name, results)
         if repeats > 1:
             config.stash[SUMMARIES_KEY].append(summary.line())

@@ -83,6 +83,7 @@ def model_spec(value: str | None) -> ProviderSpec | None:
 
 
 CLI_JUDGE_HINT = "pass --judge-model for an LLM judge"
+PYTEST_JUDGE_HINT = "pass --eval-judge-model for an LLM judge"
 WEB_JUDGE_HINT = "name a judge model when starting the run, or set the Suite Judge role's LLM config in the admin"
 
 

@@ -33,6 +33,24 @@ def score_band(value: Any) -> str:
 
 
 @register.filter
+def rate_band(value: Any) -> str:
+    """The colour class of a rate from 0 to 1 (a suite's pass rate), on the scores' bands: 1.0 is s10, 0.5 s5."""
+    try:
+        return score_band(float(value) * 10)
+    except (TypeError, ValueError):
+        return ""
+
+
+@register.filter
+def percent(value: Any) -> str:
+    """A rate from 0 to 1 as a whole percentage ("100%", "50%"), a dash when there is none."""
+    try:
+        return f"{float(value) * 100:.0f}%"
+    except (TypeError, ValueError):
+        return "–"
+
+
+@register.filter
 def dimension_short(name: str) -> str:
     """A judged dimension's short label (`resp`), as the CLI's table shows it."""
     from evaluation.tutoring.selectors import DIMENSIONS

@@ -1,7 +1,7 @@
 """Tutoring reads: conversations, judgements, report contexts, the run list and comparisons."""
 
 from dataclasses import dataclass, field, replace
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -395,7 +395,9 @@ def run_list_page(
 ) -> tuple[Page, list[RunCard]]:
     """One page of runs of every kind (as the API lists them), newest first, in four queries whatever the
     number of runs or messages."""
-    runs = runs_filtered(EvaluationRun.objects.select_related("persona", "topic").order_by("-created_at"), filters)
+    runs = runs_filtered(
+        EvaluationRun.objects.select_related("persona", "topic", "agent", "suite_run").order_by("-created_at"), filters
+    )
     page = Paginator(runs, per_page).get_page(page_number)
     items = list(page.object_list)
     ids = [r.pk for r in items]
@@ -605,6 +607,11 @@ def _tutor_label(name: str | None, model: str | None) -> str:
     return f"{name} ({model})" if model else name
 
 
+def _mean_time(moments: list[datetime]) -> datetime:
+    first = min(moments)
+    return first + sum((m - first for m in moments), timedelta()) / len(moments)
+
+
 def score_trends(filters: dict[str, str], *, max_runs: int = 2000) -> ScoreTrends:
     """The charts' data for the runs the dashboard's filters select (the newest max_runs completed ones)."""
     from statistics import fmean
@@ -629,16 +636,6 @@ def score_trends(filters: dict[str, str], *, max_runs: int = 2000) -> ScoreTrend
     hours = {r[1].replace(minute=0, second=0, microsecond=0) for r in rows}
     fmt = "%Y-%m-%d" if len(days) > 1 else "%H:00" if len(hours) > 1 else "%H:%M"
 
-    def bucket_start(moment: datetime) -> datetime:
-        moment = moment.replace(second=0, microsecond=0)
-        return (
-            moment.replace(hour=0, minute=0)
-            if len(days) > 1
-            else moment.replace(minute=0)
-            if len(hours) > 1
-            else moment
-        )
-
     judges = sorted({r[7] or "unknown judge" for r in rows})
     split = len(judges) > 1
 
@@ -647,12 +644,12 @@ def score_trends(filters: dict[str, str], *, max_runs: int = 2000) -> ScoreTrend
         return f"{name} · {judge or 'unknown judge'}" if split else name
 
     buckets: dict[str, dict[str, list[float]]] = {}
-    moments: dict[str, datetime] = {}
+    moments: dict[str, dict[Any, datetime]] = {}
     tutors: dict[str, dict[str, list[float]]] = {}
     personas: dict[str, dict[str, list[float]]] = {}
-    for _, created, persona, agent_name, agent_model, dimension, value, judge in sorted(rows, key=lambda r: r[1]):
+    for run_pk, created, persona, agent_name, agent_model, dimension, value, judge in sorted(rows, key=lambda r: r[1]):
         bucket = created.strftime(fmt)
-        moments.setdefault(bucket, bucket_start(created))
+        moments.setdefault(bucket, {})[run_pk] = created
         buckets.setdefault(bucket, {}).setdefault(named(dimension, judge), []).append(value)
         tutors.setdefault(named(_tutor_label(agent_name, agent_model), judge), {}).setdefault(dimension, []).append(
             value
@@ -671,7 +668,8 @@ def score_trends(filters: dict[str, str], *, max_runs: int = 2000) -> ScoreTrend
         over_time={n: [round(fmean(buckets[t][n]), 2) if n in buckets[t] else None for t in times] for n in drawn},
         by_tutor=means(tutors),
         by_persona=dict(sorted(means(personas).items())),
-        moments=[moments[t] for t in times],
+        # a bucket's point sits at the mean time of its runs (runs at 12:50 and 12:58 of the 12:00 bucket: 12:54)
+        moments=[_mean_time(list(moments[t].values())) for t in times],
         judges=judges,
         runs=len({r[0] for r in rows}),
     )

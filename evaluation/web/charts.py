@@ -1,7 +1,49 @@
 """Server-rendered SVG charts (no JavaScript library, no CDN)."""
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from html import escape
+
+TIME_STEPS = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400, 172800, 604800]
+"""Seconds between a time axis's ticks, the shortest that keeps them apart is used (1 s ... 1 week)."""
+VALUE_STEPS = [1, 2, 5, 10, 20, 25, 50, 100, 200, 250, 500, 1000]
+
+
+def value_step(scale: float, most: int = 6) -> int:
+    """The step of a value axis from 0 to scale: the smallest round step giving at most `most` intervals
+    (0-10: 2; 0-9: 3; 0-56: 10), so the labels stay readable."""
+    if scale <= 5:
+        return 1
+    if int(scale) % 3 == 0 and scale <= 9:
+        return 3
+    return next((s for s in VALUE_STEPS if scale / s <= most), VALUE_STEPS[-1])
+
+
+def time_ticks(first: datetime, last: datetime, most: int) -> list[tuple[datetime, str]]:
+    """Round moments between first and last for a time axis, at most `most`, each with its label: seconds
+    shown when the step is under a minute, the date on the first tick and wherever the day changes, dates
+    alone for steps of a day or more."""
+    total = (last - first).total_seconds()
+    step = next((s for s in TIME_STEPS if total / s <= max(1, most - 1)), TIME_STEPS[-1])
+    if step < 86400:
+        start = first.replace(microsecond=0)
+        into_day = start.hour * 3600 + start.minute * 60 + start.second
+        tick = start - timedelta(seconds=into_day % step)
+    else:
+        tick = first.replace(hour=0, minute=0, second=0, microsecond=0)
+    if tick < first:
+        tick += timedelta(seconds=step)
+    clock = "%H:%M:%S" if step < 60 else "%H:%M"
+    out: list[tuple[datetime, str]] = []
+    day = None
+    while tick <= last:
+        if step >= 86400:
+            text = tick.strftime("%m-%d")
+        else:
+            text = (tick.strftime("%m-%d ") if tick.date() != day else "") + tick.strftime(clock)
+            day = tick.date()
+        out.append((tick, text))
+        tick += timedelta(seconds=step)
+    return out
 
 
 def _legend(names: list[str], width: int, left: int) -> tuple[int, int]:
@@ -33,7 +75,7 @@ def grouped_bars(
         f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" width="{width}" height="{full_height}" '
         f'viewBox="0 0 {width} {full_height}" role="img" aria-label="{escape(label)}">'
     ]
-    for tick in range(0, int(scale) + 1, 1 if scale <= 5 else 2):
+    for tick in range(0, int(scale) + 1, value_step(scale)):
         y = top + height - tick / scale * height
         parts.append(
             f'<line x1="{left}" x2="{width}" y1="{y:.1f}" y2="{y:.1f}" stroke="#ddd"/><text x="{left - 6}" y="{y + 4:.1f}" font-size="10" text-anchor="end">{tick}</text>'
@@ -74,7 +116,8 @@ def lines(
     """One line per series over the runs or time buckets, values 0..scale.
 
     With `times` (one per label) the x axis is a time axis: points sit at their time, so 23:24, 23:48
-    and 23:50 are not evenly spaced, and a label too close to the one before is left to the point's
+    and 23:50 are not evenly spaced, and the axis is marked at round moments (every 2 s for runs 10 s
+    apart, every hour over a day, ...) labelled to that precision; each point's own label is in its
     tooltip. One period only (one run, one week) draws bars: a line needs two points.
     """
     if len(labels) == 1:
@@ -83,9 +126,14 @@ def lines(
     left, top, height, step = 30, 10, 160, 70
     span_px = max(step * max(1, len(labels) - 1), 4 * 150 - 20)
     width = left + span_px + 40
+    ticks: list[tuple[float, str]] = []
     if times is not None and len(times) == len(labels) and len(labels) > 1 and times[-1] > times[0]:
         t0, total = times[0], (times[-1] - times[0]).total_seconds()
         xs = [left + (t - t0).total_seconds() / total * span_px for t in times]
+        ticks = [
+            (left + (t - t0).total_seconds() / total * span_px, text)
+            for t, text in time_ticks(times[0], times[-1], max(2, span_px // 90))
+        ]
     else:
         xs = [left + i * span_px / max(1, len(labels) - 1) for i in range(len(labels))]
     column, columns = _legend(list(series), width, left)
@@ -93,8 +141,7 @@ def lines(
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" width="{width}" height="{full_height}" viewBox="0 0 {width} {full_height}" role="img" aria-label="{escape(label)}">'
     ]
-    tick_step = 3 if int(scale) % 3 == 0 else 2
-    for tick in range(0, int(scale) + 1, tick_step):
+    for tick in range(0, int(scale) + 1, value_step(scale)):
         y = top + height - tick / scale * height
         parts.append(
             f'<line x1="{left}" x2="{width}" y1="{y:.1f}" y2="{y:.1f}" stroke="#ddd"/><text x="{left - 6}" y="{y + 4:.1f}" font-size="10" text-anchor="end">{tick}</text>'
@@ -117,11 +164,11 @@ def lines(
             f'<rect x="{lx}" y="{ly - 9}" width="10" height="10" fill="{colour}"/><text x="{lx + 14}" y="{ly}" font-size="10">{escape(name)}</text>'
         )
     shown = -1e9
-    for x, text in zip(xs, labels, strict=True):
+    for x, text in ticks or list(zip(xs, labels, strict=True)):
         parts.append(
             f'<line class="x-tick" x1="{x:.1f}" x2="{x:.1f}" y1="{top + height}" y2="{top + height + 4}" stroke="#999"/>'
         )
-        if x - shown >= 8 * len(text) * 0.6 + 8:
+        if ticks or x - shown >= 8 * len(text) * 0.6 + 8:
             parts.append(
                 f'<text class="x-label" x="{x:.1f}" y="{top + height + 16}" font-size="9" text-anchor="middle">{escape(text)}</text>'
             )

@@ -9,7 +9,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.urls import reverse
 from django.utils.safestring import mark_safe
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from evaluation.errors import InvalidInput, NotFound
 from evaluation.judging import selectors, services
@@ -37,9 +37,12 @@ SHOWN_PROBLEMS = 20
 
 @staff_member_required
 @permission_needed("evaluation.add_transcript")
-@require_POST
+@require_http_methods(["GET", "POST"])
 def transcripts_upload(request: HttpRequest) -> HttpResponse:
-    """The dashboard's upload: one file, through the same import as the command, the API and the admin."""
+    """The dashboard's upload: one file, through the same import as the command, the API and the admin. Its
+    form is on the judge cards page: a GET (a bookmarked or retyped address) is sent there."""
+    if request.method == "GET":
+        return redirect("evaluation-judging")
     upload = request.FILES.get("file")
     label_map = request.FILES.get("map_labels")
     fmt = request.POST.get("format", "auto")

@@ -14,6 +14,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
@@ -402,7 +403,7 @@ def suite_run(request: HttpRequest, run_id: str) -> HttpResponse:
         request,
         "evaluation/suite_run.html",
         {
-            "title": f"Suite run {run.run_id}",
+            "title": f"Suite {run.suite_run.name} · {timezone.localtime(run.created_at):%Y-%m-%d %H:%M}",
             "run": run,
             "results": results,
             "cases": cases,

@@ -128,7 +128,7 @@ def test_the_summary_names_the_judge_that_ran(suite_dir, loopback):
     assert code == 0 and "judge: openai/m" in out, out
     # an agent model alone: the offline judge gave the verdicts, and the summary says so
     code, out = run_pytest(suite_dir, "--eval", "--eval-model", model)
-    assert "judge: offline rule-based judge (no judge model set" in out, out
+    assert "judge: offline rule-based judge (no judge model set: pass --eval-judge-model" in out, out
 
 
 def test_repeats_pass_only_when_every_repeat_passes(suite_dir, loopback):

@@ -65,7 +65,11 @@ def test_a_group_of_one_judge_has_no_judge_column(staff_client, catalog):
     rows = heat_rows(html)
     assert len(rows) == 2 and "Arjun" in rows[0] and "Priya" in rows[1]
     assert "<th>judge</th>" not in html and 'id="split-by-judge"' not in html
-    assert "2 personas." in html
+    # the one judge is named all the same, and an offline judge is said to be one
+    assert f'2 personas, judged by <span class="judge" id="comparison-judge">{STRICT}</span>.' in html
+    make_group("offline_judge", [("ace", LENIENT, 4.0)])
+    html = staff_client.get("/admin/evaluation/comparisons/offline_judge/").content.decode()
+    assert f'judged by <span class="judge" id="comparison-judge">{LENIENT} (the offline rule-based judge' in html
 
 
 def test_a_failed_run_without_a_judge_stays_out_of_the_judges_rows(staff_client, catalog):

@@ -25,12 +25,25 @@ def test_points_sit_at_their_time_not_evenly():
     svg = lines({"pacing": [5.0, 6.0, 7.0]}, ["23:24", "23:48", "23:50"], times=times)
     a, b, c = xs_of(svg)
     assert (b - a) / (c - b) == pytest.approx(24 / 2, rel=0.01)
-    assert re.findall(r'class="x-label"[^>]*>([^<]+)<', svg) == ["23:24", "23:48", "23:50"]
-    # a minute after 23:48 is too close for a label of its own: its point keeps its time in the tooltip
-    times[2] = datetime(2026, 11, 26, 23, 49, tzinfo=UTC)
-    svg = lines({"pacing": [5.0, 6.0, 7.0]}, ["23:24", "23:48", "23:49"], times=times)
-    assert re.findall(r'class="x-label"[^>]*>([^<]+)<', svg) == ["23:24", "23:48"]
-    assert "<title>pacing, 23:49: 7</title>" in svg
+    # the axis is marked at round times (every 10 minutes over 26), the date on the first mark
+    assert re.findall(r'class="x-label"[^>]*>([^<]+)<', svg) == ["11-26 23:30", "23:40", "23:50"]
+    ticks = [float(x) for x in re.findall(r'class="x-tick" x1="([0-9.]+)"', svg)]
+    assert ticks[2] == pytest.approx(c, abs=0.1) and ticks[0] == pytest.approx(a + (c - a) * 6 / 26, abs=0.1)
+    assert "<title>pacing, 23:48: 6</title>" in svg  # each point's own time in its tooltip
+
+
+def test_runs_seconds_apart_get_marks_seconds_apart_and_distinct_labels():
+    times = [datetime(2026, 11, 28, 13, 3, s, tzinfo=UTC) for s in (12, 22)]
+    svg = lines({"adherence": [6.0, 6.5]}, ["11-28 13:03", "11-28 13:03"], times=times)
+    labels = re.findall(r'class="x-label"[^>]*>([^<]+)<', svg)
+    assert labels == ["11-28 13:03:12", "13:03:14", "13:03:16", "13:03:18", "13:03:20", "13:03:22"], labels
+
+
+def test_a_value_axis_up_to_56_is_marked_every_10():
+    svg = lines({"pacing": [56.0, 3.0]}, ["2026-W46", "2026-W47"], scale=56.0)
+    assert re.findall(r'text-anchor="end">(\d+)<', svg) == ["0", "10", "20", "30", "40", "50"]
+    bars = lines({"pacing": [56.0]}, ["2026-W47"], scale=56.0)
+    assert re.findall(r'text-anchor="end">(\d+)<', bars) == ["0", "10", "20", "30", "40", "50"]
 
 
 def test_one_period_is_drawn_as_bars():
@@ -108,8 +121,10 @@ def test_the_report_shows_the_recorded_usage_of_an_offline_run(staff_client, cat
     assert "14 calls to the offline provider · 11,567 input tokens · 2,048 output tokens" in line
 
 
-def test_the_drift_page_shows_baseline_delta_and_readable_reasoning(staff_client, catalog):
+def test_the_drift_page_shows_baseline_delta_and_readable_reasoning(staff_client, catalog, settings, tmp_path):
     agent = Agent.objects.filter(kind=Agent.Kind.CHARACTER).first()
+    (tmp_path / f"{agent.pk}.json").write_text('{"dimensions": {"voice": 6.0}}')
+    settings.EVALUATION = {**settings.EVALUATION, "BASELINES_DIR": tmp_path}  # the file drift_run compares with
     runs = []
     for i, score in enumerate((6.0, 4.5)):
         run = EvaluationRun.objects.create(
@@ -132,7 +147,7 @@ def test_the_drift_page_shows_baseline_delta_and_readable_reasoning(staff_client
         reasoning="[offline rule-based judge] shares ['hello', 'warm'] with the claim | second check",
     )
     html = staff_client.get(f"/admin/evaluation/drift/{agent.pk}/").content.decode()
-    assert "change since the baseline" in html and "-1.50" in html
+    assert 'overall 6.00 · latest run 4.50 · change <b class="delta">-1.50</b>' in html
     assert "[&#x27;hello&#x27;" not in html and "['hello'" not in html
     assert '<ul class="reasoning"><li>[offline rule-based judge] shares hello, warm with the claim</li>' in html
 

@@ -70,7 +70,7 @@ def site_paths(agent: Agent, suite: EvaluationRun, configuration: JudgeConfigura
         f"/admin/evaluation/judging/transcripts/{transcript.pk}/": "Transcript ",
         "/admin/evaluation/drift/": "Persona drift",
         f"/admin/evaluation/drift/{agent.pk}/": "Persona drift: ",
-        f"/admin/evaluation/suites/runs/{suite.run_id}/": "Suite run suite_layout",
+        f"/admin/evaluation/suites/runs/{suite.run_id}/": "Suite greeter · ",
     }
 
 
@@ -121,9 +121,11 @@ def test_a_user_sees_only_the_pages_their_permissions_open(client, django_user_m
 
 
 @pytest.mark.django_db
-def test_the_drift_index_lists_agents_with_latest_run_baseline_and_change(staff_client, catalog):
+def test_the_drift_index_lists_agents_with_latest_run_baseline_and_change(staff_client, catalog, settings, tmp_path):
     agent = Agent.objects.get(pk="rex")
     drift_runs(agent)
+    (tmp_path / "rex.json").write_text(json.dumps({"agent": "rex", "dimensions": {"adherence": 6.0}}))
+    settings.EVALUATION = {**settings.EVALUATION, "BASELINES_DIR": tmp_path}  # the baseline file drift_run reads
     html = staff_client.get("/admin/evaluation/drift/").content.decode()
     row = re.search(r'<tr id="drift-rex">(.*?)</tr>', html, re.S)
     assert row, html
