@@ -5,7 +5,7 @@ from django.db import migrations
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("evaluation", "0018_rate_limits"),
+        ("evaluation", "0022_long_cache_price_and_batch_resends"),
     ]
 
     operations = [

@@ -14,7 +14,7 @@ def seed_long_cache_prices(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("evaluation", "0018_rate_limits"),
+        ("evaluation", "0021_label_queues"),
     ]
 
     operations = [
