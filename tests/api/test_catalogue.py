@@ -62,16 +62,24 @@ def test_agents_by_kind_without_secrets(api, catalog, monkeypatch):
     }
     characters = results(api.get("/api/catalogue/agents?kind=character"))
     assert {a["kind"] for a in characters} == {"character"} and "rex" in {a["id"] for a in characters}
-    # the built-in reference tutor is a tutor over the session protocol too, though no row stores it
-    assert [a["id"] for a in results(api.get("/api/catalogue/agents?kind=protocol"))] == ["external", "reference"]
+    # the built-in tutors (the reference one and the one with faults for gate checks) are tutors over the
+    # session protocol too, though no row stores them
+    assert [a["id"] for a in results(api.get("/api/catalogue/agents?kind=protocol"))] == [
+        "degraded-tutor",
+        "external",
+        "reference",
+    ]
     assert api.get("/api/catalogue/agents?kind=robot").json()["fields"]["kind"]
     assert api.get("/api/catalogue/agents/nobody").status_code == 404
-    assert json.loads(text)["count"] == Agent.objects.count() + 1
+    assert json.loads(text)["count"] == Agent.objects.count() + 2
 
 
 def test_the_reference_tutor_is_listed_shown_and_startable_by_its_id(api, catalog):
     listed = results(api.get("/api/catalogue/agents?kind=reference"))
-    assert [(a["id"], a["kind"], a["active"]) for a in listed] == [("reference", "reference", True)]
+    assert [(a["id"], a["kind"], a["active"]) for a in listed] == [
+        ("degraded-tutor", "reference", True),
+        ("reference", "reference", True),
+    ]
     assert "reference" in {a["id"] for a in results(api.get("/api/catalogue/agents"))}
     assert "reference" not in {a["id"] for a in results(api.get("/api/catalogue/agents?active=false"))}
     assert "reference" not in {a["id"] for a in results(api.get("/api/catalogue/agents?kind=character"))}
@@ -90,5 +98,8 @@ def test_the_reference_tutor_is_listed_shown_and_startable_by_its_id(api, catalo
 def test_a_stored_agent_named_reference_takes_the_built_in_ones_place(api, catalog):
     Agent.objects.create(id="reference", display_name="Our own", kind="protocol", base_url="http://127.0.0.1:9")
     listed = results(api.get("/api/catalogue/agents?kind=protocol"))
-    assert [(a["id"], a["display_name"]) for a in listed] == [("reference", "Our own")]
+    assert [(a["id"], a["display_name"]) for a in listed] == [
+        ("degraded-tutor", "Degraded tutor (built in: the reference tutor with faults)"),
+        ("reference", "Our own"),
+    ]
     assert api.get("/api/catalogue/agents/reference").json()["display_name"] == "Our own"

@@ -53,9 +53,11 @@ def test_swagger_ui_and_redoc_load_their_assets_from_this_server(client):
     script = client.get("/api/docs/?script=")
     assert script.status_code == 200 and "/api/schema/" in script.content.decode()
     redoc = client.get("/api/redoc/")
-    assert redoc.status_code == 200 and "/static/drf_spectacular_sidecar/redoc/bundles/redoc.standalone.js" in (
-        redoc.content.decode()
-    )
+    assert redoc.status_code == 200 and "/api/redoc/redoc.standalone.js" in redoc.content.decode()
+    # the bundle is the sidecar's, served with its menu's logo turned from the CDN's into this site's
+    bundle = client.get("/api/redoc/redoc.standalone.js")
+    assert bundle.status_code == 200 and bundle["Content-Type"].startswith("text/javascript")
+    assert b"cdn.redoc.ly" not in bundle.content and b"/static/favicon.svg" in bundle.content
     for asset in ("swagger-ui-dist/swagger-ui-bundle.js", "redoc/bundles/redoc.standalone.js"):
         assert finders.find(f"drf_spectacular_sidecar/{asset}"), asset
 
