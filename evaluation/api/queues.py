@@ -167,6 +167,7 @@ class QueueView(APIView):
         return Response({**_queue_body(queue), "role": role, **report.as_dict(owner=role in ("owner", "adjudicator"))})
 
 
+@extend_schema_serializer(examples=[body_example("items", "Three judged items to label", {"items": [12, 13, 14]})])
 class ItemsInput(serializers.Serializer):
     items = serializers.ListField(child=serializers.IntegerField(min_value=1), min_length=1, max_length=5000)
 
@@ -197,6 +198,13 @@ class QueueItemsView(APIView):
         return Response({"added": added, "items": queue.entries.count()})
 
 
+@extend_schema_serializer(
+    examples=[
+        body_example(
+            "people", "Two annotators and an adjudicator", {"annotators": ["alice", "bob"], "adjudicators": ["carol"]}
+        )
+    ]
+)
 class PeopleInput(serializers.Serializer):
     annotators = serializers.ListField(
         child=serializers.CharField(max_length=150), required=False, allow_null=True, default=None, max_length=200
@@ -341,6 +349,13 @@ class QueueLabelsView(APIView):
         return Response({"fields": list(selectors.EXPORT_FIELDS), "rows": selectors.queue_export_rows(queue)})
 
 
+@extend_schema_serializer(
+    examples=[
+        body_example(
+            "settle", "The final level of each dimension", {"item": 12, "labels": {"Tutor_Tone": "Encouraging"}}
+        )
+    ]
+)
 class AdjudicateInput(serializers.Serializer):
     item = serializers.IntegerField(min_value=1)
     labels = LABELS

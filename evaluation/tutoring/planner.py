@@ -14,7 +14,8 @@ from django.conf import settings
 
 from evaluation.errors import FieldProblem, InvalidInput, NotFound
 from evaluation.models import EvaluationRun
-from evaluation.providers import get_llm
+from evaluation.providers.forecast import model_of
+from evaluation.providers.registry import resolve
 from evaluation.runs import noise
 from evaluation.tutoring import selectors
 from evaluation.tutoring.forecast import run_forecast
@@ -92,7 +93,10 @@ def run_plan(
         raise InvalidInput(problems)
     topic = approved_topic(topic_id)
     personas = start_personas(persona)
-    ours = judge_config(get_llm("judge", override=provider).label)
+    # the judge as its runs would record it, named without building a client: a plan sends nothing, so it
+    # needs no key (a start without one is refused by the start itself)
+    spec = resolve("judge", provider)
+    ours = judge_config(f"{spec.provider}/{model_of(spec)}")
     source, runs = spread_source(
         baseline, ours=ours, topic=topic.topic_id, max_turns=max_turns, min_coverage=min_coverage
     )

@@ -177,3 +177,16 @@ def test_the_api_prices_a_judging_job_and_judges_nothing(staff_client, prices, l
     ):
         answer = staff_client.post("/api/judging/jobs", {"dry_run": True, **sent}, content_type="application/json")
         assert answer.status_code == 400 and field in answer.json()["fields"], (sent, answer.content)
+
+
+def test_a_dry_run_needs_no_key_its_plan_names_the_judge_without_a_client(staff_client, catalog, prices, monkeypatch):
+    """A price and a plan send nothing, so they need no key: the plan names the judge as its runs would record
+    it (openai/gpt-5.2) without building a client (which refuses a missing key); only a start asks for the key."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    body = {"topic_id": "comparing-decimals", "persona_file": "ace", "max_turns": 6, "provider": "openai/gpt-5.2"}
+    answer = staff_client.post("/api/evaluation/start", {**body, "dry_run": True}, content_type="application/json")
+    assert answer.status_code == 200, answer.content
+    assert answer.json()["plan"]["runs_per_persona"] is None and "no comparable group" in answer.json()["plan"]["text"]
+    started = staff_client.post("/api/evaluation/start", body, content_type="application/json")
+    assert started.status_code == 400 and "OPENAI_API_KEY" in started.content.decode()
+    assert EvaluationRun.objects.count() == 0
