@@ -9,12 +9,23 @@ candidate runs C_p (n_Cp). The primary comparison, one per dimension, is the bat
 
     Delta_d = (1/P) * sum_p (mean C_p - mean B_p)        over the P personas both batches measured.
 
-Unpaired (the usual case: another seed):
-    s^2   = the within-persona run-to-run variance, pooled over every persona and both batches:
-            sum over (persona, batch) cells of sum (x - cell mean)^2, divided by df = sum (n - 1)
-    SE^2  = max(s^2, FLOOR) / P^2 * sum_p (1/n_Bp + 1/n_Cp)
+Unpaired (the usual case: another seed): each persona keeps its own spread (personas do not share one: a
+steady persona and an erratic one differ by a factor of ten in the offline judge's scores), and the degrees of
+freedom are Welch-Satterthwaite's, so a spread that comes from a few personas is trusted as little as it
+deserves:
+    s_p^2 = persona p's run-to-run variance, from both batches: sum over its two cells of sum (x - cell mean)^2,
+            divided by f_p = n_Bp + n_Cp - 2; taken as max(s_p^2, FLOOR)
+            A persona with one run in each batch (f_p = 0) borrows the variance pooled over the personas that
+            have repeats (sum of their sums of squares over the sum of their f_p), with that pooled f; the
+            report counts such personas.
+    c_p   = (1/n_Bp + 1/n_Cp) / P^2
+    SE^2  = sum_p c_p s_p^2
+    df    = SE^4 / sum_p (c_p s_p^2)^2 / f_p                (Satterthwaite 1946, Welch 1947)
     With one candidate run per persona (1/n_Cp = 1) this is a prediction interval for a new run from the
-    baseline's spread; with k >= 2 the candidate's own repeats add to df.
+    baseline's spread; with k >= 2 the candidate's own repeats add to each f_p. When every persona has the same
+    runs and spread, SE is the pooled (ordinary least squares) one and df is the pooled sum of f_p; when the
+    spread is concentrated in a few personas, df falls towards their number and the test widens (with the
+    pooled df, a baseline of 2 runs whose spread came from one or two personas made 20% false alarms at k=1).
 
 Paired (every candidate run has a baseline run of the same persona, topic and seed: the simulator's rolls
 and the tutor's seeded calls are the same, so the persona's and the rolls' share of the spread cancels):
@@ -83,14 +94,15 @@ class DimensionTest:
     delta: float
     """Candidate minus baseline, averaged over personas (negative: a drop)."""
     se: float
-    df: int
+    df: float
+    """Degrees of freedom: P - 1 paired; Welch-Satterthwaite's unpaired (not a whole number)."""
     personas: int
     paired: bool
     pairs: int
     variance: float
     """The run-to-run (or, paired, the difference) variance used, after the floor."""
     floored: bool
-    """The measured variance was below the floor and the floor was used."""
+    """The measured variance (unpaired: some persona's) was below the floor and the floor was used."""
     p_value: float | None
     """One-sided: the chance of a drop at least this large with no real change (None: no spread estimate)."""
     mdd: float | None
@@ -101,6 +113,8 @@ class DimensionTest:
     Delta is a difference, which may lie anywhere in -10..10."""
     significant: bool = False
     """Rejected by Holm's procedure over the family."""
+    borrowed: int = 0
+    """Unpaired: personas with one run in each batch, whose spread is the one pooled over the others."""
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -122,6 +136,60 @@ def pooled_variance(cells: Iterable[Sequence[float]]) -> tuple[float, int]:
             ss += sum((x - m) ** 2 for x in values)
             df += len(values) - 1
     return (ss / df if df else math.nan), df
+
+
+@dataclass(frozen=True)
+class Spread:
+    """An unpaired comparison's variance sum_p c_p s_p^2 (see the module's formulas) and its degrees of freedom."""
+
+    se2: float
+    """sum_p w_p s_p^2 with the caller's weights (w_p = 1/n_Bp + 1/n_Cp; SE^2 is se2 / P^2)."""
+    df: float
+    variance: float
+    """The weighted mean s_p^2 (se2 / sum w_p): the run-to-run variance the comparison used."""
+    floored: int
+    """Personas whose measured variance was below the floor."""
+    borrowed: int
+    """Personas without repeats of their own, given the pooled variance."""
+
+
+def combine(
+    own: Sequence[tuple[float, int]], weights: Sequence[float], pooled: tuple[float, int], floor: float
+) -> Spread:
+    """sum_p w_p s_p^2 from each persona's (variance, degrees of freedom), with Welch-Satterthwaite's degrees of
+    freedom. A persona with f_p = 0 takes the pooled variance; those personas make one term together (they share
+    one estimate), with the pooled degrees of freedom. Every variance is taken at least `floor`."""
+    terms: list[tuple[float, float]] = []
+    floored = borrowed = 0
+    lent = 0.0
+    for (variance, f), w in zip(own, weights, strict=True):
+        if not f:
+            borrowed += 1
+            lent += w
+            continue
+        if not variance >= floor:
+            floored += 1
+            variance = floor
+        terms.append((w * variance, f))
+    if borrowed:
+        variance, f = pooled
+        if not variance >= floor:
+            floored += borrowed
+            variance = floor
+        terms.append((lent * variance, f))
+    se2 = sum(t for t, _ in terms)
+    df = se2**2 / sum(t * t / f for t, f in terms)
+    return Spread(se2, df, se2 / sum(weights), floored, borrowed)
+
+
+def welch(cells: Sequence[Sequence[Sequence[float]]], weights: Sequence[float], floor: float) -> Spread | None:
+    """Per persona (its cells: the baseline's and the candidate's runs), the floored run-to-run variance, summed
+    with the weights, and Welch-Satterthwaite's degrees of freedom (see `combine`). None when no persona has
+    repeats."""
+    pooled = pooled_variance([cell for persona in cells for cell in persona])
+    if not pooled[1]:
+        return None
+    return combine([pooled_variance(persona) for persona in cells], weights, pooled, floor)
 
 
 def _pairs(baseline: Sequence[Observation], candidate: Sequence[Observation]) -> dict[str, list[float]] | None:
@@ -165,24 +233,25 @@ def dimension_test(
         means = [statistics.fmean(diffs[p]) for p in personas]
         delta = statistics.fmean(means)
         m = min(len(diffs[p]) for p in personas)
-        measured, df = statistics.variance(means), P - 1
+        measured, df = statistics.variance(means), float(P - 1)
         least = 2 * floor / m
         variance = max(measured, least)
         se = math.sqrt(variance / P)
         paired, pairs = True, sum(len(diffs[p]) for p in personas)
+        floored = not measured >= least
+        borrowed = 0
     else:
         delta = statistics.fmean(statistics.fmean(cand[p]) - statistics.fmean(base[p]) for p in personas)
-        measured, df = pooled_variance([base[p] for p in personas] + [cand[p] for p in personas])
-        least = floor
-        variance = max(measured, least) if df else math.nan
-        se = math.sqrt(variance / P**2 * sum(1 / len(base[p]) + 1 / len(cand[p]) for p in personas)) if df else math.nan
+        weights = [1 / len(base[p]) + 1 / len(cand[p]) for p in personas]
+        spread = welch([[base[p], cand[p]] for p in personas], weights, floor)
+        if spread is None:
+            return DimensionTest(
+                dimension, round(delta, 4), math.nan, 0, P, False, 0, math.nan, False, None, None, None, None
+            )
+        se = math.sqrt(spread.se2) / P
+        variance, df, floored, borrowed = spread.variance, spread.df, spread.floored > 0, spread.borrowed
         paired, pairs = False, 0
-    floored = bool(df) and not measured >= least
     level = alpha / family
-    if not df:
-        return DimensionTest(
-            dimension, round(delta, 4), math.nan, 0, P, paired, pairs, math.nan, False, None, None, None, None
-        )
     t = delta / se
     p_value = float(stats.t.cdf(t, df))
     q = float(stats.t.ppf(1 - level, df))
@@ -191,12 +260,13 @@ def dimension_test(
         dimension=dimension,
         delta=round(delta, 4),
         se=round(se, 4),
-        df=df,
+        df=round(df, 1),
         personas=P,
         paired=paired,
         pairs=pairs,
         variance=round(variance, 4),
         floored=floored,
+        borrowed=borrowed,
         p_value=p_value,
         mdd=round(mdd, 3),
         low=round(delta - q * se, 3),
@@ -251,8 +321,9 @@ class Plan:
     detects_at_one: dict[str, float]
     """Per dimension: the drop one run per persona detects."""
     spread: dict[str, float]
-    """Per dimension: the run-to-run standard deviation used (after the floor)."""
+    """Per dimension: the run-to-run standard deviation pooled over personas (after the floor)."""
     df: dict[str, int]
+    """Per dimension: the pooled spread's degrees of freedom (each persona's own spread plans its share)."""
     personas: int
     source: str
 
@@ -260,16 +331,38 @@ class Plan:
         return asdict(self)
 
 
+@dataclass(frozen=True)
+class Evidence:
+    """A dimension's baseline spread: per persona (variance, degrees of freedom, runs), and the pooled variance
+    with its degrees of freedom."""
+
+    own: tuple[tuple[float, int, int], ...]
+    pooled: tuple[float, int]
+
+    @classmethod
+    def of(cls, observations: Sequence[Observation]) -> "Evidence":
+        cells = _cells(observations).values()
+        return cls(tuple((*pooled_variance([v]), len(v)) for v in cells), pooled_variance(cells))
+
+
 def detectable(
-    variance: float, df_baseline: int, baseline_runs: Sequence[int], k: int, *, level: float, power: float
+    evidence: Evidence, k: int, *, level: float, power: float, floor: float, baseline_k: int | None = None
 ) -> float:
-    """The minimum detectable drop of an unpaired comparison with k candidate runs per persona."""
+    """The minimum detectable drop of an unpaired comparison of k candidate runs per persona against this
+    baseline, or (baseline_k) against a new baseline of that many runs per persona with the same spreads: the
+    dimension_test formulas with each persona's spread expected to stay what the baseline measured."""
     from scipy import stats
 
-    P = len(baseline_runs)
-    df = df_baseline + P * (k - 1)
-    se = math.sqrt(variance / P**2 * sum(1 / n + 1 / k for n in baseline_runs))
-    return (float(stats.t.ppf(1 - level, df)) + float(stats.t.ppf(power, df))) * se
+    pooled, pooled_df = evidence.pooled
+    own, weights = [], []
+    for variance, f, n in evidence.own:
+        runs, base_df = (baseline_k, baseline_k - 1) if baseline_k else (n, f)
+        own.append((variance if f else pooled, base_df + k - 1))
+        weights.append(1 / runs + 1 / k)
+    P = len(own)
+    spread = combine(own, weights, (pooled, pooled_df + P * (k - 1)), floor)
+    se = math.sqrt(spread.se2) / P
+    return (float(stats.t.ppf(1 - level, spread.df)) + float(stats.t.ppf(power, spread.df))) * se
 
 
 def plan(
@@ -284,53 +377,32 @@ def plan(
     """From a baseline's repeats: the fewest candidate runs per persona whose unpaired comparison has power
     `power` against a drop of `threshold` on every dimension at Holm's strictest level. None when the baseline
     has no repeats (no spread to plan from)."""
-    dims = list(baseline)
-    level = alpha / max(1, len(dims))
+    level = alpha / max(1, len(baseline))
     floor = floor_variance(resolution)
-    stats_by_dim = {}
-    for d in dims:
-        cells = _cells(baseline[d])
-        measured, df = pooled_variance(cells.values())
-        if not df:
-            return None
-        stats_by_dim[d] = (max(measured, floor), df, [len(v) for v in cells.values()])
-    if not stats_by_dim:
+    evidence = {d: Evidence.of(obs) for d, obs in baseline.items()}
+    if not evidence or not all(e.pooled[1] for e in evidence.values()):
         return None
 
-    def worst(k: int) -> dict[str, float]:
-        return {d: detectable(v, df, ns, k, level=level, power=power) for d, (v, df, ns) in stats_by_dim.items()}
+    def drops(k: int, baseline_k: int | None = None) -> dict[str, float]:
+        return {
+            d: detectable(e, k, level=level, power=power, floor=floor, baseline_k=baseline_k)
+            for d, e in evidence.items()
+        }
 
-    chosen = next((k for k in range(1, MAX_PLANNED_RUNS + 1) if max(worst(k).values()) <= threshold), None)
+    chosen = next((k for k in range(1, MAX_PLANNED_RUNS + 1) if max(drops(k).values()) <= threshold), None)
     fresh = None
     if chosen is None:
         # the baseline's own noise is too large: a new baseline of k runs per persona and a batch of k
-        fresh = next(
-            (
-                k
-                for k in range(2, MAX_PLANNED_RUNS + 1)
-                if all(
-                    detectable(v, len(ns) * (k - 1), [k] * len(ns), k, level=level, power=power) <= threshold
-                    for v, _, ns in stats_by_dim.values()
-                )
-            ),
-            None,
-        )
+        fresh = next((k for k in range(2, MAX_PLANNED_RUNS + 1) if max(drops(k, k).values()) <= threshold), None)
     at = chosen or fresh or MAX_PLANNED_RUNS
-    if chosen is None and fresh is not None:
-        detects = {
-            d: detectable(v, len(ns) * (at - 1), [at] * len(ns), at, level=level, power=power)
-            for d, (v, _, ns) in stats_by_dim.items()
-        }
-    else:
-        detects = worst(at)
-    personas = max(len(ns) for _, _, ns in stats_by_dim.values())
+    detects = drops(at, at) if chosen is None and fresh is not None else drops(at)
     return Plan(
         runs_per_persona=chosen or fresh,
         baseline_runs_per_persona=fresh if chosen is None else None,
         detects={d: round(x, 2) for d, x in detects.items()},
-        detects_at_one={d: round(x, 2) for d, x in worst(1).items()},
-        spread={d: round(math.sqrt(v), 3) for d, (v, _, _) in stats_by_dim.items()},
-        df={d: df for d, (_, df, _) in stats_by_dim.items()},
-        personas=personas,
+        detects_at_one={d: round(x, 2) for d, x in drops(1).items()},
+        spread={d: round(math.sqrt(max(e.pooled[0], floor)), 3) for d, e in evidence.items()},
+        df={d: e.pooled[1] for d, e in evidence.items()},
+        personas=max(len(e.own) for e in evidence.values()),
         source=source,
     )

@@ -338,10 +338,16 @@ def gate(
     plan = (
         noise.plan(base_obs, threshold=threshold, alpha=alpha, power=power, source=baseline["id"]) if base_obs else None
     )
+    borrowed = max((t.borrowed for t in tests), default=0)
     pairing = (
         "paired by persona, topic and seed"
         if tests and all(t.paired for t in tests)
-        else "unpaired: the within-persona run-to-run spread, pooled over personas"
+        else "unpaired: each persona's own run-to-run spread, Welch-Satterthwaite degrees of freedom"
+        + (
+            f"; {borrowed} persona{'s' if borrowed != 1 else ''} without repeats took the spread pooled over the others"
+            if borrowed
+            else ""
+        )
     )
     made = Gate(
         baseline=baseline["id"],

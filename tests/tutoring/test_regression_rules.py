@@ -220,7 +220,7 @@ def test_a_gate_as_stored_names_everything_it_decided():
         "threshold": 1.0,
         "alpha": 0.05,
         "power": 0.8,
-        "pairing": "unpaired: the within-persona run-to-run spread, pooled over personas",
+        "pairing": "unpaired: each persona's own run-to-run spread, Welch-Satterthwaite degrees of freedom",
         "forced": True,
         "mismatches": ["topic: the baseline has x, this batch y"],
         "left_out": [],
