@@ -75,6 +75,10 @@ GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "evaluation.RubricVersion",
             "evaluation.RubricDimension",
             "evaluation.CanarySet",
+            "evaluation.LabelQueue",
+            "evaluation.QueueItem",
+            "evaluation.QueueLabel",
+            "evaluation.Adjudication",
         ),
     ),
 )

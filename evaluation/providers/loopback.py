@@ -201,7 +201,7 @@ class LoopbackLLMServer:
         self.rate_limited = 0
         """How many requests it refused with 429 for its rate limits, since the last reset."""
         self._buckets: dict[str, RateBucket] = {}
-        self.strict = strict
+        self.strict = self._strict_default = strict
         """Refuse requests the vendor would refuse (request_problem); False takes any JSON body."""
         self.refused: list[tuple[str, str]] = []
         """(endpoint, the vendor's message) of each request it refused with a 400 as invalid."""
@@ -279,6 +279,7 @@ class LoopbackLLMServer:
             self.requests.clear()
             self._scripts.clear()
             self.latency, self.fault_rate, self.responder = self._defaults
+            self.strict = self._strict_default
             self.rpm, self.tpm, self.rate_window = self._limit_defaults
             self.most_at_once = 0
             self.rate_limited = 0

@@ -20,6 +20,10 @@ T = TypeVar("T")
 _GONE_SQLSTATES = ("57P01", "57P02", "57P03", "53300")
 
 
+BUSY = "the database is busy: every connection is in use, or none could be opened"
+"""database_unavailable's reason for a pool that lent every connection it has, or could not open one."""
+
+
 def database_unavailable(exc: BaseException) -> str | None:
     """Why the database could not serve the request, for a 503; None when the error is something else
     (a statement's own fault stays a 500).
@@ -34,7 +38,7 @@ def database_unavailable(exc: BaseException) -> str | None:
     cause = exc.__cause__
     text = str(exc)
     if isinstance(cause, PoolTimeout) or "too many clients" in text or "remaining connection slots" in text:
-        return "the database is busy: every connection is in use, or none could be opened"
+        return BUSY
     gone = "the database is unavailable: the connection to it was refused or lost"
     if isinstance(cause, psycopg.OperationalError):
         state = cause.sqlstate
@@ -107,6 +111,8 @@ class DatabaseCircuit:
     def trip(self, reason: str) -> None:
         if connection.vendor != "postgresql":
             return  # SQLite is a file: nothing to be down
+        if reason == BUSY and _pool_full():
+            return  # every connection of the pool is open and lent: the database answers, it is only busy
         with self._lock:
             if self._probing:
                 return
@@ -135,6 +141,16 @@ class DatabaseCircuit:
         finally:
             with self._lock:
                 self._probing = False
+
+
+def _pool_full() -> bool:
+    """Has the pool opened every connection it may? Then a timeout waiting for one means it is busy, and a
+    probe would only add a connection beyond the pool's size."""
+    pool = getattr(connection, "pool", None)
+    if pool is None:
+        return False
+    stats = pool.get_stats()
+    return bool(stats["pool_size"] >= stats["pool_max"])
 
 
 def _reachable(params: dict[str, Any]) -> bool:

@@ -30,6 +30,18 @@ BEHAVIOUR_LINES = {
     "overwhelm": ["That's too much.", "Can you say it simpler?"],
     "discouragement": ["I'm not good at this.", "I always get these wrong."],
 }
+SHORT_LINES = {
+    "boredom": ["boring", "too easy"],
+    "challenge_request": ["harder one", "too easy, next"],
+    "example_request": ["example?", "show me"],
+    "pushback": ["no, im sure", "but i did it my way"],
+    "off_topic": ["my dog is funny", "i like minecraft", "football today"],
+    "call_out_repetition": ["you said that already", "again?"],
+    "overwhelm": ["too much", "slow down"],
+    "discouragement": ["i cant do this", "im bad at this"],
+}
+"""A grounded student's behaviours, the way real students show them: a few words beside the turn's move (the
+full BEHAVIOUR_LINES would be clipped to the persona's verbosity and lose what they show)."""
 NEGATIVE_SIGNALS = (
     "not good",
     "too much",
@@ -70,19 +82,15 @@ def offline_student(persona: PersonaSpec, decision: TurnDecision, tutor_message:
     solved = solve(tutor_message)
     behaviours = decision.behaviors
     grounding = persona.grounding
-    if grounding is not None and decision.move in ("acknowledge", "disengage"):
-        return rng.choice(ACKNOWLEDGEMENTS if decision.move == "acknowledge" else DISENGAGED)
+    if grounding is not None:
+        shown = [rng.choice(SHORT_LINES[name]) for name in behaviours if name in SHORT_LINES]
+        move = _grounded_move(persona, decision, solved, rng)
+        return " ".join([*shown, move]) if shown else move
     if solved is None:
         examples = [e for e in persona.response_style.examples if not any(c.isdigit() for c in e)]
-        if grounding is not None:
-            return _clip(rng.choice(examples or ["Okay."]), grounding.verbosity)
         return _clip(rng.choice(examples or ["Okay."]), max_words)
     right, wrong = solved
     answer = right if decision.correct else wrong
-    if grounding is not None and decision.move == "question":
-        return f"is it {answer}?"
-    if grounding is not None and not behaviours and grounding.verbosity <= 2:
-        return answer  # real students mostly write the bare answer
     if "minimal_response" in behaviours:
         return rng.choice([answer, f"{answer}?", f"maybe {answer}"])
     parts = []
@@ -93,6 +101,27 @@ def offline_student(persona: PersonaSpec, decision: TurnDecision, tutor_message:
     hedge = rng.choice(["", "I think ", "Is it ", "Umm, "]) if persona.correct_answer_probability < 0.7 else ""
     parts.append(f"{hedge}{answer}{'?' if hedge.startswith('Is') else '.'}")
     return _clip(" ".join(parts), max_words)
+
+
+def _grounded_move(
+    persona: PersonaSpec, decision: TurnDecision, solved: tuple[str, str] | None, rng: random.Random
+) -> str:
+    """A grounded student's move in its few words: an acknowledgement, a disengaged reply, a question about
+    the answer, or the bare answer (real students mostly write the bare answer)."""
+    grounding = persona.grounding
+    assert grounding is not None
+    if decision.move in ("acknowledge", "disengage"):
+        return rng.choice(ACKNOWLEDGEMENTS if decision.move == "acknowledge" else DISENGAGED)
+    if solved is None:
+        examples = [e for e in persona.response_style.examples if not any(c.isdigit() for c in e)]
+        return _clip(rng.choice(examples or ["Okay."]), grounding.verbosity)
+    answer = solved[0] if decision.correct else solved[1]
+    if decision.move == "question":
+        return f"is it {answer}?"
+    if grounding.verbosity <= 2 or "minimal_response" in decision.behaviors:
+        return answer
+    hedge = rng.choice(["", "i think ", "umm "]) if persona.correct_answer_probability < 0.7 else ""
+    return _clip(f"{hedge}{answer}", grounding.verbosity)
 
 
 ACKNOWLEDGEMENTS = ["ok", "okay", "yes", "ok", "yeah", "k"]

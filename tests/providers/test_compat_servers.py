@@ -17,6 +17,13 @@ SCHEMA = {
 ASK = [Message("system", "You rate answers."), Message("user", "Rate: 2 + 2 = 4.")]
 
 
+@pytest.fixture(autouse=True)
+def _not_openai(loopback):
+    """These servers are not OpenAI: they take what OpenAI refuses (json_object with a schema beside it), so the
+    loopback answers as they do, without the vendor's checks (the loopback's reset puts them back)."""
+    loopback.strict = False
+
+
 def llm_at(loopback, model, **options):
     return get_llm("rubric_judge", override=ProviderSpec("openai", model, loopback.openai_url, dict(options)))
 

@@ -23,10 +23,11 @@ def written(group):
 
 
 def t_interval(values):
-    """The 95% t interval of the mean, written out: mean +- t(0.975, n-1) * s / sqrt(n), to 2 places."""
+    """The 95% t interval of the mean, written out: mean +- t(0.975, n-1) * s / sqrt(n), to 2 places, clipped
+    to the scale's 0-10 as comparison.md and comparison.json both say (a score cannot lie outside it)."""
     mean, half = statistics.fmean(values), stats.t.ppf(0.975, len(values) - 1) * statistics.stdev(values)
     half /= math.sqrt(len(values))
-    return round(mean - half, 2), round(mean + half, 2)
+    return max(0.0, round(mean - half, 2)), min(10.0, round(mean + half, 2))
 
 
 def test_two_judges_in_one_group_get_a_row_each(catalog, settings, tmp_path):
