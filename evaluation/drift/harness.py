@@ -5,9 +5,16 @@ Modes: live (the configured judge), mock-judge (recorded judge calls replayed wh
 matches, the offline rule-based judge where none does: no LLM, no network, deterministic),
 synthetic (generate a conversation, then evaluate it).
 
-A regression is a drop of more than the threshold (1.0). With k repeats (k >= 2) and the
-"interval" rule it must also be beyond the noise: the bootstrap 95% confidence interval of the k
-scores must lie wholly below the baseline. The "fixed" rule is the drop alone.
+A regression is a drop of more than the threshold (1.0). Under the "interval" rule it must also be
+beyond the noise. Where the baseline kept its repeats (drift_baseline from 2 or more runs), the noise
+model is the tutoring gate's (evaluation.runs.noise): the baseline's and this run's repeats give the
+run-to-run spread (never below the judge's rounding; the agent is one cluster, so this is Student's
+two-sample t), and the change is tested one-sided, each dimension at alpha / D over the agent's D dimensions compared this way (Bonferroni, so
+the agent's false-alarm rate over its dimensions is at most alpha); with one repeat now this is a
+prediction interval from the baseline's spread. Otherwise (a baseline of one run, and every
+proposition row, whose baseline keeps means only) the bootstrap 95% confidence interval of the k >= 2
+scores must lie wholly below the baseline, and with one repeat and no baseline repeats the rule is
+the fixed one. The "fixed" rule is the drop alone.
 
 Every mode compares a baseline only when it recorded this run's setup (judge provider, model and
 prompt version, the version of each dimension's propositions, the window); any difference refuses
@@ -35,6 +42,7 @@ from evaluation.drift.ingest import messages_ingest, parse_records
 from evaluation.drift.scorers import DIMENSIONS
 from evaluation.models import Agent, AgentMessage, CorrectionLog, EvaluationRun, PropositionScore
 from evaluation.providers import ProviderSpec, get_llm
+from evaluation.runs import noise
 from evaluation.runs.selectors import run_scores
 
 # scipy is imported where it is used: it takes longer to import than the rest of the app.
@@ -81,6 +89,10 @@ class Row:
     """How many evaluations should have scored it."""
     forced: bool = False
     """Compared with a baseline of another setup (--force)."""
+    baseline_samples: list[float] = field(default_factory=list)
+    """The baseline's own repeats of this row (dimension rows of a baseline made from 2 or more runs)."""
+    family: int = 1
+    """How many of the agent's rows are tested against their baseline's repeats together (alpha / family)."""
 
     @property
     def name(self) -> str:
@@ -128,8 +140,21 @@ def row_regression(r: Row) -> bool:
         return True
     if delta >= -r.threshold:
         return False
+    if r.rule == "fixed":
+        return True
+    test = row_test(r)
+    if test is not None:
+        return test.p_value is not None and test.p_value <= noise.ALPHA / r.family
     ci = bootstrap_ci(r.samples)
-    return r.rule == "fixed" or ci is None or ci[1] < r.baseline
+    return ci is None or ci[1] < r.baseline
+
+
+def row_test(r: Row) -> noise.DimensionTest | None:
+    """The change against the baseline's repeats (the gates' noise model), when the baseline kept 2 or more."""
+    if len(r.baseline_samples) < 2 or not r.samples:
+        return None
+    base = [noise.Observation(r.agent, v) for v in r.baseline_samples]
+    return noise.dimension_test(r.name, base, [noise.Observation(r.agent, v) for v in r.samples], family=r.family)
 
 
 def row_incomplete(r: Row) -> bool:
@@ -196,7 +221,7 @@ class Report:
 
     @property
     def rule_text(self) -> str:
-        return rule_text(self.rule, self.repeats, self.threshold)
+        return rule_text(self.rule, self.repeats, self.threshold, any(r.baseline_samples for r in self.rows))
 
 
 def report_verdicts(report: Report) -> list[AgentVerdict]:
@@ -270,14 +295,21 @@ def report_summary(report: Report) -> str:
     return f"No regressions{forced}."
 
 
-def rule_text(rule: str, repeats: int, threshold: float) -> str:
-    """The regression rule in words, as the reports print it."""
+def rule_text(rule: str, repeats: int, threshold: float, baseline_repeats: bool = False) -> str:
+    """The regression rule in words, as the reports print it. baseline_repeats: some baseline kept its repeats."""
+    against = (
+        f"; against a baseline that kept its repeats, a drop of more than {threshold:.1f} that a two-sample t test on both "
+        f"sides' repeats finds significant at {noise.ALPHA:g} over the agent's dimensions (Bonferroni)"
+        if rule == "interval" and baseline_repeats
+        else ""
+    )
     if rule == "interval" and repeats >= 2:
         return (
             f"a drop of more than {threshold:.1f} whose bootstrap 95% CI over {repeats} repeats lies below the baseline"
+            + against
         )
     note = " (one repeat: no interval, so the fixed rule)" if rule == "interval" else ""
-    return f"a drop of more than {threshold:.1f} below the baseline{note}"
+    return f"a drop of more than {threshold:.1f} below the baseline{note}{against}"
 
 
 def ensure_cast_messages(cast_file: Path) -> int:
@@ -517,6 +549,8 @@ def _evaluate(
 def _rows(
     agent: str, runs: list[EvaluationRun], baseline: Baseline | None, report: Report, *, forced: bool
 ) -> list[Row]:
+    base_samples = {d: v for d, v in (baseline.samples if baseline else {}).items() if len(v) >= 2}
+
     def row(dimension: str, expected: float | None, samples: list[float], proposition: str = "") -> Row:
         return Row(
             agent,
@@ -529,6 +563,8 @@ def _rows(
             threshold=report.threshold,
             repeats=report.repeats,
             forced=forced,
+            baseline_samples=[] if proposition else base_samples.get(dimension, []),
+            family=max(1, len(base_samples)),
         )
 
     judged_by = runs[0].drift.judged_by or {}
@@ -563,6 +599,11 @@ def _verdict(r: Row) -> str:
     if r.baseline is None:
         return "no baseline" if r.score is not None else "unscored"
     if r.delta is not None and r.delta < -r.threshold:
+        test = row_test(r) if r.rule == "interval" else None
+        if test is not None and test.p_value is not None:
+            return (
+                f"ok (within the noise: p {test.p_value:.2g} against the baseline's {len(r.baseline_samples)} repeats)"
+            )
         return "ok (within the noise)"
     return "ok"
 

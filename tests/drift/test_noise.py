@@ -14,7 +14,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from evaluation.drift.engine import PROMPT_VERSION
-from evaluation.drift.harness import Report, Row, bootstrap_ci
+from evaluation.drift.harness import Report, Row, bootstrap_ci, markdown, row_test
 from evaluation.drift.services import messages_ingest_body
 from evaluation.models import EvaluationRun
 from evaluation.providers.loopback import Reply
@@ -73,6 +73,37 @@ def test_one_repeat_falls_back_to_the_fixed_rule_and_says_so():
     report = Report(mode="live", rule="interval", repeats=1)
     assert "one repeat: no interval, so the fixed rule" in report.rule_text
     assert "bootstrap 95% CI over 3 repeats" in Report(mode="live", rule="interval", repeats=3).rule_text
+
+
+def test_against_a_baseline_that_kept_its_repeats_the_noise_model_is_the_gates_two_sample_t():
+    """A baseline made from repeats carries the run-to-run spread: one repeat now is judged against a prediction
+    from it (not by the fixed rule), and the test is Student's two-sample t (scipy) at alpha / D."""
+    from scipy import stats
+
+    steady, noisy = [6.0, 6.2, 5.9, 6.1], [3.0, 8.0, 5.0, 8.8]
+    # one repeat now, 2 points down: against a steady baseline a regression, against a noisy one not
+    assert Row("rex", "adherence", 6.05, [4.0], rule="interval", baseline_samples=steady).regression
+    within = Row("rex", "adherence", 6.2, [4.0], rule="interval", baseline_samples=noisy)
+    assert within.delta < -1 and not within.regression
+    assert "ok (within the noise: p " in markdown(Report(mode="live", rule="interval", rows=[within], agents=["rex"]))
+    # the p-value is scipy's pooled two-sample t, one-sided; the family divides alpha
+    now, spread = [4.6, 5.2, 4.1], [6.0, 6.7, 5.5, 6.3]  # spreads above the judge's rounding (1/12)
+    row = Row("rex", "adherence", 6.125, now, rule="interval", baseline_samples=spread, family=4)
+    ref = stats.ttest_ind(now, spread, equal_var=True, alternative="less")
+    test = row_test(row)
+    assert test.p_value == pytest.approx(float(ref.pvalue), rel=1e-6) and test.df == len(now) + len(spread) - 2
+    assert row.regression == (float(ref.pvalue) <= 0.05 / 4) is True
+    # a p-value between alpha / D and alpha: significant alone, not within the family
+    edge, moderate = [5.5, 5.0, 4.6], [5.5, 6.5, 6.0, 6.8]  # a drop of 1.17, p 0.017
+    p = float(stats.ttest_ind(edge, moderate, equal_var=True, alternative="less").pvalue)
+    assert 0.05 / 4 < p <= 0.05
+    assert not Row("rex", "d", 6.2, edge, rule="interval", baseline_samples=moderate, family=4).regression
+    assert Row("rex", "d", 6.2, edge, rule="interval", baseline_samples=moderate, family=1).regression
+    # the fixed rule ignores the noise; a proposition row (means only in the baseline) keeps the bootstrap rule
+    assert Row("rex", "adherence", 6.2, [4.0], rule="fixed", baseline_samples=noisy).regression
+    assert row_test(Row("rex", "adherence", 6.2, [4.0], baseline_samples=[6.0])) is None
+    report = Report(mode="live", rule="interval", repeats=1, rows=[within])
+    assert "two-sample t test on both sides' repeats" in report.rule_text and "one repeat" in report.rule_text
 
 
 @pytest.fixture
