@@ -359,7 +359,9 @@ class DimensionTestOutput(Output):
     dimension = serializers.CharField()
     delta = serializers.FloatField(help_text="Candidate minus baseline, averaged over personas (negative: a drop).")
     se = serializers.FloatField(allow_null=True)
-    df = serializers.IntegerField()
+    df = serializers.FloatField(
+        help_text="Degrees of freedom: personas - 1 paired; Welch-Satterthwaite's unpaired (not a whole number)."
+    )
     personas = serializers.IntegerField()
     paired = serializers.BooleanField(help_text="Compared run by run where persona, topic and seed match.")
     pairs = serializers.IntegerField()
@@ -371,6 +373,18 @@ class DimensionTestOutput(Output):
     high = serializers.FloatField(allow_null=True)
     significant = serializers.BooleanField(help_text="Rejected by Holm's procedure over the dimensions.")
     regression = serializers.BooleanField(help_text="This dimension makes the gate a regression.")
+    borrowed = serializers.IntegerField(
+        help_text="Unpaired: personas with one run in each batch, given the spread pooled over the others."
+    )
+    labelled = serializers.ListField(
+        child=serializers.IntegerField(),
+        help_text="People-labelled runs of the baseline and of the batch that corrected the change ([0, 0]: none).",
+    )
+    lam = serializers.FloatField(
+        allow_null=True,
+        help_text="The correction's power tuning (1: plain prediction-powered, 0: people's change alone); null: "
+        "not corrected.",
+    )
 
 
 class BaselineGateOutput(Output):

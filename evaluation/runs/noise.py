@@ -47,7 +47,19 @@ When some dimension's MDD exceeds the threshold and no drop was significant, the
 inconclusive: the batch could not have seen a drop of the threshold's size.
 
 A run's score comes from one judge call, so the judge's own call-to-call noise is inside the run-to-run
-variance; a judge's systematic error common to both batches cancels in Delta.
+variance; a judge's systematic error common to both batches cancels in Delta. An error that differs between
+the batches (a judge kinder to one tutor's manner than people are) does not cancel; where people labelled runs
+of both batches (at least LEAST_LABELLED each), the change is corrected as prediction-powered inference does
+(Angelopoulos et al. 2023; PPI++'s power tuning, Angelopoulos, Duchi and Zrnic 2024), with y people's value
+and f the judge's on the labelled runs of batch b (n_b of them):
+    Delta_PP = lambda * Delta + mean_C(y - lambda f) - mean_B(y - lambda f)
+    SE_PP^2  = lambda^2 SE^2 + sum_b var_b(y - lambda f) / n_b         (each var at least FLOOR)
+    lambda   = sum_b cov_b(y, f) / n_b / (SE^2 + sum_b var_b(f) / n_b), clipped to [0, 1]
+    df       = Satterthwaite's over the three terms (df, n_C - 1, n_B - 1)
+lambda minimises SE_PP^2, so the corrected interval is never wider than the people-only one (lambda 0: the
+people's own change) nor than plain PPI's (lambda 1). The labelled runs must be a random sample of each
+batch's runs; the covariance between Delta and the labelled runs' mean is left out, as PPI's formulas leave
+it out (they take the labelled items apart from the rest).
 
 References: E. Miller, "Adding Error Bars to Evals: A Statistical Approach to Language Model Evaluations"
 (arXiv:2411.00640, 2024), sections on clustered standard errors, paired differences and power analysis;
@@ -68,6 +80,8 @@ POWER = 0.8
 """The chance of seeing a drop of the threshold's size that the gate (and the planner) aim for."""
 RESOLUTION = 1.0
 """The judge's scale moves in whole points."""
+LEAST_LABELLED = 3
+"""The fewest people-labelled runs a batch needs before its judge's error is corrected in the change."""
 MAX_PLANNED_RUNS = 20
 """The most runs per persona a start takes (start_input's range); the planner looks no further."""
 
@@ -84,6 +98,14 @@ class Observation:
     persona: str
     value: float
     pair: tuple[Any, ...] | None = None
+
+
+@dataclass(frozen=True)
+class Labelled:
+    """A run people labelled, on one dimension: the judge's value and the people's."""
+
+    judge: float
+    people: float
 
 
 @dataclass(frozen=True)
@@ -115,6 +137,10 @@ class DimensionTest:
     """Rejected by Holm's procedure over the family."""
     borrowed: int = 0
     """Unpaired: personas with one run in each batch, whose spread is the one pooled over the others."""
+    labelled: tuple[int, int] = (0, 0)
+    """People-labelled runs of the baseline and of the batch that corrected the change (0, 0: not corrected)."""
+    lam: float | None = None
+    """The correction's power tuning (1: plain PPI, 0: the people's change alone); None: not corrected."""
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -217,9 +243,11 @@ def dimension_test(
     alpha: float = ALPHA,
     power: float = POWER,
     resolution: float = RESOLUTION,
+    labels: tuple[Sequence[Labelled], Sequence[Labelled]] = ((), ()),
 ) -> DimensionTest | None:
     """One dimension's comparison (see the module's formulas); None when no persona is in both batches.
-    family: how many dimensions the gate tests together (the MDD and interval use alpha / family)."""
+    family: how many dimensions the gate tests together (the MDD and interval use alpha / family). labels: the
+    people-labelled runs of the baseline and of the batch, which correct the change where each has enough."""
     from scipy import stats
 
     base, cand = _cells(baseline), _cells(candidate)
@@ -251,6 +279,10 @@ def dimension_test(
         se = math.sqrt(spread.se2) / P
         variance, df, floored, borrowed = spread.variance, spread.df, spread.floored > 0, spread.borrowed
         paired, pairs = False, 0
+    corrected = corrected_change(delta, se, df, labels, floor)
+    lam = None
+    if corrected is not None:
+        delta, se, df, lam = corrected
     level = alpha / family
     t = delta / se
     p_value = float(stats.t.cdf(t, df))
@@ -267,11 +299,39 @@ def dimension_test(
         variance=round(variance, 4),
         floored=floored,
         borrowed=borrowed,
+        labelled=(len(labels[0]), len(labels[1])) if lam is not None else (0, 0),
+        lam=None if lam is None else round(lam, 3),
         p_value=p_value,
         mdd=round(mdd, 3),
         low=round(delta - q * se, 3),
         high=round(delta + q * se, 3),
     )
+
+
+def corrected_change(
+    delta: float, se: float, df: float, labels: tuple[Sequence[Labelled], Sequence[Labelled]], floor: float
+) -> tuple[float, float, float, float] | None:
+    """The change corrected by people's labels (see the module's formulas): (Delta_PP, SE_PP, df, lambda); None
+    unless both batches have LEAST_LABELLED labelled runs."""
+    base, cand = labels
+    if len(base) < LEAST_LABELLED or len(cand) < LEAST_LABELLED:
+        return None
+    sides = []
+    for side in (base, cand):
+        y = [x.people for x in side]
+        f = [x.judge for x in side]
+        sides.append((y, f, len(side), statistics.covariance(y, f), statistics.variance(f)))
+    denominator = se * se + sum(var_f / n for _, _, n, _, var_f in sides)
+    lam = min(1.0, max(0.0, sum(cov / n for _, _, n, cov, _ in sides) / denominator)) if denominator > 0 else 0.0
+    terms = [(lam * lam * se * se, df)]
+    means = []
+    for y, f, n, _, _ in sides:
+        rectifier = [a - lam * b for a, b in zip(y, f, strict=True)]
+        means.append(statistics.fmean(rectifier))
+        terms.append((max(statistics.variance(rectifier), floor) / n, n - 1))
+    variance = sum(t for t, _ in terms)
+    corrected_df = variance**2 / sum(t * t / f for t, f in terms if t > 0)
+    return lam * delta + means[1] - means[0], math.sqrt(variance), corrected_df, lam
 
 
 def holm(p_values: Sequence[float | None], alpha: float = ALPHA) -> list[bool]:
@@ -296,11 +356,22 @@ def family_test(
     alpha: float = ALPHA,
     power: float = POWER,
     resolution: float = RESOLUTION,
+    labels: Mapping[str, tuple[Sequence[Labelled], Sequence[Labelled]]] | None = None,
 ) -> list[DimensionTest]:
-    """Every dimension of the baseline that the candidate also has, tested as one family (Holm at alpha)."""
+    """Every dimension of the baseline that the candidate also has, tested as one family (Holm at alpha). labels:
+    per dimension, the people-labelled runs of the baseline and of the candidate (the correction, where enough)."""
     dims = [d for d in baseline if candidate.get(d)]
     tests = [
-        dimension_test(d, baseline[d], candidate[d], family=len(dims), alpha=alpha, power=power, resolution=resolution)
+        dimension_test(
+            d,
+            baseline[d],
+            candidate[d],
+            family=len(dims),
+            alpha=alpha,
+            power=power,
+            resolution=resolution,
+            labels=(labels or {}).get(d, ((), ())),
+        )
         for d in dims
     ]
     found = [t for t in tests if t is not None]

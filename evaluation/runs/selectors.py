@@ -8,7 +8,17 @@ from typing import Any
 from django.db.models import Count, F, Prefetch, Q, QuerySet
 
 from evaluation.errors import FieldProblem, InvalidInput, NotFound
-from evaluation.models import Agent, DimensionScore, EvaluationRun, Problem, RunMessage
+from evaluation.models import (
+    Adjudication,
+    Agent,
+    Annotation,
+    DimensionScore,
+    EvaluationRun,
+    Item,
+    Problem,
+    Rubric,
+    RunMessage,
+)
 from evaluation.models.runs import ACTIVE_STATUSES, RunStatus
 from evaluation.providers.accounting import unpriced
 
@@ -68,6 +78,45 @@ class SentRun:
     action: str
     run_id: str
     kind: str
+
+
+def run_people_values(run_ids: list[str], rubric: str = "tutor-session") -> dict[str, dict[str, float]]:
+    """Per run (by id) and dimension, people's value of the run's conversation under the rubric's current version:
+    the adjudicated value where a disagreement was settled, else the mean of the annotators' values. Runs nobody
+    labelled are left out; values that are not numbers (a categorical scale) are skipped."""
+    found = Rubric.objects.filter(slug=rubric).first()
+    if found is None or not run_ids:
+        return {}
+    items = dict(
+        Item.objects.filter(transcript__source="run", transcript__external_id__in=run_ids, key="").values_list(
+            "pk", "transcript__external_id"
+        )
+    )
+    current = {"rubric_version__rubric": found, "rubric_version__number": found.version, "item_id__in": list(items)}
+    labels: dict[tuple[str, str], list[float]] = {}
+    for item, dimension, value in Annotation.objects.filter(**current).values_list(
+        "item_id", "dimension__name", "value"
+    ):
+        number = _number(value)
+        if number is not None:
+            labels.setdefault((items[item], dimension), []).append(number)
+    out: dict[str, dict[str, float]] = {}
+    for (run_id, dimension), values in labels.items():
+        out.setdefault(run_id, {})[dimension] = sum(values) / len(values)
+    for item, dimension, value in Adjudication.objects.filter(**current).values_list(
+        "item_id", "dimension__name", "value"
+    ):
+        number = _number(value)
+        if number is not None:
+            out.setdefault(items[item], {})[dimension] = number
+    return out
+
+
+def _number(value: str) -> float | None:
+    try:
+        return float(value)
+    except ValueError:
+        return None
 
 
 def run_sent_not_begun(*, excluding: set[str] | frozenset[str] = frozenset()) -> SentRun | None:

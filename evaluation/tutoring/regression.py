@@ -230,10 +230,17 @@ class Gate:
         """The rule in words, for every door."""
         if self.rule == "fixed":
             return f"fixed: a dimension whose batch mean dropped by more than {self.threshold:g} is a regression"
+        corrected = [t for t in self.tests if t.lam is not None]
+        labels = (
+            "; the judge's error corrected by people's labels (prediction-powered, PPI++) on "
+            + ", ".join(f"{t.dimension} ({t.labelled[0]}+{t.labelled[1]} labelled runs)" for t in corrected)
+            if corrected
+            else "; judged by the judge alone (no people's labels on enough runs of both batches)"
+        )
         return (
             f"noise-aware: one one-sided t test per dimension of the batch mean's change ({self.pairing}), "
             f"Holm over {len(self.tests)} dimensions at family alpha {self.alpha:g}; inconclusive when a drop of "
-            f"{self.threshold:g} had less than {self.power:.0%} power; per-persona rows are diagnostics"
+            f"{self.threshold:g} had less than {self.power:.0%} power; per-persona rows are diagnostics{labels}"
         )
 
     def as_dict(self) -> dict[str, Any]:
@@ -268,6 +275,22 @@ def observations(runs: list[dict[str, Any]]) -> dict[str, list[noise.Observation
         for d, value in (r.get("scores") or {}).items():
             out.setdefault(d, []).append(noise.Observation(persona, float(value), key))
     return out
+
+
+def labelled(
+    baseline: list[dict[str, Any]], batch: list[dict[str, Any]], people: dict[str, dict[str, float]]
+) -> dict[str, tuple[tuple[noise.Labelled, ...], tuple[noise.Labelled, ...]]]:
+    """Per dimension, the runs of each side that people labelled: the judge's score beside people's value."""
+
+    def side(runs: list[dict[str, Any]], d: str) -> tuple[noise.Labelled, ...]:
+        return tuple(
+            noise.Labelled(float(r["scores"][d]), people[r["run_id"]][d])
+            for r in runs
+            if d in (r.get("scores") or {}) and d in people.get(r.get("run_id") or "", {})
+        )
+
+    dims = {d for values in people.values() for d in values}
+    return {d: (side(baseline, d), side(batch, d)) for d in sorted(dims)}
 
 
 def _fmt(x: float) -> str:
@@ -309,12 +332,15 @@ def gate(
     *,
     min_coverage: float,
     baseline_runs: list[dict[str, Any]] | None = None,
+    people: dict[str, dict[str, float]] | None = None,
 ) -> Gate:
     """Check a batch's runs (group_runs() entries) against the baseline a start recorded ({"id", "means",
     "runs", "rule", "threshold", "alpha", "power", "forced", "mismatches"}; `baseline_runs` stands in for
     "runs" where an older record lacks them): compare what counts, leave out and count what does not, and
     never pass when nothing could be compared, a persona of the batch was not measured at all (every run of
-    it failed or was cut short), or the baseline lacks a persona of the batch (a forced comparison)."""
+    it failed or was cut short), or the baseline lacks a persona of the batch (a forced comparison). people: per
+    run id and dimension, people's value of the run (runs.selectors.run_people_values), which corrects the judge's error in
+    the change where both batches have enough labelled runs."""
     left_out = []
     for r in runs:
         if not r.get("scores"):
@@ -334,7 +360,12 @@ def gate(
     base_runs = baseline.get("runs") or baseline_runs or []
     base_obs = observations(base_runs)
     cand_obs = observations(kept)
-    tests = tuple(noise.family_test(base_obs, cand_obs, alpha=alpha, power=power)) if cand_obs and base_obs else ()
+    labels = labelled(base_runs, kept, people or {})
+    tests = (
+        tuple(noise.family_test(base_obs, cand_obs, alpha=alpha, power=power, labels=labels))
+        if cand_obs and base_obs
+        else ()
+    )
     plan = (
         noise.plan(base_obs, threshold=threshold, alpha=alpha, power=power, source=baseline["id"]) if base_obs else None
     )

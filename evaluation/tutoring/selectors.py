@@ -14,7 +14,7 @@ from evaluation.errors import NotFound
 from evaluation.models import Agent, DimensionScore, EvaluationRun, Persona, Problem, RunMessage, Topic, TutoringSession
 from evaluation.models.runs import ACTIVE_STATUSES
 from evaluation.redact import redact
-from evaluation.runs.selectors import run_scores, run_usage, runs_filter, runs_with_results
+from evaluation.runs.selectors import run_people_values, run_scores, run_usage, runs_filter, runs_with_results
 from evaluation.tutoring.fidelity import simulator_fidelity
 from evaluation.tutoring.personas import persona_as_dict, persona_schema
 from evaluation.tutoring.realism_sets import (
@@ -347,11 +347,16 @@ def group_gate(group: str, runs: list[dict[str, Any]] | None = None) -> Gate | N
         return None
     # a baseline recorded before its runs were kept with it: its runs as they are stored now
     older = None if baseline.get("runs") else baseline_runs(baseline["id"])
+    batch = group_runs(group) if runs is None else runs
+    base = [r for r in older or [] if counted(r, setting("MIN_COVERAGE"))]
+    # a baseline recorded before its runs' ids were kept with them cannot be matched with labels
+    ids = [r["run_id"] for r in [*batch, *(baseline.get("runs") or base)] if r.get("run_id")]
     return gate(
-        group_runs(group) if runs is None else runs,
+        batch,
         baseline,
         min_coverage=setting("MIN_COVERAGE"),
-        baseline_runs=[r for r in older or [] if counted(r, setting("MIN_COVERAGE"))],
+        baseline_runs=base,
+        people=run_people_values(ids),  # read now: labels made after the start count
     )
 
 

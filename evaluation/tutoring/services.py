@@ -233,7 +233,7 @@ def _baseline(
         "power": power,
         "means": baseline_means(runs),
         # each run's scores, persona, topic and seed: the noise model's spread and pairs (regression.gate)
-        "runs": [{k: r.get(k) for k in ("persona_id", "topic", "seed", "scores")} for r in runs],
+        "runs": [{k: r.get(k) for k in ("run_id", "persona_id", "topic", "seed", "scores")} for r in runs],
     }
 
 

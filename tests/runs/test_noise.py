@@ -13,7 +13,7 @@ from statsmodels.formula.api import ols
 from statsmodels.stats.multitest import multipletests
 
 from evaluation.runs import noise
-from evaluation.runs.noise import Observation, dimension_test, family_test, floor_variance, holm, plan
+from evaluation.runs.noise import Labelled, Observation, dimension_test, family_test, floor_variance, holm, plan
 
 
 def batch(values: dict[str, list[float]], seeds: dict[str, list[int]] | None = None) -> list[Observation]:
@@ -258,3 +258,75 @@ def test_the_gates_false_alarm_rate_and_power_hold_in_a_simulation():
         hits += any(t.significant for t in family_test(base, draw(means, sds, 4, shift=-2.0)))
     assert alarms / trials <= 0.09  # 5% family-wise, with room for 150 draws
     assert hits / trials >= 0.9
+
+
+def labelled_runs(rng, n, judge_shift, people_shift, base=6.0):
+    """n labelled runs: people's values around base + people_shift, the judge's the same plus its own error
+    (a bias of judge_shift and noise), both rounded to whole points as labels and scores are."""
+    people = np.clip(np.rint(base + people_shift + rng.normal(0, 1.0, n)), 1, 10)
+    judge = np.clip(np.rint(people + judge_shift + rng.normal(0, 0.7, n)), 1, 10)
+    return [Labelled(float(f), float(y)) for f, y in zip(judge, people, strict=True)]
+
+
+def test_the_correction_is_ppi_on_each_side_and_its_tuning_never_widens_the_interval():
+    """With one persona and a fixed lambda, the corrected change is ppi_py's prediction-powered mean of the batch
+    minus the baseline's (its point estimate, written by ppi_py); the variance is the formula written out; the
+    tuned lambda's interval is no wider than lambda 0 (people alone) or 1 (plain PPI)."""
+    from ppi_py import ppi_mean_pointestimate
+
+    rng = np.random.default_rng(3)
+    base_f, cand_f = [5.0, 6.0, 7.0, 6.0, 5.0, 6.0, 8.0, 6.0], [4.0, 5.0, 5.0, 6.0, 4.0, 5.0, 6.0, 5.0]
+    base_l, cand_l = labelled_runs(rng, 5, 0.0, 0.0), labelled_runs(rng, 5, 1.0, -1.0)
+    test = dimension_test("d", batch({"p": base_f}), batch({"p": cand_f}), family=1)
+    for lam in (0.0, 0.4, 1.0):
+        sides = []
+        for f_all, lab in ((base_f, base_l), (cand_f, cand_l)):
+            y, f = np.array([x.people for x in lab]), np.array([x.judge for x in lab])
+            sides.append(float(ppi_mean_pointestimate(y, f, np.array(f_all), lam=lam)[0]))
+        # our change at this lambda: lambda * (the judge's change over all runs) + the rectifiers' difference
+        y_b, f_b = np.array([x.people for x in base_l]), np.array([x.judge for x in base_l])
+        y_c, f_c = np.array([x.people for x in cand_l]), np.array([x.judge for x in cand_l])
+        ours = lam * test.delta + (y_c - lam * f_c).mean() - (y_b - lam * f_b).mean()
+        assert ours == pytest.approx(sides[1] - sides[0], abs=1e-9)
+    delta, se, df, lam = noise.corrected_change(test.delta, test.se, test.df, (base_l, cand_l), floor_variance())
+    y_b, f_b = np.array([x.people for x in base_l]), np.array([x.judge for x in base_l])
+    y_c, f_c = np.array([x.people for x in cand_l]), np.array([x.judge for x in cand_l])
+
+    def variance(at):
+        rb, rc = y_b - at * f_b, y_c - at * f_c
+        return at**2 * test.se**2 + max(rb.var(ddof=1), 1 / 12) / 5 + max(rc.var(ddof=1), 1 / 12) / 5
+
+    assert 0 <= lam <= 1 and se == pytest.approx(math.sqrt(variance(lam)), rel=1e-9)
+    assert delta == pytest.approx(lam * test.delta + (y_c - lam * f_c).mean() - (y_b - lam * f_b).mean(), abs=1e-9)
+    assert variance(lam) <= min(variance(0.0), variance(1.0)) + 1e-12
+    assert variance(lam) <= min(variance(x) for x in np.linspace(0, 1, 101)) + 1e-9  # the minimum over [0, 1]
+    # too few labelled runs on a side: no correction
+    assert noise.corrected_change(test.delta, test.se, test.df, (base_l[:2], cand_l), floor_variance()) is None
+    corrected = dimension_test("d", batch({"p": base_f}), batch({"p": cand_f}), family=1, labels=(base_l, cand_l))
+    assert corrected.labelled == (5, 5) and corrected.lam == pytest.approx(lam, abs=1e-3)
+    assert corrected.delta == pytest.approx(delta, abs=1e-4) and corrected.se == pytest.approx(se, abs=1e-4)
+
+
+def test_a_judge_kinder_to_the_new_tutor_is_caught_by_peoples_labels():
+    """People see a drop of 1.5 while the judge, kinder to the new tutor by 1.2, sees 0.3. Judge alone, the gate
+    misses it and its interval rarely covers the people's change; with 12 labelled runs a side, the corrected
+    interval covers it about 95% of the time (simulation, 300 batches) and the gate flags it."""
+    rng = np.random.default_rng(21)
+    personas, trials = 8, 300
+    covered = {"judge": 0, "corrected": 0}
+    flagged = {"judge": 0, "corrected": 0}
+    for _ in range(trials):
+        means = rng.uniform(5, 7, personas)
+        base = batch({f"p{p}": list(np.clip(np.rint(means[p] + rng.normal(0, 1, 3)), 1, 10)) for p in range(personas)})
+        # the judge's view of the new tutor: people's -1.5 plus its kindness +1.2
+        cand = batch(
+            {f"p{p}": list(np.clip(np.rint(means[p] - 0.3 + rng.normal(0, 1, 3)), 1, 10)) for p in range(personas)}
+        )
+        labels = (labelled_runs(rng, 12, 0.0, 0.0), labelled_runs(rng, 12, 1.2, -1.5))
+        for name, extra in (("judge", {}), ("corrected", {"labels": {"d": labels}})):
+            (test,) = family_test({"d": base}, {"d": cand}, **extra)
+            half = stats.t.ppf(0.975, test.df) * test.se
+            covered[name] += abs(test.delta - (-1.5)) <= half
+            flagged[name] += test.significant
+    assert covered["corrected"] / trials >= 0.9 and covered["judge"] / trials <= 0.3
+    assert flagged["corrected"] / trials >= 0.8 and flagged["judge"] / trials <= 0.3
