@@ -28,6 +28,14 @@ class RealismQuery(QueryInput):
     transcripts = serializers.RegexField(
         NAME, max_length=120, required=False, default="", help_text="Card this imported set instead of personas."
     )
+    acts = serializers.ChoiceField(
+        ["rules", "judge"],
+        required=False,
+        default="rules",
+        help_text="What gives each student turn its dialogue act: the rules (default), or the judge role's LLM "
+        "(the rules when it is offline; each turn asked once per model in a process). A shipped table's acts are "
+        "always the rules'; where the two sides' classifiers differ, the act measures are shown but not judged.",
+    )
 
 
 class MeasureOutput(Output):
@@ -56,11 +64,16 @@ class CardOutput(Output):
     reference_dialogues = serializers.IntegerField()
     unrealistic = serializers.BooleanField(allow_null=True, help_text="null: the set is too small to judge.")
     notes = serializers.ListField(child=serializers.CharField())
+    acts_by = serializers.CharField(help_text='What gave the set\'s acts: "rules" or "llm:provider/model".')
+    reference_acts_by = serializers.CharField(help_text="What gave the reference's acts.")
     measures = MeasureOutput(many=True)
 
 
 class RealismOutput(Output):
     reference = serializers.CharField()
+    acts_by = serializers.CharField(help_text='The classifier asked for: "rules" or "llm:provider/model".')
+    act_calls = serializers.IntegerField(help_text="LLM calls made for the acts (cached turns cost none).")
+    act_failures = serializers.IntegerField(help_text="Of those, calls that failed (their turns by the rules).")
     sets = CardOutput(many=True)
 
 

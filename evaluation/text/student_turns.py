@@ -11,12 +11,22 @@ The dialogue act is one of ACTS, decided in this order (the first that holds win
 5. question: it asks something (a "?" or a question word first);
 6. answer_attempt: the tutor's last message asked a question and the turn holds a content word;
 7. other.
+
+With an LLM (ActClassifier over the judge role, or any provider), the act is the model's instead: it reads the
+tutor's last message and the turn and answers one of ACTS as JSON. The offline provider keeps the rules. Each
+(tutor message, turn) is classified once per model and prompt version in a process (ACT_CACHE), so a card that
+meets the same turn twice, or a second card over the same runs, does not pay for it again.
 """
 
+import random
 import re
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
+from evaluation.providers import LLM, Message, ProviderError
 from evaluation.text.measures import STOPWORDS, ngram_overlap, tokens
 
 ACTS = ("answer_attempt", "question", "acknowledgement", "confusion", "off_task", "other")
@@ -213,6 +223,123 @@ def dialogue_act(text: str, *, tutor_asked: bool = False) -> str:
     return "other"
 
 
+ACT_PROMPT_VERSION = "1"
+"""Bump when ACT_PROMPT or act_messages changes what the model reads: it is part of every cached answer's key."""
+ACT_PROMPT = """You label one student turn of a tutoring chat with its dialogue act. Answer with exactly one of:
+- answer_attempt: the student tries to answer or work on the problem (a number, an expression, a step, a guess,
+  "is it 12?" counts too);
+- question: the student asks the tutor something that is not an attempt to answer;
+- acknowledgement: only acknowledges ("ok", "yes", "got it", "thanks") and adds nothing;
+- confusion: says it does not know or understand ("idk", "I'm lost", "what do you mean");
+- off_task: about something outside the lesson, or leaving it ("brb", "my dog", "gtg");
+- other: none of these.
+Judge the student's turn only; the tutor's message is context."""
+ACT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"act": {"enum": list(ACTS)}},
+    "required": ["act"],
+    "additionalProperties": False,
+}
+TUTOR_CONTEXT_CHARS = 600
+"""The end of the tutor's last message the model reads (and the cache keys on)."""
+ACT_CACHE: dict[tuple[str, str, str, str], str] = {}
+"""(model label, prompt version, tutor context, turn) -> act, for every model this process asked."""
+ACT_CACHE_KEPT = 200_000
+_ACT_LOCK = threading.Lock()
+
+
+def act_messages(tutor_message: str, text: str) -> list[Message]:
+    """What the model reads to label one turn."""
+    context = tutor_message[-TUTOR_CONTEXT_CHARS:] or "(none: the student speaks first)"
+    return [
+        Message("system", ACT_PROMPT),
+        Message("user", f"Tutor's last message:\n{context}\n\nStudent's turn:\n{text}"),
+    ]
+
+
+@dataclass(frozen=True)
+class ActRule:
+    """The offline provider's answer to an act call: the rules of this module."""
+
+    tutor_message: str
+    text: str
+
+    def __call__(self, request: Any, rng: random.Random) -> dict[str, Any]:
+        return {"act": dialogue_act(self.text, tutor_asked="?" in self.tutor_message)}
+
+
+class ActClassifier:
+    """Gives each student turn its dialogue act: by the rules (no LLM, or the offline provider) or by an LLM, each
+    (tutor message, turn) asked once per model and prompt version (ACT_CACHE). A call that fails leaves the turn to
+    the rules, and is counted."""
+
+    def __init__(self, llm: LLM | None = None, *, workers: int = 4):
+        self.llm = None if llm is None or llm.is_offline else llm
+        self.workers = max(1, workers)
+        self.calls = 0
+        """Calls this classifier made (answers taken from the cache are not calls)."""
+        self.failed = 0
+        """Calls that failed, whose turns the rules labelled."""
+
+    @property
+    def label(self) -> str:
+        """ "rules", or "llm:provider/model"."""
+        return "rules" if self.llm is None else f"llm:{self.llm.label}"
+
+    def _key(self, tutor_message: str, text: str) -> tuple[str, str, str, str]:
+        assert self.llm is not None
+        return (self.llm.label, ACT_PROMPT_VERSION, tutor_message[-TUTOR_CONTEXT_CHARS:], text)
+
+    def _ask(self, tutor_message: str, text: str) -> str:
+        assert self.llm is not None
+        try:
+            result = self.llm.call(
+                act_messages(tutor_message, text), schema=ACT_SCHEMA, offline=ActRule(tutor_message, text)
+            )
+            act = str(result.data["act"])
+            if act not in ACTS:
+                raise ProviderError(f"{act!r} is not an act")
+        except (ProviderError, KeyError, TypeError):
+            with _ACT_LOCK:
+                self.calls += 1
+                self.failed += 1
+            return dialogue_act(text, tutor_asked="?" in tutor_message)
+        with _ACT_LOCK:
+            self.calls += 1
+            if len(ACT_CACHE) >= ACT_CACHE_KEPT:
+                ACT_CACHE.clear()
+            ACT_CACHE[self._key(tutor_message, text)] = act
+        return act
+
+    def prepare(self, turns: Iterable[tuple[str, str]]) -> None:
+        """Classify (tutor message, turn) pairs not yet cached, `workers` calls at a time."""
+        if self.llm is None:
+            return
+        missing = list(dict.fromkeys(t for t in turns if self._key(*t) not in ACT_CACHE))
+        if not missing:
+            return
+        with ThreadPoolExecutor(max_workers=min(self.workers, len(missing))) as pool:
+            list(pool.map(lambda t: self._ask(*t), missing))
+
+    def __call__(self, tutor_message: str, text: str) -> str:
+        if self.llm is None:
+            return dialogue_act(text, tutor_asked="?" in tutor_message)
+        found = ACT_CACHE.get(self._key(tutor_message, text))
+        return found if found is not None else self._ask(tutor_message, text)
+
+
+def student_turns(messages: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
+    """(the tutor's last message, the student's turn) for each student turn of a dialogue."""
+    out = []
+    last_tutor = ""
+    for role, text in messages:
+        if role == "tutor":
+            last_tutor = text
+        elif role == "student":
+            out.append((last_tutor, text))
+    return out
+
+
 def _repeats(words: list[str], text: str, earlier: list[tuple[list[str], str]]) -> bool:
     if not words:
         return False
@@ -220,10 +347,15 @@ def _repeats(words: list[str], text: str, earlier: list[tuple[list[str], str]]) 
 
 
 def measure_dialogue(
-    messages: Sequence[tuple[str, str]], *, dialogue: str = "", check: AnswerCheck | None = None
+    messages: Sequence[tuple[str, str]],
+    *,
+    dialogue: str = "",
+    check: AnswerCheck | None = None,
+    acts: Callable[[str, str], str] | None = None,
 ) -> DialogueMeasures:
     """Measure every student turn of a dialogue given as (role, text) pairs, roles as stored ("tutor",
-    "student"; others are context and skipped)."""
+    "student"; others are context and skipped). `acts(tutor's last message, turn)` gives the act (an
+    ActClassifier); by default the rules."""
     last_tutor = ""
     earlier: list[tuple[list[str], str]] = []
     turns = []
@@ -235,7 +367,7 @@ def measure_dialogue(
         if role != "student":
             continue
         words = _words(text)
-        act = dialogue_act(text, tutor_asked="?" in last_tutor)
+        act = acts(last_tutor, text) if acts is not None else dialogue_act(text, tutor_asked="?" in last_tutor)
         correct = check(last_tutor, text) if check is not None and act == "answer_attempt" else None
         turns.append(
             TurnMeasures(
@@ -244,7 +376,7 @@ def measure_dialogue(
                 asks_question=asks_question(text, words),
                 answer_attempt=act == "answer_attempt",
                 correct=correct,
-                acknowledgement_only=act == "acknowledgement",
+                acknowledgement_only=acknowledgement_only(words),
                 confusion=_has_phrase(words, CONFUSION_MARKERS) or words == ["what"],
                 off_task=_has_phrase(words, OFF_TASK_MARKERS),
                 repeat=_repeats(words, text, earlier),

@@ -16,13 +16,16 @@ clustered data"). Rules (m = the number of flaggable measures, a Bonferroni fami
 - lexical diversity (type-token ratio per dialogue) is shown, never flagged: it falls with a dialogue's
   length, and reference excerpts are shorter than most runs.
 A set with fewer than MIN_DIALOGUES dialogues or MIN_TURNS student turns has no flags, and says why.
+The acts of each side come from the rules or from an LLM (student_turns.ActClassifier); the card names both
+(`acts_by`, `reference_acts_by`). Where they differ, the measures read from the act (ACT_MEASURES) are shown but
+not judged: a difference between two classifiers is not a difference between students.
 """
 
 import csv
 import io
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -58,6 +61,8 @@ LENGTHS: dict[str, tuple[str, Callable[[Any], int]]] = {
     "words_per_turn": ("words", lambda t: t.words),
     "characters_per_turn": ("characters", lambda t: t.characters),
 }
+ACT_MEASURES = ("answer_attempt_rate", "correct_rate", "act_distribution")
+"""The measures read from a turn's dialogue act (the rest are read from its words by rules alone)."""
 FLAGGABLE = len(SHARES) + len(LENGTHS) + 1
 """The Bonferroni family: every share, every length and the act distribution."""
 FAMILY_CONFIDENCE = 1 - FAMILY_ALPHA / FLAGGABLE
@@ -70,6 +75,8 @@ class Corpus:
     name: str
     dialogues: tuple[DialogueMeasures, ...]
     description: str = ""
+    acts_by: str = "rules"
+    """What gave the turns' acts: "rules", or "llm:provider/model" (student_turns.ActClassifier.label)."""
 
     @property
     def turns(self) -> int:
@@ -116,6 +123,9 @@ class Card:
     """True when any measure is flagged; None when the set is too small to judge."""
     notes: tuple[str, ...]
     """The flagged measures in plain words, or why nothing was judged."""
+    acts_by: str = "rules"
+    """What gave the set's dialogue acts: "rules", or "llm:provider/model"."""
+    reference_acts_by: str = "rules"
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -519,9 +529,19 @@ def realism_card(corpus: Corpus, reference: Corpus) -> Card:
             (reason,),
         )
     judged = not reason
+    same_acts = corpus.acts_by == reference.acts_by
     rows = [_length_row(name, unit, get, corpus, reference, judged) for name, (unit, get) in LENGTHS.items()]
-    rows += [_share_row(name, what, get, corpus, reference, judged) for name, (what, get) in SHARES.items()]
-    rows += [_acts_row(corpus, reference, judged), _diversity_row(corpus, reference)]
+    rows += [
+        _share_row(name, what, get, corpus, reference, judged and (same_acts or name not in ACT_MEASURES))
+        for name, (what, get) in SHARES.items()
+    ]
+    rows += [_acts_row(corpus, reference, judged and same_acts), _diversity_row(corpus, reference)]
+    if not same_acts:
+        why = (
+            f"not judged: the set's acts are by {corpus.acts_by}, the reference's by {reference.acts_by} (two "
+            "classifiers' difference is not the students'); "
+        )
+        rows = [replace(m, rule=why + m.rule) if m.name in ACT_MEASURES and m.flag is None else m for m in rows]
     notes = tuple(m.note for m in rows if m.flag)
     return Card(
         name=corpus.name,
@@ -533,6 +553,8 @@ def realism_card(corpus: Corpus, reference: Corpus) -> Card:
         measures=tuple(rows),
         unrealistic=(bool(notes) if judged else None),
         notes=notes if judged else (reason,),
+        acts_by=corpus.acts_by,
+        reference_acts_by=reference.acts_by,
     )
 
 
@@ -568,10 +590,19 @@ def answer_check(tutor_message: str, student: str) -> bool | None:
     return None if solved is None else answer_matches(student, solved[0])
 
 
-def measure_messages(messages: Sequence[dict[str, Any]] | Sequence[tuple[str, str]], dialogue: str) -> DialogueMeasures:
-    """A stored conversation ({"role", "content"} dicts, or (role, text) pairs), measured."""
-    pairs = [(m["role"], m["content"]) if isinstance(m, dict) else (m[0], m[1]) for m in messages]
-    return measure_dialogue(pairs, dialogue=dialogue, check=answer_check)
+def message_pairs(messages: Sequence[dict[str, Any]] | Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
+    """(role, text) of a stored conversation ({"role", "content"} dicts, or pairs already)."""
+    return [(m["role"], m["content"]) if isinstance(m, dict) else (m[0], m[1]) for m in messages]
+
+
+def measure_messages(
+    messages: Sequence[dict[str, Any]] | Sequence[tuple[str, str]],
+    dialogue: str,
+    acts: Callable[[str, str], str] | None = None,
+) -> DialogueMeasures:
+    """A stored conversation ({"role", "content"} dicts, or (role, text) pairs), measured (acts by `acts`, an
+    ActClassifier, or the rules)."""
+    return measure_dialogue(message_pairs(messages), dialogue=dialogue, check=answer_check, acts=acts)
 
 
 @dataclass(frozen=True)

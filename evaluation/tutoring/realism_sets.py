@@ -11,6 +11,7 @@ from evaluation.errors import FieldProblem, InvalidInput, NotFound
 from evaluation.models import EvaluationRun, Persona, RunMessage, Transcript
 from evaluation.models.runs import RunKind, RunSource, RunStatus
 from evaluation.providers import get_llm
+from evaluation.text.student_turns import ActClassifier, student_turns
 from evaluation.tutoring.next_turn import NextTurnReport, next_turns
 from evaluation.tutoring.realism import (
     MIN_DIALOGUES,
@@ -22,6 +23,7 @@ from evaluation.tutoring.realism import (
     grounding_fit,
     is_builtin,
     measure_messages,
+    message_pairs,
     realism_card,
     table_text,
 )
@@ -32,6 +34,27 @@ MAX_RUNS = 500
 MAX_TRANSCRIPTS = 20000
 """An imported set's transcripts a card reads at most."""
 DEFAULT_REFERENCE = "bridge"
+ACTS_CHOICES = ("rules", "judge")
+"""How a card's acts are given: by the rules, or by the judge role's LLM (the rules when it is offline); the
+command also takes a provider spec."""
+
+
+def act_classifier(acts: str = "rules") -> ActClassifier:
+    """The classifier `acts` names: "rules", "judge" (the judge role's LLM), or a provider spec for that role."""
+    if acts == "rules":
+        return ActClassifier()
+    return ActClassifier(get_llm("judge", override=None if acts == "judge" else acts))
+
+
+def _measured(
+    name: str, conversations: list[tuple[str, list[tuple[str, str]]]], classifier: ActClassifier | None, about: str
+) -> Corpus:
+    """A set of (dialogue id, [(role, text)]) conversations measured, the acts by `classifier` (asked for every
+    turn not yet cached first, several at a time)."""
+    if classifier is not None:
+        classifier.prepare(t for _, pairs in conversations for t in student_turns(pairs))
+    dialogues = tuple(measure_messages(pairs, dialogue, classifier) for dialogue, pairs in conversations)
+    return Corpus(name, dialogues, about, classifier.label if classifier is not None else "rules")
 
 
 def simulator_label(config: dict[str, Any]) -> str:
@@ -55,7 +78,7 @@ def _messages_by_run(runs: list[EvaluationRun]) -> dict[Any, list[tuple[str, str
     return out
 
 
-def persona_corpora(persona: str = "all", *, group: str = "") -> list[Corpus]:
+def persona_corpora(persona: str = "all", *, group: str = "", acts: ActClassifier | None = None) -> list[Corpus]:
     """One set per persona and simulator model: the completed simulated tutor runs (of one batch with `group`),
     the newest MAX_RUNS of each."""
     runs = EvaluationRun.objects.filter(
@@ -79,59 +102,84 @@ def persona_corpora(persona: str = "all", *, group: str = "") -> list[Corpus]:
     corpora = []
     for (persona_id, label), chosen in sorted(sets.items()):
         messages = _messages_by_run(chosen)
-        dialogues = tuple(measure_messages(messages.get(r.pk, []), r.run_id) for r in chosen)
         corpora.append(
-            Corpus(
+            _measured(
                 f"{persona_id} ({label})",
-                dialogues,
+                [(r.run_id, messages.get(r.pk, [])) for r in chosen],
+                acts,
                 f"{len(chosen)} completed simulated run(s)" + (f" of {group}" if group else ""),
             )
         )
     return corpora
 
 
-def imported_corpus(source: str) -> Corpus:
+def imported_corpus(source: str, acts: ActClassifier | None = None) -> Corpus:
     """An imported transcript set, by the source name given at import."""
     rows = Transcript.objects.filter(source=source).order_by("external_id")
     if not rows.exists():
         known = ", ".join(Transcript.objects.order_by("source").values_list("source", flat=True).distinct()[:20])
         raise NotFound(f"no imported transcripts of source {source!r} (imported sources: {known or 'none'})")
-    dialogues = tuple(
-        measure_messages(messages, f"{source}:{external_id}")
+    conversations = [
+        (f"{source}:{external_id}", message_pairs(messages))
         for external_id, messages in rows.values_list("external_id", "messages")[:MAX_TRANSCRIPTS]
-    )
-    return Corpus(source, dialogues, f"imported transcripts of source {source!r}")
+    ]
+    return _measured(source, conversations, acts, f"imported transcripts of source {source!r}")
 
 
-def corpus(name: str) -> Corpus:
+def corpus(name: str, acts: ActClassifier | None = None) -> Corpus:
     """A shipped table (`bridge`, `bridge:test`, ...) or, failing that, an imported set; `imported:NAME` reads the
-    imported set even where a shipped table has its name."""
+    imported set even where a shipped table has its name. A shipped table holds no text, so its acts are always
+    the rules'; an imported set's are `acts`'s."""
     if name.startswith("imported:"):
-        return imported_corpus(name.removeprefix("imported:"))
+        return imported_corpus(name.removeprefix("imported:"), acts)
     if is_builtin(name):
         try:
             return builtin_corpus(name)
         except LookupError as exc:
             raise InvalidInput([FieldProblem("reference", str(exc.args[0]))]) from None
-    return imported_corpus(name)
+    return imported_corpus(name, acts)
 
 
 @dataclass(frozen=True)
 class Cards:
     reference: str
     cards: tuple[Card, ...]
+    acts_by: str = "rules"
+    """What was asked to give the acts ("rules" or "llm:provider/model")."""
+    act_calls: int = 0
+    """LLM calls made for the acts (turns already in the cache cost none)."""
+    act_failures: int = 0
+    """Of act_calls, those that failed (their turns by the rules)."""
 
     def as_dict(self) -> dict[str, Any]:
-        return {"reference": self.reference, "sets": [c.as_dict() for c in self.cards]}
+        return {
+            "reference": self.reference,
+            "acts_by": self.acts_by,
+            "act_calls": self.act_calls,
+            "act_failures": self.act_failures,
+            "sets": [c.as_dict() for c in self.cards],
+        }
 
 
 def realism_cards(
-    *, reference: str = DEFAULT_REFERENCE, persona: str = "", transcripts: str = "", group: str = ""
+    *,
+    reference: str = DEFAULT_REFERENCE,
+    persona: str = "",
+    transcripts: str = "",
+    group: str = "",
+    acts: str | ActClassifier = "rules",
 ) -> Cards:
-    """Cards of the sets asked for (an imported set with `transcripts`, else the persona sets) against `reference`."""
-    ref = corpus(reference)
-    sets = [corpus(transcripts)] if transcripts else persona_corpora(persona or "all", group=group)
-    return Cards(reference, tuple(realism_card(s, ref) for s in sets))
+    """Cards of the sets asked for (an imported set with `transcripts`, else the persona sets) against `reference`,
+    the acts by `acts` (ACTS_CHOICES, a provider spec, or a classifier)."""
+    classifier = acts if isinstance(acts, ActClassifier) else act_classifier(acts)
+    ref = corpus(reference, classifier)
+    sets = (
+        [corpus(transcripts, classifier)]
+        if transcripts
+        else persona_corpora(persona or "all", group=group, acts=classifier)
+    )
+    cards = tuple(realism_card(s, ref) for s in sets)
+    return Cards(reference, cards, classifier.label, classifier.calls, classifier.failed)
 
 
 def persona_realism(persona_id: str, simulator: str = "", *, reference: str = DEFAULT_REFERENCE) -> Card | None:

@@ -30,6 +30,13 @@ class Command(BaseCommand):
         parser.add_argument("--transcripts", default="", help="Card an imported transcript set (its source name)")
         parser.add_argument("--json", action="store_true", help="Print the cards as JSON")
         parser.add_argument(
+            "--acts",
+            default="judge",
+            help="What gives each student turn its dialogue act: judge (default: the judge role's LLM, the rules "
+            "when it is offline), rules, or a provider spec (e.g. openai/gpt-5-mini). A shipped table's acts are "
+            "always the rules' (it holds no text): import the reference's transcripts to have an LLM read both",
+        )
+        parser.add_argument(
             "--build-reference",
             nargs="+",
             type=Path,
@@ -72,6 +79,7 @@ class Command(BaseCommand):
                 persona=opts["persona"],
                 transcripts=opts["transcripts"],
                 group=opts["group"],
+                acts=opts["acts"],
             )
         except InvalidInput as exc:
             raise CommandError("; ".join(str(p) for p in exc.problems)) from None
@@ -80,6 +88,11 @@ class Command(BaseCommand):
         if opts["json"]:
             self.stdout.write(json.dumps(cards.as_dict(), indent=2))
             return
+        if cards.acts_by != "rules":
+            self.stdout.write(
+                f"acts by {cards.acts_by}: {cards.act_calls} call(s) made, the rest from the cache"
+                + (f", {cards.act_failures} failed (those turns by the rules)" if cards.act_failures else "")
+            )
         if not cards.cards:
             self.stdout.write("No completed simulated runs to card.")
         for card in cards.cards:
@@ -90,6 +103,7 @@ class Command(BaseCommand):
             f"{card.name}: {card.dialogues} dialogue(s), {card.turns} student turn(s); reference {card.reference}: "
             f"{card.reference_dialogues} dialogue(s), {card.reference_turns} turn(s)",
             f"  {card.summary()}",
+            f"  acts by {card.acts_by}; the reference's by {card.reference_acts_by}",
         ]
         for m in card.measures:
             if m.name == "act_distribution":
