@@ -2,6 +2,7 @@
 an imported transcript set, a shipped reference table), and their cards."""
 
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -10,9 +11,10 @@ from django.db.models import Max
 from evaluation.errors import FieldProblem, InvalidInput, NotFound
 from evaluation.models import EvaluationRun, Persona, RunMessage, Transcript
 from evaluation.models.runs import RunKind, RunSource, RunStatus
-from evaluation.providers import get_llm
+from evaluation.providers import get_llm, resolve
+from evaluation.providers.forecast import Forecast, forecast
 from evaluation.text.student_turns import ActClassifier, student_turns
-from evaluation.tutoring.next_turn import NextTurnReport, next_turns
+from evaluation.tutoring.next_turn import NextTurnReport, next_turn_plan, next_turns
 from evaluation.tutoring.realism import (
     MIN_DIALOGUES,
     Card,
@@ -254,11 +256,7 @@ def group_realism(entries: list[tuple[str, str]]) -> list[dict[str, Any]]:
     return found
 
 
-def next_turn_reports(
-    *, transcripts: str, persona: str = "all", provider: str | None = None, limit: int = 100
-) -> list[NextTurnReport]:
-    """Next-turn tests of each persona (or one) against an imported set of real dialogues, with the simulator role's
-    model (or `provider`; offline: the rule-based student)."""
+def _next_turn_inputs(transcripts: str, persona: str) -> tuple[list[Any], list[PersonaSpec]]:
     rows = list(
         Transcript.objects.filter(source=transcripts)
         .order_by("external_id")
@@ -272,5 +270,38 @@ def next_turn_reports(
         personas = personas.filter(persona_id=persona)
         if not personas.exists():
             raise NotFound(f"persona: no persona {persona!r}")
-    llm = get_llm("simulator", override=provider)
-    return [next_turns(dialogues, PersonaSpec.from_record(p), llm, limit=limit) for p in personas]
+    return dialogues, [PersonaSpec.from_record(p) for p in personas]
+
+
+def next_turn_reports(
+    *,
+    transcripts: str,
+    persona: str = "all",
+    provider: str | None = None,
+    providers: Sequence[str] = (),
+    limit: int = 100,
+    batch: bool | None = None,
+) -> list[NextTurnReport]:
+    """Next-turn tests of each persona (or one) against an imported set of real dialogues, with each simulator model
+    of `providers` (or `provider`; default the simulator role's; offline: the rule-based student), one report per
+    persona and model. batch: True sends each persona's calls as one provider batch, None follows the LLM config."""
+    dialogues, specs = _next_turn_inputs(transcripts, persona)
+    reports = []
+    for spec in list(providers) or [provider or ""]:
+        llm = get_llm("simulator", override=spec or None)
+        reports += [next_turns(dialogues, p, llm, limit=limit, batch=batch) for p in specs]
+    return reports
+
+
+def next_turn_forecast(
+    *, transcripts: str, persona: str = "all", providers: Sequence[str] = (), limit: int = 100
+) -> Forecast:
+    """What a next-turn job would cost, per simulator model, direct and by batch; nothing is sent."""
+    dialogues, specs = _next_turn_inputs(transcripts, persona)
+    plans = [next_turn_plan(dialogues, specs, resolve("simulator", s or None), limit=limit) for s in providers or [""]]
+    notes = [
+        f"{plans[0].calls} call(s) per simulator model: {len(specs)} persona(s) x the replayed student turns "
+        f"(at most {limit} per persona). Each persona's prompt is the same on every call, so prompt caching lowers "
+        "the input's price; the high prices that prefix as written to the cache."
+    ]
+    return forecast(plans, notes)

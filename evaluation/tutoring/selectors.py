@@ -20,6 +20,7 @@ from evaluation.tutoring.personas import persona_as_dict, persona_schema
 from evaluation.tutoring.realism_sets import (
     DEFAULT_REFERENCE,
     group_realism,
+    next_turn_forecast,
     next_turn_reports,
     persona_grounding_proposal,
     persona_realism,
@@ -70,6 +71,7 @@ __all__ = [
     "persona_realism",
     "persona_grounding_proposal",
     "next_turn_reports",
+    "next_turn_forecast",
     "realism_cards",
     "reference_table",
     "Judged",

@@ -127,3 +127,93 @@ def test_the_api_takes_the_judge_roles_llm_for_acts(catalog, loopback, labelling
     assert got.status_code == 200, got.content
     assert got.json()["sets"][0]["acts_by"] == "llm:openai/act-m" and labelling == [ASKING]
     assert api.get("/api/tutoring/realism", {"acts": "gpt"}).status_code == 400
+
+
+# --- next-turn tests through the judging's batch path, per simulator model ---------------------------------------
+
+
+@pytest.fixture
+def two_models(loopback, settings):
+    """sim-terse writes "3/4"; sim-chatty writes a sentence of twelve words."""
+    loopback.batch_desk.reset()
+    settings.EVALUATION = {**settings.EVALUATION, "BATCH_POLL_SECONDS": 0.01}
+
+    def responder(endpoint, body, n):
+        model = body.get("model", "")
+        return Reply(text="3/4" if "terse" in model else "I think that the answer should be three quarters of it")
+
+    loopback.responder = responder
+    yield loopback
+    loopback.batch_desk.reset()
+
+
+@pytest.mark.django_db
+def test_next_turn_tests_go_by_provider_batch_and_report_per_simulator_model(catalog, two_models, tmp_path):
+    from evaluation.models import ProviderBatch
+
+    call_command("import_transcripts", str(bridge_file(tmp_path, n=2)), "--format", "bridge", stdout=StringIO())
+    url = two_models.openai_url
+    args = ["--next-turn", "--transcripts", "bridge", "--persona", "struggler"]
+    models = ["--provider", f"openai/sim-terse@{url}", "--provider", f"openai/sim-chatty@{url}"]
+    data = run_json(*args, *models, "--batch")
+    reports = {r["simulator"]: r for r in data["reports"]}
+    assert set(reports) == {"openai/sim-terse", "openai/sim-chatty"}
+    terse, chatty = reports["openai/sim-terse"], reports["openai/sim-chatty"]
+    assert terse["turns"] == chatty["turns"] == 6 and terse["failed"] == chatty["failed"] == 0
+    assert terse["median_words"] == 1 and chatty["median_words"] == 11
+    assert terse["mean_length_gap"] < chatty["mean_length_gap"]  # the terse model writes more like these students
+    assert terse["batch"].startswith("openai batch ") and chatty["batch"].startswith("openai batch ")
+    assert two_models.batch_desk.creates == 2  # one batch per persona and model, no direct call
+    batches = ProviderBatch.objects.filter(kind="next_turn")
+    assert sorted(batches.values_list("state", "total", "model")) == [
+        ("applied", 6, "sim-chatty"),
+        ("applied", 6, "sim-terse"),
+    ]
+    # The batch lines are the simulator's own calls: the persona's prompt and the turn directive
+    line = next(r.body for r in two_models.requests if "sim-terse" in json.dumps(r.body))
+    assert "TURN DIRECTIVE" in json.dumps(line) and "You are " in json.dumps(line)
+    # Direct calls give the same reports (the same calls, one at a time)
+    direct = {r["simulator"]: r for r in run_json(*args, *models)["reports"]}
+    assert direct["openai/sim-terse"]["batch"] == "" and two_models.batch_desk.creates == 2
+    for name in reports:
+        assert {k: v for k, v in direct[name].items() if k not in ("batch", "cost_usd", "cached_input_tokens")} == {
+            k: v for k, v in reports[name].items() if k not in ("batch", "cost_usd", "cached_input_tokens")
+        }
+
+
+@pytest.mark.django_db
+def test_offline_batch_and_direct_next_turns_agree(catalog, tmp_path):
+    call_command("import_transcripts", str(bridge_file(tmp_path, n=3)), "--format", "bridge", stdout=StringIO())
+    args = ["--next-turn", "--transcripts", "bridge", "--persona", "ace", "--provider", "offline"]
+    by_batch = run_json(*args, "--batch")["reports"][0]
+    direct = run_json(*args)["reports"][0]
+    assert by_batch["batch"].startswith("offline batch") and direct["batch"] == ""
+    assert by_batch["turns"] == direct["turns"] == 9
+    assert {k: v for k, v in by_batch.items() if k != "batch"} == {k: v for k, v in direct.items() if k != "batch"}
+
+
+@pytest.mark.django_db
+def test_a_dry_run_prices_a_next_turn_job_per_simulator_model_and_sends_nothing(catalog, loopback, tmp_path):
+    from evaluation.providers.accounting import estimate_cost
+    from evaluation.providers.base import Usage
+
+    call_command("import_transcripts", str(bridge_file(tmp_path, n=2)), "--format", "bridge", stdout=StringIO())
+    data = run_json(
+        "--next-turn", "--transcripts", "bridge", "--persona", "all", "--dry-run",
+        "--provider", "openai/gpt-5.2", "--provider", "offline",
+    )  # fmt: skip
+    plan = data["forecast"]
+    personas = 8
+    assert plan["calls"] == 2 * personas * 6
+    paid, free = plan["roles"]
+    assert (paid["provider"], paid["model"], paid["calls"], paid["free"]) == ("openai", "gpt-5.2", personas * 6, False)
+    assert free["free"] is True and free["model"] and free["calls"] == personas * 6
+    low = estimate_cost(
+        "gpt-5.2", Usage(input_tokens=paid["input_tokens"]["low"], output_tokens=paid["output_tokens"]["low"])
+    )
+    assert paid["direct_usd"]["low"] == pytest.approx(low, abs=1e-6) and paid["batch_usd"]["low"] < low
+    assert loopback.count() == 0
+    out = StringIO()
+    call_command("realism", "--next-turn", "--transcripts", "bridge", "--dry-run", "--provider", "openai/gpt-5.2",
+                 stdout=out)  # fmt: skip
+    assert "simulator: 48 calls to openai/gpt-5.2" in out.getvalue() and "prompt caching" in out.getvalue()

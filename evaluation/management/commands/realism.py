@@ -8,6 +8,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from evaluation.errors import InvalidInput, NotFound
 from evaluation.judging import selectors as judging_selectors
+from evaluation.providers import ProviderError
 from evaluation.tutoring import selectors, services
 
 
@@ -60,7 +61,23 @@ class Command(BaseCommand):
             "turn as --persona, and score it against the real turn",
         )
         parser.add_argument(
-            "--provider", default=None, help="--next-turn: the simulator's provider (default: its role's)"
+            "--provider",
+            action="append",
+            default=[],
+            help="--next-turn: a simulator model (default: the simulator role's); repeat it to compare models, one "
+            "report per persona and model",
+        )
+        parser.add_argument(
+            "--batch",
+            action="store_true",
+            default=None,
+            help="--next-turn: send each persona's calls as one provider batch (as judging does; default: as the "
+            "simulator's LLM config options say)",
+        )
+        parser.add_argument(
+            "--dry-run",
+            action="store_true",
+            help="--next-turn: price the job per simulator model (direct and by batch) and send nothing",
         )
         parser.add_argument(
             "--limit", type=int, default=100, help="--next-turn: student turns per persona (default 100)"
@@ -120,19 +137,42 @@ class Command(BaseCommand):
             raise CommandError("--next-turn needs --transcripts SOURCE (an imported set of real dialogues)")
         if opts["limit"] < 1:
             raise CommandError("--limit must be at least 1")
-        reports = selectors.next_turn_reports(
-            transcripts=opts["transcripts"], persona=opts["persona"], provider=opts["provider"], limit=opts["limit"]
-        )
+        if opts["dry_run"]:
+            plan = selectors.next_turn_forecast(
+                transcripts=opts["transcripts"],
+                persona=opts["persona"],
+                providers=opts["provider"],
+                limit=opts["limit"],
+            )
+            if opts["json"]:
+                self.stdout.write(
+                    json.dumps({"transcripts": opts["transcripts"], "forecast": plan.as_dict()}, indent=2)
+                )
+                return
+            self.stdout.write(plan.text())
+            return
+        try:
+            reports = selectors.next_turn_reports(
+                transcripts=opts["transcripts"],
+                persona=opts["persona"],
+                providers=opts["provider"],
+                limit=opts["limit"],
+                batch=opts["batch"],
+            )
+        except ProviderError as exc:
+            raise CommandError(str(exc)) from None
         if opts["json"]:
             self.stdout.write(
                 json.dumps({"transcripts": opts["transcripts"], "reports": [r.as_dict() for r in reports]}, indent=2)
             )
             return
         for r in reports:
+            how = f"by {r.batch}" if r.batch else "direct calls"
             self.stdout.write(
                 f"{r.persona} ({r.simulator}): {r.turns} turn(s); same act {r.act_agreement}, same answer-or-not "
                 f"{r.attempt_agreement}, |log length ratio| {r.mean_length_gap}, ROUGE-L {r.mean_rouge_l}; median words "
-                f"{r.median_words} against {r.real_median_words}"
+                f"{r.median_words} against {r.real_median_words}; {how}, ${r.cost_usd:.4f}"
+                + (f", {r.failed} turn(s) failed" if r.failed else "")
             )
 
     def fit(self, persona: str, reference: str, save: bool, as_json: bool) -> None:
