@@ -3,7 +3,7 @@ an imported transcript set, a shipped reference table), and their cards."""
 
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from django.db.models import Max
@@ -14,7 +14,7 @@ from evaluation.models.runs import RunKind, RunSource, RunStatus
 from evaluation.providers import get_llm, resolve
 from evaluation.providers.forecast import Forecast, forecast
 from evaluation.text.student_turns import ActClassifier, student_turns
-from evaluation.tutoring.next_turn import NextTurnReport, next_turn_plan, next_turns
+from evaluation.tutoring.next_turn import NextTurnReport, next_turn_plan, next_turns, turn_call, turn_targets
 from evaluation.tutoring.realism import (
     MIN_DIALOGUES,
     Card,
@@ -29,7 +29,7 @@ from evaluation.tutoring.realism import (
     realism_card,
     table_text,
 )
-from evaluation.tutoring.values import PersonaSpec
+from evaluation.tutoring.values import Grounding, PersonaSpec
 
 MAX_RUNS = 500
 """A persona's newest runs a card reads, per simulator model."""
@@ -212,6 +212,80 @@ def reference_table(records: Any) -> tuple[str, int, int]:
 def persona_grounding_proposal(reference: str = DEFAULT_REFERENCE) -> dict[str, Any]:
     """Grounding values fitted to a reference (a shipped table or part of one, or an imported set)."""
     return grounding_fit(corpus(reference))
+
+
+def replayed_offline(persona: PersonaSpec, conversations: list[tuple[str, list[tuple[str, str]]]], name: str) -> Corpus:
+    """The conversations with every student turn that follows a tutor message written again by the offline
+    student playing `persona` (the tutor's side as it was; each turn sees the conversation before it), measured."""
+    llm = get_llm("simulator", override="offline")
+    out = []
+    for number, (dialogue, pairs) in enumerate(conversations):
+        one = [(dialogue, pairs)]
+        written = list(pairs)
+        for _, i in turn_targets(one, len(pairs)):
+            call = turn_call(persona, llm, one, 0, i, seed=number + 1)
+            result = llm.call(
+                list(call.messages), directive=call.directive, offline=call.offline, **dict(call.settings)
+            )
+            written[i] = ("student", result.text.strip())
+        out.append((dialogue, written))
+    return _measured(name, out, None, f"{len(out)} run(s)' tutor turns, the students written offline")
+
+
+@dataclass(frozen=True)
+class Fit:
+    """A persona's grounding fitted to a reference, and its cards before and after."""
+
+    persona: str
+    reference: str
+    grounding: dict[str, Any]
+    before: tuple[Card, ...]
+    """The persona's completed runs as they were played, one card per simulator model."""
+    replayed_before: Card | None
+    """Their tutor turns with the offline student as the persona is grounded now (None without runs)."""
+    after: Card | None
+    """The same tutor turns with the offline student grounded by the proposal (None without runs)."""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "persona": self.persona,
+            "reference": self.reference,
+            "grounding": self.grounding,
+            "before": [c.as_dict() for c in self.before],
+            "replayed_before": self.replayed_before.as_dict() if self.replayed_before else None,
+            "after": self.after.as_dict() if self.after else None,
+        }
+
+
+def persona_fit(persona_id: str, reference: str = DEFAULT_REFERENCE) -> Fit:
+    """Grounding fitted to `reference` for a persona, with its card before (its runs, per simulator model; and those
+    runs' tutor turns answered by the offline student as grounded now) and after (the same tutor turns answered by
+    the offline student grounded by the proposal), all against `reference`."""
+    ref = corpus(reference)
+    proposal = grounding_fit(ref)
+    before = persona_corpora(persona_id)
+    record = Persona.objects.filter(persona_id=persona_id).first()
+    if record is None:
+        raise NotFound(f"persona: no persona {persona_id!r}")
+    runs = list(
+        EvaluationRun.objects.filter(
+            kind=RunKind.TUTOR, source=RunSource.SIMULATED, status=RunStatus.COMPLETED, persona=record
+        ).order_by("-created_at")[:MAX_RUNS]
+    )
+    if not runs:
+        return Fit(persona_id, reference, proposal, (), None, None)
+    messages = _messages_by_run(runs)
+    conversations = [(r.run_id, messages.get(r.pk, [])) for r in runs]
+    now = PersonaSpec.from_record(record)
+    fitted = replace(now, grounding=Grounding.from_dict(proposal))
+    return Fit(
+        persona_id,
+        reference,
+        proposal,
+        tuple(realism_card(c, ref) for c in before),
+        realism_card(replayed_offline(now, conversations, f"{persona_id} (offline, grounding now)"), ref),
+        realism_card(replayed_offline(fitted, conversations, f"{persona_id} (offline, grounding proposed)"), ref),
+    )
 
 
 _NOTES: dict[tuple[Any, ...], dict[str, Any] | None] = {}

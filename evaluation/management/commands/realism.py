@@ -176,26 +176,27 @@ class Command(BaseCommand):
             )
 
     def fit(self, persona: str, reference: str, save: bool, as_json: bool) -> None:
-        proposal = selectors.persona_grounding_proposal(reference)
-        before = selectors.realism_cards(reference=reference, persona=persona).cards
+        found = selectors.persona_fit(persona, reference)
         if save:
-            services.persona_ground(persona_id=persona, grounding=proposal)
+            services.persona_ground(persona_id=persona, grounding=found.grounding)
         if as_json:
-            self.stdout.write(
-                json.dumps(
-                    {"persona": persona, "grounding": proposal, "saved": save, "before": [c.as_dict() for c in before]},
-                    indent=2,
-                )
-            )
+            self.stdout.write(json.dumps({**found.as_dict(), "saved": save}, indent=2))
             return
-        self.stdout.write(f"{persona}: grounding fitted to {reference}: {json.dumps(proposal)}")
+        self.stdout.write(f"{persona}: grounding fitted to {reference}: {json.dumps(found.grounding)}")
         self.stdout.write("saved on the persona" if save else "not saved (--save stores it)")
-        self.stdout.write("The card now (before):" if before else "No completed simulated runs yet: no card before.")
-        for card in before:
+        if found.after is None:
+            self.stdout.write("No completed simulated runs yet: no card before or after (run a batch, then fit again).")
+            return
+        self.stdout.write("Before, the runs as played:")
+        for card in found.before:
             self.stdout.write(self.text(card))
+        self.stdout.write("Before, their tutor turns answered by the offline student as grounded now:")
+        self.stdout.write(self.text(found.replayed_before))
+        self.stdout.write("After, the same tutor turns answered by the offline student grounded by the proposal:")
+        self.stdout.write(self.text(found.after))
         self.stdout.write(
-            f"After: run a batch (manage.py run_evaluation --persona {persona}) and "
-            f"manage.py realism --persona {persona} --reference {reference}"
+            "An LLM simulator is steered by the grounding through its prompt: run a batch with it and card it "
+            f"(manage.py realism --persona {persona} --reference {reference}) to see whether the model follows it."
         )
 
     def build(self, files: list[Path], out: Path | None) -> None:
