@@ -126,3 +126,22 @@ def fake_tutor(tmp_path):
     yield start
     for cm in stack:
         cm.__exit__(None, None, None)
+
+
+@pytest.fixture
+def role_groups(transactional_db):
+    """The viewer and operator groups with their permissions, as the migrations make them: a transactional test
+    empties every table when it ends, so a later transactional test that needs the roles makes them again (by
+    the migrations' own functions, on the migrations' model states)."""
+    from importlib import import_module
+
+    from django.contrib.auth.models import Group
+    from django.db import connection
+    from django.db.migrations.executor import MigrationExecutor
+
+    if Group.objects.filter(name__in=["viewer", "operator"]).count() == 2:
+        return
+    state = MigrationExecutor(connection).loader.project_state().apps
+    import_module("evaluation.migrations.0007_roles").create_roles(state, None)
+    for name in ("0012_judging", "0021_label_queues"):
+        import_module(f"evaluation.migrations.{name}").grant_permissions(state, None)

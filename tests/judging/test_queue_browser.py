@@ -40,7 +40,7 @@ pytestmark = [
 
 
 @pytest.fixture
-def live_queue(transactional_db, django_user_model, tmp_path, module_chromium):
+def live_queue(transactional_db, role_groups, django_user_model, tmp_path, module_chromium):
     services.transcripts_import(json.dumps(candidate_sets(12, 8, seed=5)), file="synthetic.json")
     services.transcripts_judge(rubric="tutor-response", provider="offline", repeats=1, workers=2)
     ids = sorted(Item.objects.values_list("pk", flat=True))
