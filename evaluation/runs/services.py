@@ -38,6 +38,7 @@ from evaluation.redact import redact
 from evaluation.runs.broadcast import Listener, broadcast, discard
 from evaluation.runs.outage import close_broken_connection, retrying
 from evaluation.runs.selectors import HELD, SENT, WAITING
+from evaluation.runs.stopping import WorkerStop, WorkerStopped, worker_stop
 
 log = logging.getLogger(__name__)
 lifecycle = logging.getLogger("evaluation.runs.lifecycle")
@@ -753,22 +754,58 @@ def run_execute(
     """Run one attempt of a run through the lifecycle; None when the attempt is not this call's to run.
 
     The run always ends `completed`, `failed` (any exception, SystemExit and task timeouts included),
-    or stays as another party left it (`cancelled`, `interrupted`). Only non-Exception BaseExceptions
-    are re-raised after the run is marked, so the worker process still stops as it was told to.
+    `interrupted` when SIGTERM stops its qcluster worker (evaluation/runs/stopping.py), or stays as another
+    party left it (`cancelled`, `interrupted`). Only non-Exception BaseExceptions are re-raised after the
+    run is marked (a stopped worker's as SystemExit), so the worker process still stops as it was told to.
     """
     run = _begin(run_pk, attempt)
     if run is None:
         log.info("run %s attempt %s is not queued: nothing to do", run_pk, attempt)
         return None
     handle = RunHandle(run, listener)
-    broadcast(run, listener)
+    with worker_stop() as stop:
+        _run_work(handle, work, stop, on_failure=on_failure, after=after)
+    if stop.signum:  # the run's end is stored: the worker process now stops as it was told to
+        raise SystemExit(128 + stop.signum)
+    return run
+
+
+def _run_work(
+    handle: RunHandle,
+    work: Work,
+    stop: WorkerStop,
+    *,
+    on_failure: OnFailure | None,
+    after: Callable[[EvaluationRun], None] | None,
+) -> None:
+    run = handle.run
+    broadcast(run, handle.listener)
     try:
         with _heartbeat(handle):
-            final = work(handle) or {}
+            stop.raising = True  # SIGTERM from here on raises WorkerStopped in the work
+            try:
+                final = work(handle) or {}
+            finally:
+                stop.raising = False
         _end(handle, RunStatus.COMPLETED, {"stage": RunStage.COMPLETED, "detail": "Complete", **final})
     except RunStopped as exc:
         log.info("run %s stopped: %s", run.run_id, exc)
         run.refresh_from_db()
+    except WorkerStopped as exc:
+        # Not the run's failure: its worker was stopped (a qcluster shut down). Ended now, as a sweep
+        # would end it EVAL_RUN_STALE_AFTER later, with the reason.
+        message = (
+            f"interrupted: {exc} at {run.stage}, turn {run.turn} (worker {run.worker}; its qcluster was "
+            "shut down). Retry to run it again."
+        )
+        text = redact("".join(traceback.format_exception(exc)))
+        if on_failure is not None:
+            try:
+                on_failure(handle, exc, message, text)
+            except Exception:
+                log.warning("failure clean-up of %s failed", run.run_id, exc_info=True)
+        fields = {"stage": RunStage.INTERRUPTED, "error": message, "detail": f"interrupted at {run.stage}"}
+        _end(handle, RunStatus.INTERRUPTED, fields)
     except BaseException as exc:
         # What is stored and written (error, traceback, error.txt, run.log) never shows a URL's credentials.
         message = redact(failure_message(exc))
@@ -792,7 +829,6 @@ def run_execute(
             except Exception:
                 log.warning("after-run step of %s failed", run.run_id, exc_info=True)
         runs_dispatch_safely()  # this run's slot is free: the oldest waiting run takes it
-    return run
 
 
 def _stale_after() -> float:

@@ -1,0 +1,94 @@
+"""A qcluster stops within seconds on SIGTERM, whether to its whole process group (systemd's default
+KillMode=control-group, `docker stop` under an init) or to its main process alone, while a run is in
+progress: a real `manage.py qcluster` in a process group of its own, real signals. Its run ends
+`interrupted` saying that its worker was stopped, at once, not EVAL_RUN_STALE_AFTER later by a sweep.
+
+Before, the group's SIGTERM killed the sentinel, and the main process then waited for ever for the dead
+sentinel to acknowledge the stop; SIGTERM to the main process alone let the run go on to its end."""
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from rest_framework.authtoken.models import Token
+
+from evaluation.models import EvaluationRun
+from evaluation.tutoring.server import managed_server
+from tests.servers import SERVER_ENV, database_url_for_tests, qcluster_worker
+
+TOPIC = "two-digit-addition-regrouping"
+GONE_WITHIN = 45.0
+"""Seconds within which the whole group must be gone: the stop takes 2-3 s (the workers' grace is 10 s at
+most); generous for a busy 2-core machine, and no bound at all for a cluster that never stops."""
+
+
+def group_members(pgid: int) -> list[int]:
+    """Processes of the group that have not ended (zombies left to a reaper that does not reap are gone)."""
+    members = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rpartition(")")[2].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
+            members.append(int(stat.parent.name))
+    return members
+
+
+@pytest.mark.parametrize("target", ["group", "main process"])
+@pytest.mark.django_db(transaction=True)
+def test_a_qcluster_stops_within_seconds_on_sigterm_and_its_run_says_so(
+    target, catalog, staff_user, loopback, tmp_path
+):
+    loopback.latency = 0.3
+    token = Token.objects.create(user=staff_user).key
+    env = {
+        **SERVER_ENV,
+        "EVAL_Q_SYNC": "0",
+        "EVAL_Q_WORKERS": "2",
+        "DATABASE_URL": database_url_for_tests(),
+        "EVAL_RUNS_DIR": str(tmp_path / "runs"),
+        "EVAL_SIMULATOR_PROVIDER": f"openai/student@{loopback.openai_url}",
+        # A sweep must not be what ends the run: the worker does, at once.
+        "EVAL_RUN_STALE_AFTER": "600",
+    }
+    with managed_server(env, log_path=tmp_path / "web.log") as url:
+        env["EVAL_SERVER_URL"] = url
+        with qcluster_worker(env, tmp_path / "q.log") as cluster:
+            response = httpx.post(
+                f"{url}/api/evaluation/start",
+                content=json.dumps({"topic_id": TOPIC, "persona_file": "ace", "seed": 4, "max_turns": 60}),
+                headers={"Content-Type": "application/json", "Authorization": f"Token {token}"},
+                timeout=60,
+            )
+            assert response.status_code == 202, response.text
+            run = EvaluationRun.objects.get(run_id=response.json()["run_id"])
+            deadline = time.monotonic() + 120
+            while not EvaluationRun.objects.filter(pk=run.pk, status="running", turn__gte=2).exists():
+                assert time.monotonic() < deadline, (tmp_path / "q.log").read_text(errors="replace")[-3000:]
+                time.sleep(0.1)
+            members = group_members(cluster.pid)
+            assert len(members) >= 5, members  # main, sentinel, 2 workers, monitor, pusher
+            if target == "group":
+                os.killpg(cluster.pid, signal.SIGTERM)
+            else:
+                os.kill(cluster.pid, signal.SIGTERM)
+            sent = time.monotonic()
+            while group_members(cluster.pid) or cluster.poll() is None:
+                took = time.monotonic() - sent
+                assert took < GONE_WITHIN, (
+                    f"{target} SIGTERM: still running {took:.0f} s later: {group_members(cluster.pid)}\n"
+                    + (tmp_path / "q.log").read_text(errors="replace")[-3000:]
+                )
+                time.sleep(0.1)
+            log = (tmp_path / "q.log").read_text(errors="replace")
+    run.refresh_from_db()
+    assert run.status == "interrupted", (run.status, run.turn, run.error, log[-3000:])
+    assert "its worker was stopped (SIGTERM)" in run.error and f"turn {run.turn}" in run.error, run.error
+    assert "Retry" in run.error
+    assert run.events.filter(status="interrupted").exists()
+    assert (tmp_path / "runs" / run.run_id / "error.txt").exists()
