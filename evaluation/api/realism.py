@@ -77,6 +77,18 @@ class RealismOutput(Output):
     sets = CardOutput(many=True)
 
 
+class RealismNoteOutput(Output):
+    """A persona's simulated students, as played by one simulator model, unlike real ones (the realism card)."""
+
+    persona_id = serializers.CharField()
+    simulator = serializers.CharField(help_text="provider/model of the simulator role the runs recorded.")
+    reference = serializers.CharField(help_text="The reference of real students, e.g. bridge.")
+    runs = serializers.IntegerField(help_text="The persona's completed runs with that simulator the card read.")
+    unrealistic = serializers.BooleanField()
+    notes = serializers.ListField(child=serializers.CharField(), help_text="The flagged measures in plain words.")
+    summary = serializers.CharField()
+
+
 class RealismView(APIView):
     required_permission = "evaluation.view_evaluationrun"
 

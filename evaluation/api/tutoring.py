@@ -8,6 +8,7 @@ from rest_framework.views import APIView
 
 from evaluation import limits
 from evaluation.api.parsers import JSONParser
+from evaluation.api.realism import RealismNoteOutput
 from evaluation.api.schema import field_error, group_parameter, operation, run_id_parameter
 from evaluation.api.serializers import RUN_STATUS, STAGE, ForecastOutput, Output, RunAcceptedOutput, forecast_body
 from evaluation.models import EvaluationRun
@@ -428,6 +429,11 @@ class ComparisonOutput(Output):
     final = serializers.BooleanField(help_text="False while runs of the group are still queued or running.")
     runs = ComparisonRunOutput(many=True)
     gate = BaselineGateOutput(allow_null=True, help_text="The check against the baseline the batch was started with.")
+    realism = RealismNoteOutput(
+        many=True,
+        help_text="Beside the verdict, never changing it: the batch's personas whose simulated students are unlike "
+        "real ones (per simulator model; the realism card's notes). Empty when none is, or none was judged.",
+    )
 
 
 class ComparisonView(APIView):
@@ -445,4 +451,5 @@ class ComparisonView(APIView):
         not_found="No comparison group has this id.",
     )
     def get(self, request: Request, group: str) -> Response:
-        return Response(ComparisonOutput(selectors.comparison_summary(group)).data)
+        summary = selectors.comparison_summary(group)
+        return Response(ComparisonOutput({**summary, "realism": selectors.group_realism_of(group)}).data)

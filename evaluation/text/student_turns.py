@@ -18,6 +18,7 @@ tutor's last message and the turn and answers one of ACTS as JSON. The offline p
 meets the same turn twice, or a second card over the same runs, does not pay for it again.
 """
 
+import functools
 import random
 import re
 import threading
@@ -172,12 +173,16 @@ class DialogueMeasures:
     """Distinct word tokens over all word tokens of the student's turns; None without any."""
 
 
-def _has_phrase(words: Sequence[str], phrases: Sequence[tuple[str, ...]]) -> bool:
-    for phrase in phrases:
-        n = len(phrase)
-        if any(tuple(words[i : i + n]) == phrase for i in range(len(words) - n + 1)):
-            return True
-    return False
+@functools.cache
+def _by_length(phrases: tuple[tuple[str, ...], ...]) -> tuple[tuple[int, frozenset[tuple[str, ...]]], ...]:
+    return tuple((n, frozenset(p for p in phrases if len(p) == n)) for n in sorted({len(p) for p in phrases}))
+
+
+def _has_phrase(words: Sequence[str], phrases: tuple[tuple[str, ...], ...]) -> bool:
+    """Does any of the phrases occur in the words (as consecutive tokens)?"""
+    return any(
+        tuple(words[i : i + n]) in wanted for n, wanted in _by_length(phrases) for i in range(len(words) - n + 1)
+    )
 
 
 def acknowledgement_only(words: Sequence[str]) -> bool:

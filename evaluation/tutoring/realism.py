@@ -321,6 +321,25 @@ def noise_quantile(
     return float(np.quantile(found, FAMILY_CONFIDENCE))
 
 
+_NOISE: dict[tuple[Any, ...], float] = {}
+NOISE_KEPT = 4096
+
+
+def kept_noise(
+    reference: Corpus, what: str, size: int, turns: int, seed: int, distance: Callable[[np.ndarray], float]
+) -> float:
+    """noise_quantile, worked out once per reference, measure (`what`), size and seed in a process: it reads the
+    reference alone (never the set's values), so every set of a size shares it (a batch's personas of as many runs
+    and turns, a persona carded again)."""
+    key = (what, reference.name, len(reference.dialogues), hash(reference.dialogues), size, turns, seed)
+    found = _NOISE.get(key)
+    if found is None:
+        if len(_NOISE) >= NOISE_KEPT:
+            _NOISE.clear()
+        found = _NOISE[key] = noise_quantile(reference, size, distance, turns=turns, seed=seed)
+    return found
+
+
 # --- the card ---------------------------------------------------------------------------------------
 
 
@@ -337,7 +356,9 @@ def _r(x: float | None, digits: int = 4) -> float | None:
     return None if x is None or np.isnan(x) else round(float(x), digits)
 
 
-def _length_row(name: str, unit: str, get: Callable[[Any], int], s: Corpus, r: Corpus, judged: bool) -> MeasureRow:
+def _length_row(
+    name: str, unit: str, get: Callable[[Any], int], s: Corpus, r: Corpus, judged: bool, shown: bool = True
+) -> MeasureRow:
     sv = np.asarray(_values(s, get), dtype=float)
     rv = np.asarray(_values(r, get), dtype=float)
     sa, ra = _Arrays.of(s), _Arrays.of(r)
@@ -353,7 +374,7 @@ def _length_row(name: str, unit: str, get: Callable[[Any], int], s: Corpus, r: C
     flag = None
     note = ""
     if judged:
-        noise = noise_quantile(r, len(s.dialogues), lambda w: wasserstein(rv, rv, w), turns=s.turns, seed=SEED + 1)
+        noise = kept_noise(r, name, len(s.dialogues), s.turns, SEED + 1, lambda w: wasserstein(rv, rv, w))
         ratio = s_mean / r_mean if r_mean else float("inf")
         flag = distance > noise and (ratio >= LENGTH_RATIO or ratio <= 1 / LENGTH_RATIO)
         if flag:
@@ -367,9 +388,9 @@ def _length_row(name: str, unit: str, get: Callable[[Any], int], s: Corpus, r: C
     return MeasureRow(
         name=name,
         value=s_med,
-        interval=median_interval(sv, sa.dialogue_of_turn, sa.dialogues),
+        interval=median_interval(sv, sa.dialogue_of_turn, sa.dialogues) if shown else None,
         reference_value=r_med,
-        reference_interval=median_interval(rv, ra.dialogue_of_turn, ra.dialogues),
+        reference_interval=median_interval(rv, ra.dialogue_of_turn, ra.dialogues) if shown else None,
         distance=_r(distance),
         distance_name="wasserstein",
         distance_interval=[0.0, round(noise, 4)] if noise is not None else None,
@@ -381,7 +402,13 @@ def _length_row(name: str, unit: str, get: Callable[[Any], int], s: Corpus, r: C
 
 
 def _share_row(
-    name: str, what: str, get: Callable[[Any], bool | None], s: Corpus, r: Corpus, judged: bool
+    name: str,
+    what: str,
+    get: Callable[[Any], bool | None],
+    s: Corpus,
+    r: Corpus,
+    judged: bool,
+    shown: bool = True,
 ) -> MeasureRow:
     k1, n1 = _per_dialogue_counts(s, get)
     k2, n2 = _per_dialogue_counts(r, get)
@@ -395,9 +422,9 @@ def _share_row(
         return MeasureRow(
             name=name,
             value=_r(value),
-            interval=share_interval(k1, n1) if n1.sum() else None,
+            interval=share_interval(k1, n1) if n1.sum() and shown else None,
             reference_value=_r(float(k2.sum() / n2.sum())) if n2.sum() else None,
-            reference_interval=share_interval(k2, n2) if n2.sum() else None,
+            reference_interval=share_interval(k2, n2) if n2.sum() and shown else None,
             distance=None,
             distance_name="difference",
             distance_interval=None,
@@ -419,9 +446,9 @@ def _share_row(
     return MeasureRow(
         name=name,
         value=_r(value),
-        interval=share_interval(k1, n1),
+        interval=share_interval(k1, n1) if shown else None,
         reference_value=_r(ref),
-        reference_interval=share_interval(k2, n2),
+        reference_interval=share_interval(k2, n2) if shown else None,
         distance=_r(difference),
         distance_name="difference",
         distance_interval=diff_interval,
@@ -441,7 +468,7 @@ def _act_intervals(corpus: Corpus) -> dict[str, list[float]]:
     return out
 
 
-def _acts_row(s: Corpus, r: Corpus, judged: bool) -> MeasureRow:
+def _acts_row(s: Corpus, r: Corpus, judged: bool, shown: bool = True) -> MeasureRow:
     p = act_shares(_values(s, lambda t: t.act))
     q = act_shares(_values(r, lambda t: t.act))
     distance = jensen_shannon(p, q)
@@ -454,8 +481,8 @@ def _acts_row(s: Corpus, r: Corpus, judged: bool) -> MeasureRow:
     note = ""
     if judged:
         acts = act_codes(_values(r, lambda t: t.act))
-        noise = noise_quantile(
-            r, len(s.dialogues), lambda w: jensen_shannon(act_shares(acts, w), q), turns=s.turns, seed=SEED + 2
+        noise = kept_noise(
+            r, "act_distribution", len(s.dialogues), s.turns, SEED + 2, lambda w: jensen_shannon(act_shares(acts, w), q)
         )
         flag = distance > noise and distance >= MIN_ACT_DISTANCE
         if flag:
@@ -470,9 +497,9 @@ def _acts_row(s: Corpus, r: Corpus, judged: bool) -> MeasureRow:
     return MeasureRow(
         name="act_distribution",
         value={a: _r(x) for a, x in zip(ACTS, p, strict=True)},
-        interval=_act_intervals(s),
+        interval=_act_intervals(s) if shown else None,
         reference_value={a: _r(x) for a, x in zip(ACTS, q, strict=True)},
-        reference_interval=_act_intervals(r),
+        reference_interval=_act_intervals(r) if shown else None,
         distance=_r(distance),
         distance_name="jensen_shannon",
         distance_interval=[0.0, round(noise, 4)] if noise is not None else None,
@@ -482,7 +509,7 @@ def _acts_row(s: Corpus, r: Corpus, judged: bool) -> MeasureRow:
     )
 
 
-def _diversity_row(s: Corpus, r: Corpus) -> MeasureRow:
+def _diversity_row(s: Corpus, r: Corpus, shown: bool = True) -> MeasureRow:
     def ratios(c: Corpus) -> np.ndarray:
         return np.asarray([d.type_token_ratio for d in c.dialogues if d.type_token_ratio is not None], dtype=float)
 
@@ -499,9 +526,9 @@ def _diversity_row(s: Corpus, r: Corpus) -> MeasureRow:
     return MeasureRow(
         name="lexical_diversity",
         value=_r(a.mean()) if len(a) else None,
-        interval=interval(a),
+        interval=interval(a) if shown else None,
         reference_value=_r(b.mean()) if len(b) else None,
-        reference_interval=interval(b),
+        reference_interval=interval(b) if shown else None,
         distance=_r(a.mean() - b.mean()) if len(a) and len(b) else None,
         distance_name="difference",
         distance_interval=None,
@@ -511,8 +538,10 @@ def _diversity_row(s: Corpus, r: Corpus) -> MeasureRow:
     )
 
 
-def realism_card(corpus: Corpus, reference: Corpus) -> Card:
-    """The card of `corpus` against `reference` (rules in the module docstring)."""
+def realism_card(corpus: Corpus, reference: Corpus, *, intervals: bool = True) -> Card:
+    """The card of `corpus` against `reference` (rules in the module docstring). intervals=False leaves out the
+    95% intervals shown beside the values (None), which no flag reads: the verdict and notes alone, for a note
+    beside a report (most of a card's time goes to them)."""
     if not reference.dialogues or reference.turns == 0:
         raise ValueError(f"the reference {reference.name!r} holds no student turns")
     reason = _too_small(corpus)
@@ -530,12 +559,15 @@ def realism_card(corpus: Corpus, reference: Corpus) -> Card:
         )
     judged = not reason
     same_acts = corpus.acts_by == reference.acts_by
-    rows = [_length_row(name, unit, get, corpus, reference, judged) for name, (unit, get) in LENGTHS.items()]
+    rows = [_length_row(name, unit, get, corpus, reference, judged, intervals) for name, (unit, get) in LENGTHS.items()]
     rows += [
-        _share_row(name, what, get, corpus, reference, judged and (same_acts or name not in ACT_MEASURES))
+        _share_row(name, what, get, corpus, reference, judged and (same_acts or name not in ACT_MEASURES), intervals)
         for name, (what, get) in SHARES.items()
     ]
-    rows += [_acts_row(corpus, reference, judged and same_acts), _diversity_row(corpus, reference)]
+    rows += [
+        _acts_row(corpus, reference, judged and same_acts, intervals),
+        _diversity_row(corpus, reference, intervals),
+    ]
     if not same_acts:
         why = (
             f"not judged: the set's acts are by {corpus.acts_by}, the reference's by {reference.acts_by} (two "

@@ -1,13 +1,18 @@
 """Realism reads: the sets a realism card compares (a persona's simulated runs by simulator model, a batch,
 an imported transcript set, a shipped reference table), and their cards."""
 
+import hashlib
+import json
+import os
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from django.db.models import Max
 
+from evaluation.conf import setting
 from evaluation.errors import FieldProblem, InvalidInput, NotFound
 from evaluation.models import EvaluationRun, Persona, RunMessage, Transcript
 from evaluation.models.runs import RunKind, RunSource, RunStatus
@@ -80,9 +85,11 @@ def _messages_by_run(runs: list[EvaluationRun]) -> dict[Any, list[tuple[str, str
     return out
 
 
-def persona_corpora(persona: str = "all", *, group: str = "", acts: ActClassifier | None = None) -> list[Corpus]:
+def persona_corpora(
+    persona: str = "all", *, group: str = "", acts: ActClassifier | None = None, simulator: str = ""
+) -> list[Corpus]:
     """One set per persona and simulator model: the completed simulated tutor runs (of one batch with `group`),
-    the newest MAX_RUNS of each."""
+    the newest MAX_RUNS of each (only those of the `simulator` model, provider/model, when given)."""
     runs = EvaluationRun.objects.filter(
         kind=RunKind.TUTOR, source=RunSource.SIMULATED, status=RunStatus.COMPLETED, persona__isnull=False
     ).select_related("persona")
@@ -99,6 +106,8 @@ def persona_corpora(persona: str = "all", *, group: str = "", acts: ActClassifie
     for run in runs.order_by("-created_at")[: MAX_RUNS * 50]:
         assert run.persona is not None  # filtered above
         key = (run.persona.persona_id, simulator_label(run.config or {}))
+        if simulator and key[1] != simulator:
+            continue
         if len(sets[key]) < MAX_RUNS:
             sets[key].append(run)
     corpora = []
@@ -290,21 +299,55 @@ def persona_fit(persona_id: str, reference: str = DEFAULT_REFERENCE) -> Fit:
 
 _NOTES: dict[tuple[Any, ...], dict[str, Any] | None] = {}
 NOTES_KEPT = 256
+NOTE_VERSION = "2"
+"""Part of a kept note's file name: bump when what a note says changes, so older files are not read."""
+NOTES_FOLDER = "realism-notes"
+"""Under RUNS_DIR: the notes worked out, one small JSON file each, read by every process of the deployment."""
+
+
+def _note_file(signature: tuple[Any, ...]) -> Path:
+    body = json.dumps([NOTE_VERSION, *(str(x) for x in signature)])
+    return Path(setting("RUNS_DIR")) / NOTES_FOLDER / f"{hashlib.sha256(body.encode()).hexdigest()[:40]}.json"
+
+
+def _note_read(signature: tuple[Any, ...]) -> tuple[bool, dict[str, Any] | None]:
+    try:
+        return True, json.loads(_note_file(signature).read_text(encoding="utf-8"))["note"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return False, None
+
+
+def _note_write(signature: tuple[Any, ...], note: dict[str, Any] | None) -> None:
+    path = _note_file(signature)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = path.with_suffix(f".{os.getpid()}.tmp")
+        temporary.write_text(json.dumps({"note": note}), encoding="utf-8")
+        os.replace(temporary, path)
+    except OSError:  # a read-only or full disk costs the next process the work, nothing else
+        pass
 
 
 def realism_note(persona_id: str, simulator: str, *, reference: str = DEFAULT_REFERENCE) -> dict[str, Any] | None:
     """What a report of a run of this persona and simulator says of its students' realism: the card's verdict and
-    notes over the persona's completed runs with that simulator (None before MIN_DIALOGUES of them). Kept until
-    another run of the persona completes."""
+    notes over the persona's completed runs with that simulator (None before MIN_DIALOGUES of them). Worked out
+    once (the flags only: the card's shown intervals are left out) and kept, in the process and in a file under
+    RUNS_DIR that every process reads, until another run of the persona completes; the worker that finishes a
+    batch works out its notes as it writes the comparison, so a page that shows them reads them."""
     runs = EvaluationRun.objects.filter(
         kind=RunKind.TUTOR, source=RunSource.SIMULATED, status=RunStatus.COMPLETED, persona__persona_id=persona_id
     )
     signature = (persona_id, simulator, reference, runs.count(), runs.aggregate(m=Max("completed_at"))["m"])
     if signature in _NOTES:
         return _NOTES[signature]
+    found, kept = _note_read(signature)
+    if found:
+        _keep(signature, kept)
+        return kept
     note = None
     if signature[3] >= MIN_DIALOGUES:
-        card = persona_realism(persona_id, simulator, reference=reference)
+        sets = persona_corpora(persona_id, simulator=simulator)
+        card = realism_card(sets[0], corpus(reference), intervals=False) if sets else None
         if card is not None and card.unrealistic is not None:
             note = {
                 "reference": reference,
@@ -314,10 +357,15 @@ def realism_note(persona_id: str, simulator: str, *, reference: str = DEFAULT_RE
                 "notes": list(card.notes),
                 "summary": card.summary(),
             }
+    _note_write(signature, note)
+    _keep(signature, note)
+    return note
+
+
+def _keep(signature: tuple[Any, ...], note: dict[str, Any] | None) -> None:
     if len(_NOTES) >= NOTES_KEPT:
         _NOTES.clear()
     _NOTES[signature] = note
-    return note
 
 
 def group_realism(entries: list[tuple[str, str]]) -> list[dict[str, Any]]:

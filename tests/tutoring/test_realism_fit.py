@@ -74,3 +74,88 @@ def test_a_personas_runs_are_carded_per_simulator_model(catalog):
     assert chatty["unrealistic"] is True and chatty["runs"] == 6
     assert terse["simulator"] == "openai/terse-1" and terse["runs"] == 6
     assert not any("longer than real students'" in n for n in terse["notes"])
+
+
+# --- the note beside a comparison's verdict, at every door, and what keeps it cheap -----------------------------
+
+
+@pytest.mark.django_db
+def test_the_apis_comparison_carries_the_realism_note_beside_the_verdict(catalog, staff_user):
+    from rest_framework.authtoken.models import Token
+    from rest_framework.test import APIClient
+
+    make_runs("ace", 6, CHATTY)
+    make_runs("ace", 2, CHATTY, group="cmp")
+    make_runs("struggler", 2, "5/8", group="cmp", config=TERSE)  # too few runs to judge: no note
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=staff_user).key}")
+    got = api.get("/api/evaluation/comparisons/cmp")
+    assert got.status_code == 200, got.content
+    data = got.json()
+    assert "gate" in data
+    (note,) = data["realism"]
+    assert (note["persona_id"], note["simulator"], note["reference"], note["runs"]) == (
+        "ace",
+        "openai/chatty-1",
+        "bridge",
+        8,
+    )
+    assert note["unrealistic"] is True and "student turns" in note["notes"][0] and note["summary"]
+    realistic = make_runs("struggler", 2, "5/8", group="plain", config=TERSE)
+    assert api.get(f"/api/evaluation/comparisons/{realistic[0].group}").json()["realism"] == []
+
+
+@pytest.mark.django_db
+def test_a_note_is_worked_out_once_and_read_by_every_process_until_a_run_completes(catalog, settings, tmp_path):
+    from evaluation.models import RunMessage
+    from evaluation.tutoring import realism_sets
+
+    settings.EVALUATION = {**settings.EVALUATION, "RUNS_DIR": str(tmp_path)}
+    runs = make_runs("ace", 6, CHATTY)
+    realism_sets._NOTES.clear()
+    first = selectors.realism_note("ace", "openai/chatty-1")
+    assert first["unrealistic"] is True
+    assert len(list((tmp_path / realism_sets.NOTES_FOLDER).glob("*.json"))) == 1
+    # Another process (nothing kept in memory) reads the file: the stored turns changed under it, unseen.
+    RunMessage.objects.filter(role="student").update(content="5/8")
+    realism_sets._NOTES.clear()
+    assert selectors.realism_note("ace", "openai/chatty-1") == first
+    # Without the file, the note is worked out again from the runs as they are now.
+    for path in (tmp_path / realism_sets.NOTES_FOLDER).glob("*.json"):
+        path.unlink()
+    realism_sets._NOTES.clear()
+    terse = selectors.realism_note("ace", "openai/chatty-1")
+    assert not any("longer than real students'" in n for n in terse["notes"])
+    # A run of the persona that completes makes a new note (a new signature), file or not.
+    RunMessage.objects.filter(role="student").update(content=CHATTY)
+    make_runs("ace", 1, CHATTY, group="later")
+    assert selectors.realism_note("ace", "openai/chatty-1")["runs"] == 7
+    assert runs
+
+
+def test_a_note_card_without_its_shown_intervals_has_the_full_cards_figures_and_flags():
+    from evaluation.tutoring import realism
+
+    held_out, rest = realism.builtin_corpus("bridge:test"), realism.builtin_corpus("bridge:not-test")
+    chatty = realism.Corpus(
+        "chatty",
+        tuple(
+            realism.measure_messages([("tutor", "What is 3/8 + 2/8?"), ("student", CHATTY)] * 4, f"d{i}")
+            for i in range(8)
+        ),
+    )
+    for corpus in (held_out, chatty):
+        full = realism.realism_card(corpus, rest)
+        bare = realism.realism_card(corpus, rest, intervals=False)
+        assert (bare.unrealistic, bare.notes) == (full.unrealistic, full.notes)
+        for a, b in zip(full.measures, bare.measures, strict=True):
+            assert (a.name, a.value, a.distance, a.distance_interval, a.flag, a.rule, a.note) == (
+                b.name,
+                b.value,
+                b.distance,
+                b.distance_interval,
+                b.flag,
+                b.rule,
+                b.note,
+            )
+            assert b.interval is None and b.reference_interval is None
