@@ -226,3 +226,104 @@ def test_shipped_table_is_what_the_measures_give_on_bridge(tmp_path):
     out = tmp_path / "bridge.csv"
     call_command("realism", "--build-reference", *map(str, files), "--out", str(out))
     assert out.read_text() == (realism.REFERENCE_DIR / "bridge.csv").read_text()
+
+
+# --- against scipy, computed independently of realism.py's vectorised shortcuts ------------------------------------
+
+
+def _plain_bootstrap(data, statistic, seed, confidence=realism.CONFIDENCE):
+    """scipy.stats.bootstrap with a plain (not vectorised) statistic over dialogue indices: the procedure as
+    written, drawing exactly the resamples realism.py draws (the same generator and seed)."""
+    from scipy import stats
+
+    result = stats.bootstrap(
+        data,
+        statistic,
+        n_resamples=realism.RESAMPLES,
+        confidence_level=confidence,
+        method="percentile",
+        vectorized=False,
+        random_state=np.random.default_rng(seed),
+    )
+    return [round(float(result.confidence_interval.low), 4), round(float(result.confidence_interval.high), 4)]
+
+
+def test_median_interval_is_scipys_cluster_bootstrap_of_the_pooled_median():
+    rng = np.random.default_rng(4)
+    dialogues = [rng.integers(1, 15, int(rng.integers(1, 6))).astype(float) for _ in range(37)]
+    values = np.concatenate(dialogues)
+    of_turn = np.concatenate([[i] * len(d) for i, d in enumerate(dialogues)]).astype(np.int64)
+
+    def pooled_median(idx):
+        return np.median(np.concatenate([dialogues[i] for i in idx]))
+
+    expected = _plain_bootstrap((np.arange(len(dialogues)),), pooled_median, seed=77)
+    assert realism.median_interval(values, of_turn, len(dialogues), seed=77) == expected
+
+
+def test_share_intervals_are_scipys_cluster_bootstraps(reference):
+    k, n = realism._per_dialogue_counts(reference, lambda t: t.acknowledgement_only)
+    asking = real_like(50, seed=21)
+    k2, n2 = realism._per_dialogue_counts(asking, lambda t: t.acknowledgement_only)
+
+    def share(i):
+        return k[i].sum() / n[i].sum()
+
+    assert realism.share_interval(k, n, seed=5) == _plain_bootstrap((np.arange(len(k)),), share, seed=5)
+
+    def difference(j, i):
+        return k2[j].sum() / n2[j].sum() - k[i].sum() / n[i].sum()
+
+    expected = _plain_bootstrap((np.arange(len(k2)), np.arange(len(k))), difference, 9, realism.FAMILY_CONFIDENCE)
+    assert realism.share_difference_interval(k2, n2, k, n, confidence=realism.FAMILY_CONFIDENCE, seed=9) == expected
+    # every resample the same (no turn counted acknowledges): the interval is the point, not NaN
+    none = np.zeros(10)
+    assert realism.share_interval(none, np.ones(10)) == [0.0, 0.0]
+
+
+def test_distances_against_scipy_and_the_formulas():
+    from scipy import stats
+    from scipy.spatial import distance
+
+    rng = np.random.default_rng(3)
+    a, b = rng.integers(1, 30, 80), rng.integers(1, 6, 50)
+    assert realism.wasserstein(a, b) == pytest.approx(stats.wasserstein_distance(a, b))
+    # weights as repeats: the weighted distance of the distinct values is the unweighted one of the repeated sample
+    w = rng.integers(0, 4, 80)
+    assert realism.wasserstein(a, b, w) == pytest.approx(stats.wasserstein_distance(np.repeat(a, w), b))
+    # KS: the largest gap between the two empirical CDFs, written out
+    grid = np.union1d(a, b)
+    gap = max(abs(np.mean(a <= x) - np.mean(b <= x)) for x in grid)
+    assert realism.ks_statistic(a, b) == pytest.approx(gap) == pytest.approx(stats.ks_2samp(a, b).statistic)
+    p = realism.act_shares(["answer_attempt"] * 5 + ["question"] * 2 + ["other"])
+    q = realism.act_shares(["answer_attempt"] * 2 + ["acknowledgement"] * 3 + ["confusion"])
+    m = (p + q) / 2
+    by_entropy = np.sqrt(stats.entropy(m, base=2) - (stats.entropy(p, base=2) + stats.entropy(q, base=2)) / 2)
+    assert realism.jensen_shannon(p, q) == pytest.approx(by_entropy) == pytest.approx(distance.jensenshannon(p, q, 2))
+    assert realism.jensen_shannon(p, p) == 0.0
+    disjoint = realism.act_shares(["off_task"])
+    assert realism.jensen_shannon(realism.act_shares(["question"]), disjoint) == pytest.approx(1.0)
+    assert realism.act_shares([]).tolist() == [0.0] * len(ACTS)
+
+
+def test_noise_quantile_is_the_quantile_of_same_sized_resamples_as_scipy_measures_them(reference):
+    """Written out: draw the reference's dialogues until the set's size in dialogues and turns, repeat their turns,
+    take scipy's distance to the whole reference; the FAMILY_CONFIDENCE quantile of RESAMPLES of them."""
+    from scipy import stats
+
+    rv = np.asarray([t.words for d in reference.dialogues for t in d.turns], dtype=float)
+    by_dialogue = [np.asarray([t.words for t in d.turns], dtype=float) for d in reference.dialogues]
+    lengths = np.asarray([len(d) for d in by_dialogue])
+    for size, turns in ((10, 0), (6, 60)):
+        rng = np.random.default_rng(123)
+        draw = max(size, int(np.ceil(turns / lengths.mean() * 1.5)) + 10)
+        found = []
+        for _ in range(realism.RESAMPLES):
+            drawn = rng.integers(0, len(by_dialogue), size=draw)
+            cut = max(size, int(np.argmax(np.cumsum(lengths[drawn]) >= turns)) + 1)
+            sample = np.concatenate([by_dialogue[i] for i in drawn[:cut]])
+            assert len(sample) >= turns
+            found.append(stats.wasserstein_distance(sample, rv))
+        expected = float(np.quantile(found, realism.FAMILY_CONFIDENCE))
+        ours = realism.noise_quantile(reference, size, lambda w: realism.wasserstein(rv, rv, w), turns=turns, seed=123)
+        assert ours == pytest.approx(expected, rel=1e-9)
