@@ -327,3 +327,315 @@ def test_noise_quantile_is_the_quantile_of_same_sized_resamples_as_scipy_measure
         expected = float(np.quantile(found, realism.FAMILY_CONFIDENCE))
         ours = realism.noise_quantile(reference, size, lambda w: realism.wasserstein(rv, rv, w), turns=turns, seed=123)
         assert ours == pytest.approx(expected, rel=1e-9)
+
+
+# --- a whole card against a card worked out independently (scipy, written-out rules) -------------------------------
+
+
+def rich(n: int, seed: int, *, ask=0.1, ack=0.25, confused=0.1, off=0.05, repeat=0.1, right=0.6, longer=1) -> Corpus:
+    """Dialogues of 2-5 turns with every measure in play: acts by the shares given, answers right or wrong, repeats,
+    a type-token ratio per dialogue."""
+    rng = np.random.default_rng(seed)
+    dialogues = []
+    for i in range(n):
+        ts = []
+        for _ in range(int(rng.integers(2, 6))):
+            roll = rng.random()
+            act = (
+                "acknowledgement"
+                if roll < ack
+                else "confusion"
+                if roll < ack + confused
+                else "off_task"
+                if roll < ack + confused + off
+                else "question"
+                if roll < ack + confused + off + ask
+                else ["answer_attempt", "answer_attempt", "other"][int(rng.integers(0, 3))]
+            )
+            correct = bool(rng.random() < right) if act == "answer_attempt" else None
+            ts.append(
+                turn(
+                    longer * int(rng.integers(1, 5)),
+                    act,
+                    asks_question=act == "question" or bool(rng.random() < 0.03),
+                    correct=correct,
+                    repeat=bool(rng.random() < repeat),
+                )
+            )
+        dialogues.append(DialogueMeasures(f"r{seed}-{i}", tuple(ts), round(float(rng.uniform(0.4, 1.0)), 4)))
+    return Corpus(f"rich-{seed}", tuple(dialogues))
+
+
+def _written_out_noise(reference: Corpus, size: int, turns: int, seed: int, distance) -> float:
+    """The reference's own noise, as docs/tutoring.md says it: resample its dialogues to the set's size."""
+    by_dialogue = [list(d.turns) for d in reference.dialogues]
+    lengths = np.asarray([len(d) for d in by_dialogue])
+    rng = np.random.default_rng(seed)
+    draw = max(size, int(np.ceil(turns / lengths.mean() * 1.5)) + 10)
+    found = []
+    for _ in range(realism.RESAMPLES):
+        drawn = rng.integers(0, len(by_dialogue), size=draw)
+        enough = np.cumsum(lengths[drawn]) >= turns
+        cut = max(size, int(np.argmax(enough)) + 1 if enough.any() else draw)
+        found.append(distance([t for i in drawn[:cut] for t in by_dialogue[i]]))
+    return float(np.quantile(found, realism.FAMILY_CONFIDENCE))
+
+
+def _pooled_median(by_dialogue):
+    return lambda i: np.median(np.concatenate([by_dialogue[k] for k in i]))
+
+
+def _pooled_share(k, n):
+    return lambda i: k[i].sum() / n[i].sum()
+
+
+def _share_gap(k1, n1, k2, n2):
+    return lambda i, j: k1[i].sum() / n1[i].sum() - k2[j].sum() / n2[j].sum()
+
+
+def _js(p, q):
+    from scipy import stats
+
+    m = (p + q) / 2
+    return float(np.sqrt(stats.entropy(m, base=2) - (stats.entropy(p, base=2) + stats.entropy(q, base=2)) / 2))
+
+
+def _length_expected(s: Corpus, r: Corpus, get: str, judged: bool) -> dict:
+    """Unit and attribute are one word here: words, characters."""
+    from scipy import stats
+
+    sd = [np.asarray([getattr(t, get) for t in d.turns], dtype=float) for d in s.dialogues]
+    rd = [np.asarray([getattr(t, get) for t in d.turns], dtype=float) for d in r.dialogues]
+    sv, rv = np.concatenate(sd), np.concatenate(rd)
+    dist = stats.wasserstein_distance(sv, rv)
+    row = {
+        "value": float(np.median(sv)),
+        "reference_value": float(np.median(rv)),
+        "interval": _plain_bootstrap((np.arange(len(sd)),), _pooled_median(sd), realism.SEED),
+        "reference_interval": _plain_bootstrap((np.arange(len(rd)),), _pooled_median(rd), realism.SEED),
+        "distance": round(dist, 4),
+        "flag": None,
+        "distance_interval": None,
+    }
+    if judged:
+        noise = _written_out_noise(
+            r,
+            len(s.dialogues),
+            s.turns,
+            realism.SEED + 1,
+            lambda ts: stats.wasserstein_distance([getattr(t, get) for t in ts], rv),
+        )
+        ratio = sv.mean() / rv.mean()
+        row["flag"] = bool(dist > noise and (ratio >= 1.5 or ratio <= 1 / 1.5))
+        row["distance_interval"] = [0.0, round(noise, 4)]
+        if row["flag"]:
+            s_med, r_med = np.median(sv), np.median(rv)
+            times = s_med / r_med if ratio > 1 else r_med / s_med
+            row["note"] = (
+                f"student turns {times:.1f}x {'longer' if ratio > 1 else 'shorter'} than real students' (median "
+                f"{s_med:g} {get} against {r_med:g}; mean {sv.mean():.1f} against {rv.mean():.1f})"
+            )
+    return row
+
+
+def _share_expected(s: Corpus, r: Corpus, what: str, get, judged: bool) -> dict:
+    def counts(c):
+        k = np.asarray([sum(bool(get(t)) for t in d.turns if get(t) is not None) for d in c.dialogues], float)
+        n = np.asarray([sum(get(t) is not None for t in d.turns) for d in c.dialogues], float)
+        return k, n
+
+    (k1, n1), (k2, n2) = counts(s), counts(r)
+    row: dict = {"flag": None, "distance_interval": None}
+    if not (n1.sum() and n2.sum()):
+        missing = "the set" if not n1.sum() else "the reference"
+        return row | {"distance": None, "rule_starts": "not compared: " + missing}
+    value, ref = k1.sum() / n1.sum(), k2.sum() / n2.sum()
+    row |= {
+        "value": round(value, 4),
+        "reference_value": round(ref, 4),
+        "distance": round(value - ref, 4),
+        "interval": _plain_bootstrap((np.arange(len(k1)),), _pooled_share(k1, n1), realism.SEED),
+        "reference_interval": _plain_bootstrap((np.arange(len(k2)),), _pooled_share(k2, n2), realism.SEED),
+    }
+    if judged:
+        lo, hi = _plain_bootstrap(
+            (np.arange(len(k1)), np.arange(len(k2))),
+            _share_gap(k1, n1, k2, n2),
+            realism.SEED,
+            realism.FAMILY_CONFIDENCE,
+        )
+        row["distance_interval"] = [lo, hi]
+        row["flag"] = bool((lo > 0 or hi < 0) and abs(value - ref) >= 0.05)
+        if row["flag"]:
+            row["note"] = f"{what}: {value:.0%} against {ref:.0%} for real students"
+    return row
+
+
+def _act_intervals_expected(c: Corpus) -> dict:
+    n = np.asarray([len(d.turns) for d in c.dialogues], float)
+    found = {}
+    for i, a in enumerate(ACTS):
+        k = np.asarray([sum(t.act == a for t in d.turns) for d in c.dialogues], float)
+        found[a] = _plain_bootstrap((np.arange(len(k)),), _pooled_share(k, n), realism.SEED + 10 + i)
+    return found
+
+
+def _acts_expected(s: Corpus, r: Corpus, judged: bool) -> dict:
+    sa = [t.act for d in s.dialogues for t in d.turns]
+    ra = [t.act for d in r.dialogues for t in d.turns]
+    p = np.asarray([sa.count(a) / len(sa) for a in ACTS])
+    q = np.asarray([ra.count(a) / len(ra) for a in ACTS])
+    js = _js(p, q)
+    row = {
+        "value": {a: round(float(x), 4) for a, x in zip(ACTS, p, strict=True)},
+        "reference_value": {a: round(float(x), 4) for a, x in zip(ACTS, q, strict=True)},
+        "interval": _act_intervals_expected(s),
+        "reference_interval": _act_intervals_expected(r),
+        "distance": round(js, 4),
+        "flag": None,
+        "distance_interval": None,
+    }
+    if judged:
+
+        def js_of(ts):
+            return _js(np.asarray([sum(t.act == a for t in ts) / len(ts) for a in ACTS]), q)
+
+        noise = _written_out_noise(r, len(s.dialogues), s.turns, realism.SEED + 2, js_of)
+        row["flag"] = bool(js > noise and js >= 0.05)
+        row["distance_interval"] = [0.0, round(noise, 4)]
+        if row["flag"]:
+            gaps = sorted(zip(ACTS, p - q, strict=True), key=lambda x: -abs(x[1]))[:2]
+            row["note"] = (
+                "dialogue acts unlike real students' ("
+                + ", ".join(
+                    f"{a.replace('_', ' ')} {p[ACTS.index(a)]:.0%} against {q[ACTS.index(a)]:.0%}" for a, _ in gaps
+                )
+                + ")"
+            )
+    return row
+
+
+def expected_card(s: Corpus, r: Corpus) -> dict:
+    """Every figure and flag of the card, from scipy and the rules as docs/tutoring.md states them."""
+    judged = len(s.dialogues) >= 5 and s.turns >= 20
+    out = {
+        "words_per_turn": _length_expected(s, r, "words", judged),
+        "characters_per_turn": _length_expected(s, r, "characters", judged),
+    }
+    for name, (what, get) in realism.SHARES.items():
+        out[name] = _share_expected(s, r, what, get, judged)
+    out["act_distribution"] = _acts_expected(s, r, judged)
+    a = np.asarray([d.type_token_ratio for d in s.dialogues])
+    b = np.asarray([d.type_token_ratio for d in r.dialogues])
+    out["lexical_diversity"] = {
+        "value": round(a.mean(), 4),
+        "reference_value": round(b.mean(), 4),
+        "interval": _plain_bootstrap((a,), np.mean, realism.SEED + 3),
+        "reference_interval": _plain_bootstrap((b,), np.mean, realism.SEED + 3),
+        "distance": round(a.mean() - b.mean(), 4),
+        "flag": None,
+        "distance_interval": None,
+    }
+    return out
+
+
+def _close(got, want) -> bool:
+    if isinstance(want, dict):
+        return set(got) == set(want) and all(_close(got[k], want[k]) for k in want)
+    return got == pytest.approx(want, abs=1e-4)
+
+
+@pytest.mark.parametrize(
+    ("make", "longer", "unrealistic"),
+    [
+        (lambda: rich(40, seed=2), 1, False),  # like the reference
+        (lambda: rich(30, seed=3, ask=0.4, ack=0.02, confused=0.0, repeat=0.4, right=0.95, longer=3), 1, True),
+        (lambda: rich(12, seed=5), 3, True),  # shorter turns than the reference's
+        (lambda: rich(5, seed=4), 1, None),  # 17 turns: shown, not judged
+    ],
+    ids=["alike", "unlike", "shorter", "too-small"],
+)
+def test_the_whole_card_matches_one_worked_out_independently(make, longer, unrealistic):
+    reference = rich(120, seed=1, longer=longer)
+    s = make()
+    card = realism_card(s, reference)
+    expected = expected_card(s, reference)
+    assert [m.name for m in card.measures] == list(expected)
+    assert (card.turns, card.dialogues, card.reference_turns, card.reference_dialogues) == (
+        s.turns,
+        len(s.dialogues),
+        reference.turns,
+        len(reference.dialogues),
+    )
+    for m in card.measures:
+        want = expected[m.name]
+        for key in ("value", "reference_value", "interval", "reference_interval", "distance"):
+            if key in want:
+                assert _close(getattr(m, key), want[key]), (m.name, key, getattr(m, key), want[key])
+        assert m.flag == want["flag"], m.name
+        if want["distance_interval"] is None:
+            assert m.distance_interval is None, m.name
+        else:
+            assert m.distance_interval == pytest.approx(want["distance_interval"], abs=2e-4), m.name
+        assert m.note == want.get("note", ""), m.name
+        if "rule_starts" in want:
+            assert m.rule.startswith(want["rule_starts"]), m.name
+    assert card.unrealistic is unrealistic
+    if unrealistic is not None:
+        assert card.notes == tuple(m.note for m in card.measures if m.flag)
+        assert all(card.notes) and (len(card.notes) > 0) == unrealistic
+
+
+def test_the_smallest_sets_judged_and_not(reference):
+    """MIN_DIALOGUES dialogues and MIN_TURNS turns are judged; one fewer of either is not."""
+    five_by_four = corpus("five", [[turn(2)] * 4 for _ in range(5)])
+    assert realism_card(five_by_four, reference).unrealistic is not None
+    four_by_six = corpus("four", [[turn(2)] * 6 for _ in range(4)])
+    assert realism_card(four_by_six, reference).unrealistic is None
+    nineteen = corpus("nineteen", [[turn(2)] * 4 for _ in range(4)] + [[turn(2)] * 3])
+    card = realism_card(nineteen, reference)
+    assert card.unrealistic is None and card.notes == (
+        "nineteen has 5 dialogue(s) and 19 student turn(s): at least 5 and 20 are needed to judge",
+    )
+    empty = realism_card(corpus("empty", [[] for _ in range(6)]), reference)
+    assert (empty.unrealistic, empty.measures, empty.turns, empty.dialogues) == (None, (), 0, 6)
+    with pytest.raises(ValueError, match="holds no student turns"):
+        realism_card(reference, corpus("none", [[]]))
+
+
+def test_shares_the_reference_or_the_set_cannot_count_are_not_compared(reference):
+    checked = rich(20, seed=6)  # its answers are checked right or wrong; the reference's are not
+    row = realism._share_row("correct_rate", "right answers", lambda t: t.correct, checked, reference, judged=True)
+    k = sum(t.correct is True for d in checked.dialogues for t in d.turns)
+    n = sum(t.correct is not None for d in checked.dialogues for t in d.turns)
+    assert row.value == pytest.approx(k / n, abs=1e-4) and row.reference_value is None
+    assert row.interval == _plain_bootstrap(
+        (np.arange(20),),
+        lambda i: (
+            sum(sum(t.correct is True for t in checked.dialogues[x].turns) for x in i)
+            / sum(sum(t.correct is not None for t in checked.dialogues[x].turns) for x in i)
+        ),
+        realism.SEED,
+    )
+    assert (row.flag, row.distance, row.distance_interval, row.reference_interval) == (None, None, None, None)
+    assert row.rule == "not compared: the reference has no right answers"
+    assert row.extra == {"counted": n, "reference_counted": 0}
+    back = realism._share_row("correct_rate", "right answers", lambda t: t.correct, reference, checked, judged=True)
+    assert back.rule == "not compared: the set has no right answers" and back.value is None and back.interval is None
+    assert back.reference_value == pytest.approx(k / n, abs=1e-4) and back.reference_interval == row.interval
+
+
+def test_act_measures_across_two_classifiers_are_shown_not_judged(reference):
+    by_llm = Corpus("by llm", rich(30, seed=3).dialogues, acts_by="llm:m")
+    card = realism_card(by_llm, reference)
+    assert (card.acts_by, card.reference_acts_by) == ("llm:m", "rules")
+    for m in card.measures:
+        if m.name in realism.ACT_MEASURES:
+            assert m.flag is None and m.rule.startswith(
+                "not judged: the set's acts are by llm:m, the reference's by rules"
+            )
+        elif m.name != "lexical_diversity":
+            assert m.flag is not None and not m.rule.startswith("not judged"), m.name
+    same = realism_card(Corpus("rules", by_llm.dialogues), reference)
+    assert same.measure("act_distribution").flag is not None
+    assert same.measure("answer_attempt_rate").flag is not None
