@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 from django.db import IntegrityError, connection, transaction
@@ -36,7 +37,7 @@ from evaluation.models import EvaluationRun, RunEvent, statements
 from evaluation.models.runs import ACTIVE_STATUSES, DEFAULT_SOURCE, RETRYABLE_STATUSES, RunSource, RunStage, RunStatus
 from evaluation.redact import redact
 from evaluation.runs.broadcast import Listener, broadcast, discard
-from evaluation.runs.outage import close_broken_connection, retrying
+from evaluation.runs.outage import close_broken_connection, database_unavailable, retrying
 from evaluation.runs.selectors import HELD, SENT, WAITING
 from evaluation.runs.stopping import WorkerStop, WorkerStopped, worker_stop
 
@@ -353,9 +354,22 @@ def runs_interrupt_stale(*, stale_after: float | None = None) -> list[str]:
     cutoff = timezone.now() - timedelta(seconds=limit)
     ended = []
     for run in EvaluationRun.objects.filter(status=RunStatus.RUNNING, heartbeat_at__lt=cutoff):
+        alive = liveness_read(run, limit)
+        if alive is not None and not process_gone(run.worker):
+            # Alive but starved: its heartbeat cannot reach the database, its liveness beat says it lives.
+            waiting = f"worker alive, no heartbeat for over {limit:g} s; {alive}"
+            log.warning("run %s not interrupted: %s", run.run_id, waiting)
+            EvaluationRun.objects.filter(
+                pk=run.pk, status=RunStatus.RUNNING, attempt=run.attempt, heartbeat_at__lt=cutoff
+            ).exclude(detail=waiting[:200]).update(detail=waiting[:200])
+            continue
+        if process_gone(run.worker):
+            why = f"its worker process {run.worker} has ended"
+        else:
+            why = "no liveness beat either: the worker stopped or was killed"
         reason = (
             f"interrupted: no progress from worker {run.worker or '?'} for over {limit:g} s "
-            "(EVAL_RUN_STALE_AFTER); the worker stopped or was killed. Retry to run it again."
+            f"(EVAL_RUN_STALE_AFTER); {why}. Retry to run it again."
         )
         if EvaluationRun.objects.filter(pk=run.pk, status=RunStatus.RUNNING, attempt=run.attempt).update(
             status=RunStatus.INTERRUPTED,
@@ -371,6 +385,26 @@ def runs_interrupt_stale(*, stale_after: float | None = None) -> list[str]:
     if ended:
         transaction.on_commit(runs_dispatch_safely)  # their slots are free
     return ended
+
+
+def liveness_path(run: EvaluationRun) -> Path:
+    """The file a running run's worker touches every beat without the database (its liveness beat):
+    under EVAL_RUNS_DIR, so workers of several machines that share it (docs/scaling.md) see each other's."""
+    return Path(setting("RUNS_DIR")) / ".alive" / f"{run.pk}.{run.attempt}"
+
+
+def liveness_read(run: EvaluationRun, limit: float) -> str | None:
+    """What the run's worker last said of itself, if its liveness beat is younger than `limit` seconds and
+    comes from the worker the run names; else None (no beat, an old one, or another worker's)."""
+    path = liveness_path(run)
+    try:
+        age = time.time() - path.stat().st_mtime
+        worker, _, state = path.read_text(encoding="utf-8").partition("\n")
+    except (OSError, ValueError):
+        return None
+    if age > limit or worker != run.worker:
+        return None
+    return f"liveness beat {max(0.0, age):.0f} s ago: {state.strip() or 'working'}"
 
 
 def process_gone(worker: str) -> bool:
@@ -662,27 +696,51 @@ def _begin(run_pk: Any, attempt: int) -> EvaluationRun | None:
 def _heartbeat(handle: RunHandle) -> Iterator[None]:
     """Beat from a thread while the work runs, so a long LLM call is not mistaken for a dead worker.
 
-    The thread dies with its process, so a killed worker stops beating and the sweeper ends its run.
+    Two beats: the heartbeat (heartbeat_at, in the database) and the liveness beat (a file's time,
+    liveness_path, touched by a thread of its own that never touches the database). A worker starved of
+    database connections (every slot taken) cannot beat its heartbeat, but its liveness beat goes on
+    and says why (waiting for a database connection since when): a sweep then leaves the run running
+    and shows that in its detail, instead of declaring the worker dead. Both threads die with their
+    process, so a killed worker stops both beats and the sweeper ends its run.
     """
     interval = max(0.5, float(setting("RUN_STALE_AFTER")) / 4)
     stop = threading.Event()
+    state = {"text": "working"}
+    alive_file = liveness_path(handle.run)
+
+    def live() -> None:
+        try:
+            alive_file.parent.mkdir(parents=True, exist_ok=True)
+            while True:
+                alive_file.write_text(f"{handle.run.worker}\n{state['text']}", encoding="utf-8")
+                if stop.wait(interval):
+                    return
+        except OSError as exc:  # no liveness beat: a stale heartbeat then reads as a dead worker, as before
+            log.warning("liveness beat of %s failed: %s", handle.run.run_id, exc)
+        finally:
+            alive_file.unlink(missing_ok=True)
 
     def loop() -> None:
         failing = False
         try:
             while not stop.wait(interval):
+                if not failing:  # what the liveness beat says while this beat waits for a connection
+                    state["text"] = f"waiting for a database connection since {timezone.now():%H:%M:%S} UTC"
                 try:
                     beating = handle.beat()
+                    state["text"] = "working"
                     # Back to the pool between beats: a worker's pool is small (EVAL_DB_WORKER_POOL_MAX),
                     # and the run's own thread and its message store hold two of it while it runs.
                     connection.close()
                     if not beating:
                         return
                 except Exception as exc:
-                    # The database is away: keep trying while the work runs, so that the run beats
-                    # again once it is back; one log line for the outage, not one per beat.
+                    # The database is away or every connection is taken: keep trying while the work runs,
+                    # so that the run beats again once it is back; one log line for the outage, not one
+                    # per beat. The liveness beat says meanwhile that this worker lives and waits.
                     if not failing:
                         log.warning("heartbeat of %s failed: %s", handle.run.run_id, str(exc).strip())
+                        state["text"] += f" ({database_unavailable(exc) or type(exc).__name__})"
                     failing = True
                     close_broken_connection()
                     continue
@@ -692,13 +750,18 @@ def _heartbeat(handle: RunHandle) -> Iterator[None]:
         finally:
             connection.close()
 
-    thread = threading.Thread(target=loop, name=f"heartbeat-{handle.run.run_id}", daemon=True)
-    thread.start()
+    threads = [
+        threading.Thread(target=live, name=f"liveness-{handle.run.run_id}", daemon=True),
+        threading.Thread(target=loop, name=f"heartbeat-{handle.run.run_id}", daemon=True),
+    ]
+    for thread in threads:
+        thread.start()
     try:
         yield
     finally:
         stop.set()
-        thread.join(timeout=5)
+        for thread in threads:
+            thread.join(timeout=5)
 
 
 TIME_LIMIT_MESSAGE = "the task ran past its time limit (EVAL_TASK_TIMEOUT) and was stopped"
