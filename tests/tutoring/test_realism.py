@@ -639,3 +639,109 @@ def test_act_measures_across_two_classifiers_are_shown_not_judged(reference):
     same = realism_card(Corpus("rules", by_llm.dialogues), reference)
     assert same.measure("act_distribution").flag is not None
     assert same.measure("answer_attempt_rate").flag is not None
+
+
+# --- the reference tables and the grounding fitted to them -----------------------------------------------------------
+
+
+def test_a_table_reads_back_what_was_written():
+    rows = [
+        realism.TableDialogue(d, splits, error)
+        for d, splits, error in zip(
+            rich(12, seed=8).dialogues, [("train",), ("train", "test"), ()] * 4, realism.BRIDGE_ERRORS * 2, strict=False
+        )
+    ]
+    text = realism.table_text(rows)
+    assert text.splitlines()[0] == ",".join(realism.TABLE_COLUMNS)
+    assert len(text.splitlines()) == 1 + sum(len(r.measures.turns) for r in rows)
+    assert realism.table_read(text) == rows
+    assert {t.correct for r in rows for t in r.measures.turns} == {None, True, False}  # all three survive the trip
+    with pytest.raises(ValueError, match="a reference table has the columns dialogue, splits"):
+        realism.table_read("dialogue,words\nx,1\n")
+
+
+def test_the_shipped_tables_parts_are_the_rows_the_csv_holds():
+    import csv
+
+    lines = list(csv.DictReader((realism.REFERENCE_DIR / "bridge.csv").open(encoding="utf-8")))
+    whole = realism.builtin_corpus("bridge")
+    assert whole.turns == len(lines) == 727 and len(whole.dialogues) == len({r["dialogue"] for r in lines}) == 459
+    assert sum(t.words for d in whole.dialogues for t in d.turns) == sum(int(r["words"]) for r in lines)
+    assert sum(t.acknowledgement_only for d in whole.dialogues for t in d.turns) == sum(
+        r["acknowledgement_only"] == "1" for r in lines
+    )
+    assert [t.act for d in whole.dialogues for t in d.turns] == [r["act"] for r in lines]
+
+    def dialogues(keep):
+        return {r["dialogue"] for r in lines if keep(r)}
+
+    assert {d.dialogue for d in realism.builtin_corpus("bridge:test").dialogues} == dialogues(
+        lambda r: "test" in r["splits"].split(";")
+    )
+    assert {d.dialogue for d in realism.builtin_corpus("bridge:not-test").dialogues} == dialogues(
+        lambda r: "test" not in r["splits"].split(";")
+    )
+    guess = realism.builtin_corpus("bridge:error=guess")
+    assert {d.dialogue for d in guess.dialogues} == dialogues(lambda r: r["error"] == "guess")
+    assert guess.name == "bridge:error=guess" and realism.is_builtin("bridge:error=guess")
+    assert not realism.is_builtin("mine") and realism.is_builtin("bridge")
+    with pytest.raises(LookupError, match="parts: test, train, validation, not-<split>, error=<"):
+        realism.builtin_corpus("bridge:error=nothing")
+    with pytest.raises(KeyError):
+        realism.builtin_table("nosuch")
+    assert realism.bridge_error(" Guess ") == "guess" and realism.bridge_error("no error") == "other"
+    assert realism.bridge_error(None) == "other"
+
+
+def test_grounding_is_fitted_from_the_reference_turns_by_hand():
+    ts = [
+        turn(1, "acknowledgement"),
+        turn(3, "question", asks_question=True),
+        turn(2, "confusion"),
+        turn(4),
+        turn(2, "other"),
+        turn(5, "off_task", asks_question=True),
+        turn(1),
+        turn(2),
+    ]
+    fitted = realism.grounding_fit(corpus("hand", [ts[:3], ts[3:]]))
+    assert fitted == {
+        "verbosity": 2,  # median of 1 1 2 2 2 3 4 5
+        "question_rate": 0.25,  # 2 of 8
+        "acknowledgement_rate": 0.125,  # 1 of 8
+        "cooperation": 0.625,  # 5 of 8: not confusion, off-task or other
+        "source": "hand",
+    }
+    assert realism.grounding_fit(corpus("one", [[turn(0, "other")]]))["verbosity"] == 1  # at least one word
+    assert realism.grounding_fit(corpus("odd", [[turn(3), turn(4)]]))["verbosity"] == 4  # round(3.5): to even
+    with pytest.raises(ValueError, match="holds no student turns to fit"):
+        realism.grounding_fit(corpus("none", [[]]))
+
+
+def test_stored_messages_are_measured_with_answers_checked():
+    stored = [
+        {"role": "tutor", "content": "What is 3/8 + 2/8?"},
+        {"role": "student", "content": "5/8"},
+        {"role": "tutor", "content": "What is 3/8 + 2/8?"},
+        {"role": "student", "content": "4/8"},
+        {"role": "tutor", "content": "Nice. Any questions?"},
+        {"role": "student", "content": "ok"},
+    ]
+    pairs = realism.message_pairs(stored)
+    assert pairs[0] == ("tutor", "What is 3/8 + 2/8?") and realism.message_pairs(pairs) == pairs
+    measured = realism.measure_messages(stored, "d1")
+    assert measured.dialogue == "d1"
+    assert [(t.act, t.correct, t.words) for t in measured.turns] == [
+        ("answer_attempt", True, 1),
+        ("answer_attempt", False, 1),
+        ("acknowledgement", None, 1),
+    ]
+    assert realism.answer_check("What is 3/8 + 2/8?", "5/8") is True
+    assert realism.answer_check("Tell me about your day", "5/8") is None
+    by_other = realism.measure_messages(stored, "d1", lambda tutor, text: "question")
+    assert [t.act for t in by_other.turns] == ["question"] * 3 and by_other.turns[0].correct is None
+    card = realism.Card("s", "r", 0, 4, 10, 3, (), None, ("s has 4 dialogue(s)",))
+    assert card.summary() == "not judged against r: s has 4 dialogue(s)"
+    assert realism.Card("s", "r", 9, 9, 9, 9, (), False, ()).summary().startswith("within what real students show (r)")
+    flagged = realism.Card("s", "r", 9, 9, 9, 9, (), True, ("a", "b"))
+    assert flagged.summary() == "unrealistic against r: a; b" and flagged.as_dict()["notes"] == ("a", "b")
