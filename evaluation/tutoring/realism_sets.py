@@ -1,6 +1,7 @@
 """Realism reads: the sets a realism card compares (a persona's simulated runs by simulator model, a batch,
 an imported transcript set, a shipped reference table), and their cards."""
 
+import asyncio
 import hashlib
 import json
 import os
@@ -19,7 +20,7 @@ from evaluation.models.runs import RunKind, RunSource, RunStatus
 from evaluation.providers import get_llm, resolve
 from evaluation.providers.forecast import Forecast, forecast
 from evaluation.text.student_turns import ActClassifier, student_turns
-from evaluation.tutoring.next_turn import NextTurnReport, next_turn_plan, next_turns, turn_call, turn_targets
+from evaluation.tutoring.next_turn import NextTurnReport, next_turn_plan, next_turns
 from evaluation.tutoring.realism import (
     MIN_DIALOGUES,
     Card,
@@ -34,7 +35,8 @@ from evaluation.tutoring.realism import (
     realism_card,
     table_text,
 )
-from evaluation.tutoring.values import Grounding, PersonaSpec
+from evaluation.tutoring.simulator import StudentSimulator
+from evaluation.tutoring.values import Grounding, PersonaSpec, TopicSpec
 
 MAX_RUNS = 500
 """A persona's newest runs a card reads, per simulator model."""
@@ -223,22 +225,27 @@ def persona_grounding_proposal(reference: str = DEFAULT_REFERENCE) -> dict[str, 
     return grounding_fit(corpus(reference))
 
 
-def replayed_offline(persona: PersonaSpec, conversations: list[tuple[str, list[tuple[str, str]]]], name: str) -> Corpus:
-    """The conversations with every student turn that follows a tutor message written again by the offline
-    student playing `persona` (the tutor's side as it was; each turn sees the conversation before it), measured."""
+def replayed_offline(
+    persona: PersonaSpec,
+    conversations: list[tuple[str, list[tuple[str, str]], TopicSpec | None]],
+    name: str,
+) -> Corpus:
+    """The conversations (dialogue id, [(role, text)], topic) with the student's side played again by the offline
+    student as `persona`, one simulator per conversation as in a run (its seeded decisions, its behaviours' triggers
+    over its own earlier turns, the topic's mistakes): the tutor's messages stay as they were, the student's history
+    is its own new turns. Measured."""
     llm = get_llm("simulator", override="offline")
     out = []
-    for number, (dialogue, pairs) in enumerate(conversations):
-        one = [(dialogue, pairs)]
-        written = list(pairs)
-        for _, i in turn_targets(one, len(pairs)):
-            call = turn_call(persona, llm, one, 0, i, seed=number + 1)
-            result = llm.call(
-                list(call.messages), directive=call.directive, offline=call.offline, **dict(call.settings)
-            )
-            written[i] = ("student", result.text.strip())
+    for number, (dialogue, pairs, topic) in enumerate(conversations):
+        simulator = StudentSimulator(persona, topic, llm, seed=number + 1)
+        written: list[tuple[str, str]] = []
+        for role, text in pairs:
+            if role == "student" and any(r == "tutor" for r, _ in written):
+                history = [{"role": r, "content": t, "turn": k + 1} for k, (r, t) in enumerate(written)]
+                text, _ = asyncio.run(simulator.respond(history, len(history) + 1))
+            written.append((role, text))
         out.append((dialogue, written))
-    return _measured(name, out, None, f"{len(out)} run(s)' tutor turns, the students written offline")
+    return _measured(name, out, None, f"{len(out)} run(s)' tutor turns, the students played again offline")
 
 
 @dataclass(frozen=True)
@@ -279,12 +286,16 @@ def persona_fit(persona_id: str, reference: str = DEFAULT_REFERENCE) -> Fit:
     runs = list(
         EvaluationRun.objects.filter(
             kind=RunKind.TUTOR, source=RunSource.SIMULATED, status=RunStatus.COMPLETED, persona=record
-        ).order_by("-created_at")[:MAX_RUNS]
+        )
+        .select_related("topic")
+        .order_by("-created_at")[:MAX_RUNS]
     )
     if not runs:
         return Fit(persona_id, reference, proposal, (), None, None)
     messages = _messages_by_run(runs)
-    conversations = [(r.run_id, messages.get(r.pk, [])) for r in runs]
+    conversations = [
+        (r.run_id, messages.get(r.pk, []), TopicSpec.from_record(r.topic) if r.topic else None) for r in runs
+    ]
     now = PersonaSpec.from_record(record)
     fitted = replace(now, grounding=Grounding.from_dict(proposal))
     return Fit(
