@@ -314,6 +314,9 @@ NOTE_VERSION = "2"
 """Part of a kept note's file name: bump when what a note says changes, so older files are not read."""
 NOTES_FOLDER = "realism-notes"
 """Under RUNS_DIR: the notes worked out, one small JSON file each, read by every process of the deployment."""
+NOTE_FILES_KEPT = 4000
+"""When a note is written into a folder holding more, the older half goes (a note is stale once its persona's next run
+completes)."""
 
 
 def _note_file(signature: tuple[Any, ...]) -> Path:
@@ -335,6 +338,10 @@ def _note_write(signature: tuple[Any, ...], note: dict[str, Any] | None) -> None
         temporary = path.with_suffix(f".{os.getpid()}.tmp")
         temporary.write_text(json.dumps({"note": note}), encoding="utf-8")
         os.replace(temporary, path)
+        kept = list(path.parent.glob("*.json"))
+        if len(kept) > NOTE_FILES_KEPT:
+            for old in sorted(kept, key=lambda p: p.stat().st_mtime)[: len(kept) // 2]:
+                old.unlink(missing_ok=True)
     except OSError:  # a read-only or full disk costs the next process the work, nothing else
         pass
 

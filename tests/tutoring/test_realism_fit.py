@@ -159,3 +159,24 @@ def test_a_note_card_without_its_shown_intervals_has_the_full_cards_figures_and_
                 b.note,
             )
             assert b.interval is None and b.reference_interval is None
+
+
+@pytest.mark.django_db
+def test_old_note_files_are_let_go_once_the_folder_is_full(catalog, settings, tmp_path):
+    import os
+
+    from evaluation.tutoring import realism_sets
+
+    settings.EVALUATION = {**settings.EVALUATION, "RUNS_DIR": str(tmp_path)}
+    folder = tmp_path / realism_sets.NOTES_FOLDER
+    folder.mkdir()
+    for i in range(realism_sets.NOTE_FILES_KEPT):
+        old = folder / f"old{i}.json"
+        old.write_text('{"note": null}')
+        os.utime(old, (1_000_000 + i, 1_000_000 + i))
+    make_runs("ace", 6, CHATTY)
+    realism_sets._NOTES.clear()
+    assert selectors.realism_note("ace", "openai/chatty-1")["unrealistic"] is True
+    left = {p.name for p in folder.glob("*.json")}
+    assert len(left) == realism_sets.NOTE_FILES_KEPT // 2 + 1
+    assert "old0.json" not in left and f"old{realism_sets.NOTE_FILES_KEPT - 1}.json" in left
