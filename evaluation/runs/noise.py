@@ -36,13 +36,24 @@ Identical runs are not evidence of zero spread: the variance is never taken belo
 rounding to the judge's whole-point scale (resolution^2 / 12, Sheppard's correction), so two runs that
 happen to score the same do not make an interval of no width.
 
-Each dimension is tested one-sided (H0: no drop) with Student's t on df degrees of freedom; the family of
-the rubric's dimensions is controlled with Holm's step-down procedure (Holm 1979) at alpha (0.05 by
-default), so the gate's false-alarm rate over all its comparisons is at most alpha. Per-persona rows are
-diagnostics and decide nothing.
+Each dimension is tested one-sided (H0: no drop). The judge's scores are whole points, and with the offline
+judge most personas score the same run after run while a few jump by 2-4 points now and then: a t test then
+cries wolf (13% false alarms at one run per persona in bench/gate_power.py, with Welch's df). So the p-value
+comes from a permutation test wherever there are LEAST_ARRANGEMENTS ways or more to deal the runs: unpaired,
+each persona's runs are dealt again between the batches (stratified by persona; under no change they are
+exchangeable); paired, each pair's difference gets a random sign. PERMUTATIONS random draws, p = (1 + draws at
+least as extreme) / (1 + draws) (Phipson and Smyth 2010), exact in level whatever the scores' distribution.
+With fewer arrangements (one persona, a handful of runs) the permutation test could never reach alpha / D, and
+Student's t on df decides; so it does for a change corrected by people's labels. The family of the rubric's
+dimensions is controlled with Holm's step-down procedure (Holm 1979) at alpha (0.05 by default), so the gate's
+false-alarm rate over all its comparisons is at most alpha. Per-persona rows are diagnostics and decide
+nothing. The interval [low, high] is the t interval on df.
 
 The minimum detectable drop of a dimension, at Holm's strictest level alpha/D and the chosen power:
-    MDD = (t_(1 - alpha/D, df) + t_(power, df)) * SE
+    MDD = (t_(1 - alpha/D, f) + t_(power, f)) * SE
+with f the pooled degrees of freedom (sum of f_p; paired, P - 1): the power of the permutation test follows
+the spread of the change, which SE measures, not how few personas carry it (Welch's df would call batches
+blind that the permutation test sees through).
 When some dimension's MDD exceeds the threshold and no drop was significant, the comparison is
 inconclusive: the batch could not have seen a drop of the threshold's size.
 
@@ -72,6 +83,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+import numpy as np
+
 # scipy is imported where it is used: it takes longer to import than the rest of the app.
 
 ALPHA = 0.05
@@ -80,8 +93,19 @@ POWER = 0.8
 """The chance of seeing a drop of the threshold's size that the gate (and the planner) aim for."""
 RESOLUTION = 1.0
 """The judge's scale moves in whole points."""
+LEAST_ARRANGEMENTS = 1000
+"""Below this many ways to deal the runs between the batches, a permutation test cannot reach alpha / D (its
+smallest p-value is 1 / arrangements): the t test decides."""
+PERMUTATIONS = 9999
+"""Random draws of a permutation test: its p-value moves by at most 1e-4 a draw, well under alpha / 5."""
+TIES = 1e-9
+"""A drawn change within this of the observed one counts as at least as large (floating-point sums)."""
 LEAST_LABELLED = 3
 """The fewest people-labelled runs a batch needs before its judge's error is corrected in the change."""
+PLAN_CONFIDENCE = 0.8
+"""The planner plans for the spread's upper 80% confidence bound, not its estimate: a baseline of a few runs
+per persona underestimates a spread made of rare jumps, and a batch planned on the estimate alone came out
+inconclusive (its own spread larger) in 81 of 100 trials of bench/gate_power.py."""
 MAX_PLANNED_RUNS = 20
 """The most runs per persona a start takes (start_input's range); the planner looks no further."""
 
@@ -127,6 +151,9 @@ class DimensionTest:
     """The measured variance (unpaired: some persona's) was below the floor and the floor was used."""
     p_value: float | None
     """One-sided: the chance of a drop at least this large with no real change (None: no spread estimate)."""
+    test: str
+    """How p_value was found: "permutation" (unpaired, stratified by persona), "sign-flip" (paired) or "t"
+    (Student's, Welch-Satterthwaite's df: too few arrangements to permute, or a change corrected by labels)."""
     mdd: float | None
     """The minimum detectable drop at alpha/D and the power (None: no spread estimate)."""
     low: float | None
@@ -177,6 +204,8 @@ class Spread:
     """Personas whose measured variance was below the floor."""
     borrowed: int
     """Personas without repeats of their own, given the pooled variance."""
+    pooled_df: int = 0
+    """The degrees of freedom of the spread pooled over personas (sum of f_p): the power calculation's."""
 
 
 def combine(
@@ -205,7 +234,8 @@ def combine(
         terms.append((lent * variance, f))
     se2 = sum(t for t, _ in terms)
     df = se2**2 / sum(t * t / f for t, f in terms)
-    return Spread(se2, df, se2 / sum(weights), floored, borrowed)
+    pooled_df = sum(f for (_, f) in own) + (pooled[1] if borrowed and not any(f for _, f in own) else 0)
+    return Spread(se2, df, se2 / sum(weights), floored, borrowed, int(pooled_df))
 
 
 def welch(cells: Sequence[Sequence[Sequence[float]]], weights: Sequence[float], floor: float) -> Spread | None:
@@ -262,6 +292,7 @@ def dimension_test(
         delta = statistics.fmean(means)
         m = min(len(diffs[p]) for p in personas)
         measured, df = statistics.variance(means), float(P - 1)
+        power_df = df
         least = 2 * floor / m
         variance = max(measured, least)
         se = math.sqrt(variance / P)
@@ -274,20 +305,32 @@ def dimension_test(
         spread = welch([[base[p], cand[p]] for p in personas], weights, floor)
         if spread is None:
             return DimensionTest(
-                dimension, round(delta, 4), math.nan, 0, P, False, 0, math.nan, False, None, None, None, None
+                dimension, round(delta, 4), math.nan, 0, P, False, 0, math.nan, False, None, "", None, None, None
             )
         se = math.sqrt(spread.se2) / P
         variance, df, floored, borrowed = spread.variance, spread.df, spread.floored > 0, spread.borrowed
+        power_df = float(spread.pooled_df)
         paired, pairs = False, 0
     corrected = corrected_change(delta, se, df, labels, floor)
     lam = None
     if corrected is not None:
         delta, se, df, lam = corrected
+        power_df = df
     level = alpha / family
     t = delta / se
-    p_value = float(stats.t.cdf(t, df))
+    if paired and diffs is not None:
+        arrangements = 2.0 ** sum(len(diffs[p]) for p in personas)
+    else:
+        arrangements = math.prod(math.comb(len(base[p]) + len(cand[p]), len(cand[p])) for p in personas)
+    if lam is not None or arrangements < LEAST_ARRANGEMENTS:
+        # the correction's label term is no permutation of runs; too few arrangements cannot reach alpha / D
+        p_value, method = float(stats.t.cdf(t, df)), "t"
+    elif paired and diffs is not None:
+        p_value, method = sign_flip_p([diffs[p] for p in personas], delta), "sign-flip"
+    else:
+        p_value, method = permutation_p([(base[p], cand[p]) for p in personas], delta), "permutation"
     q = float(stats.t.ppf(1 - level, df))
-    mdd = (q + float(stats.t.ppf(power, df))) * se
+    mdd = (float(stats.t.ppf(1 - level, power_df)) + float(stats.t.ppf(power, power_df))) * se
     return DimensionTest(
         dimension=dimension,
         delta=round(delta, 4),
@@ -302,10 +345,38 @@ def dimension_test(
         labelled=(len(labels[0]), len(labels[1])) if lam is not None else (0, 0),
         lam=None if lam is None else round(lam, 3),
         p_value=p_value,
+        test=method,
         mdd=round(mdd, 3),
         low=round(delta - q * se, 3),
         high=round(delta + q * se, 3),
     )
+
+
+def permutation_p(cells: Sequence[tuple[Sequence[float], Sequence[float]]], observed: float) -> float:
+    """The one-sided p-value of a drop at least `observed` by a permutation test stratified by persona: under no
+    change a persona's runs are exchangeable between the batches, so each of PERMUTATIONS draws deals each
+    persona's runs out again (as many to the candidate as it had) and recomputes the batch-mean change. Exact
+    in level whatever the scores' distribution (Phipson and Smyth 2010: (1 + hits) / (1 + draws))."""
+    rng = np.random.default_rng(0)
+    total = np.zeros(PERMUTATIONS)
+    for base, cand in cells:
+        values = np.asarray([*base, *cand], dtype=np.float64)
+        shuffled = values[np.argsort(rng.random((PERMUTATIONS, values.size)), axis=1)]
+        total += shuffled[:, len(base) :].mean(axis=1) - shuffled[:, : len(base)].mean(axis=1)
+    hits = int(np.count_nonzero(total / len(cells) <= observed + TIES))
+    return (1 + hits) / (1 + PERMUTATIONS)
+
+
+def sign_flip_p(differences: Sequence[Sequence[float]], observed: float) -> float:
+    """The paired counterpart: under no change each pair's difference is as likely with either sign, so each
+    draw flips each pair's sign at random and recomputes the mean over personas of the mean difference."""
+    rng = np.random.default_rng(0)
+    total = np.zeros(PERMUTATIONS)
+    for d in differences:
+        values = np.asarray(d, dtype=np.float64)
+        total += (rng.choice((-1.0, 1.0), size=(PERMUTATIONS, values.size)) * values).mean(axis=1)
+    hits = int(np.count_nonzero(total / len(differences) <= observed + TIES))
+    return (1 + hits) / (1 + PERMUTATIONS)
 
 
 def corrected_change(
@@ -392,7 +463,8 @@ class Plan:
     detects_at_one: dict[str, float]
     """Per dimension: the drop one run per persona detects."""
     spread: dict[str, float]
-    """Per dimension: the run-to-run standard deviation pooled over personas (after the floor)."""
+    """Per dimension: the run-to-run standard deviation pooled over personas (after the floor), as measured (the
+    plan itself uses its upper PLAN_CONFIDENCE bound)."""
     df: dict[str, int]
     """Per dimension: the pooled spread's degrees of freedom (each persona's own spread plans its share)."""
     personas: int
@@ -415,6 +487,15 @@ class Evidence:
         cells = _cells(observations).values()
         return cls(tuple((*pooled_variance([v]), len(v)) for v in cells), pooled_variance(cells))
 
+    def upper(self, confidence: float) -> "Evidence":
+        """Every variance raised to the upper `confidence` bound of the pooled one: f / chi2_(1 - confidence)(f)
+        times it (f the pooled degrees of freedom)."""
+        from scipy import stats
+
+        f = self.pooled[1]
+        factor = f / float(stats.chi2.ppf(1 - confidence, f))
+        return Evidence(tuple((v * factor, df, n) for v, df, n in self.own), (self.pooled[0] * factor, self.pooled[1]))
+
 
 def detectable(
     evidence: Evidence, k: int, *, level: float, power: float, floor: float, baseline_k: int | None = None
@@ -433,7 +514,8 @@ def detectable(
     P = len(own)
     spread = combine(own, weights, (pooled, pooled_df + P * (k - 1)), floor)
     se = math.sqrt(spread.se2) / P
-    return (float(stats.t.ppf(1 - level, spread.df)) + float(stats.t.ppf(power, spread.df))) * se
+    df = spread.pooled_df
+    return (float(stats.t.ppf(1 - level, df)) + float(stats.t.ppf(power, df))) * se
 
 
 def plan(
@@ -450,9 +532,10 @@ def plan(
     has no repeats (no spread to plan from)."""
     level = alpha / max(1, len(baseline))
     floor = floor_variance(resolution)
-    evidence = {d: Evidence.of(obs) for d, obs in baseline.items()}
-    if not evidence or not all(e.pooled[1] for e in evidence.values()):
+    measured = {d: Evidence.of(obs) for d, obs in baseline.items()}
+    if not measured or not all(e.pooled[1] for e in measured.values()):
         return None
+    evidence = {d: e.upper(PLAN_CONFIDENCE) for d, e in measured.items()}
 
     def drops(k: int, baseline_k: int | None = None) -> dict[str, float]:
         return {
@@ -472,7 +555,7 @@ def plan(
         baseline_runs_per_persona=fresh if chosen is None else None,
         detects={d: round(x, 2) for d, x in detects.items()},
         detects_at_one={d: round(x, 2) for d, x in drops(1).items()},
-        spread={d: round(math.sqrt(max(e.pooled[0], floor)), 3) for d, e in evidence.items()},
+        spread={d: round(math.sqrt(max(e.pooled[0], floor)), 3) for d, e in measured.items()},
         df={d: e.pooled[1] for d, e in evidence.items()},
         personas=max(len(e.own) for e in evidence.values()),
         source=source,

@@ -238,10 +238,20 @@ class Gate:
             else "; judged by the judge alone (no people's labels on enough runs of both batches)"
         )
         return (
-            f"noise-aware: one one-sided t test per dimension of the batch mean's change ({self.pairing}), "
+            f"noise-aware: one one-sided test per dimension of the batch mean's change ({self.pairing}; "
+            f"{self._tests_used()}), "
             f"Holm over {len(self.tests)} dimensions at family alpha {self.alpha:g}; inconclusive when a drop of "
             f"{self.threshold:g} had less than {self.power:.0%} power; per-persona rows are diagnostics{labels}"
         )
+
+    def _tests_used(self) -> str:
+        used = sorted({t.test for t in self.tests if t.test})
+        words = {
+            "permutation": "permutation test stratified by persona",
+            "sign-flip": "sign-flip test of the pairs",
+            "t": "t test",
+        }
+        return " and ".join(words[u] for u in used) or "no test"
 
     def as_dict(self) -> dict[str, Any]:
         return {

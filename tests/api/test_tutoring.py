@@ -220,7 +220,9 @@ def test_start_against_a_baseline_records_it_or_says_why_not(api, runs):
         "power": 0.8,
         "means": {"ace": {**scores, "average": 7.0}},
         # each run's scores with its persona, topic and seed: the gate's spread and pairs
-        "runs": [{"persona_id": "ace", "topic": run.topic.topic_id, "seed": base.seed, "scores": scores}],
+        "runs": [
+            {"run_id": "run_ace", "persona_id": "ace", "topic": run.topic.topic_id, "seed": base.seed, "scores": scores}
+        ],
     }
     bad_rates = start(api, persona_file="ace", provider="offline", baseline="run_ace", alpha=0.6, power=0.3)
     assert bad_rates.status_code == 400 and {"alpha", "power"} <= set(bad_rates.json()["fields"])

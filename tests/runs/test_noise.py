@@ -54,8 +54,12 @@ def test_with_one_spread_and_equal_runs_the_unpaired_change_is_the_cell_means_co
     assert got.delta == pytest.approx(float(ref.effect[0]), abs=1e-4)
     assert got.se == pytest.approx(float(ref.sd[0, 0]), abs=1e-4)
     assert got.df == int(fit.df_resid) == 9
-    # one-sided p of a drop: half the two-sided p when the change is negative
-    assert got.delta < 0 and got.p_value == pytest.approx(float(ref.pvalue) / 2, rel=1e-6)
+    # 10 x 10 x 10 ways to deal these runs: enough to permute (the permutation test's own checks are below); with
+    # fewer, the one-sided t test decides: half OLS's two-sided p
+    assert got.test == "permutation" and got.delta < 0
+    fewer = dimension_test("d", batch({p: v[:2] for p, v in base.items()}), batch(cand), family=1)
+    _, ref_fewer = ols_contrast({p: v[:2] for p, v in base.items()}, cand)
+    assert fewer.test == "t" and fewer.p_value == pytest.approx(float(ref_fewer.pvalue) / 2, rel=1e-6)
     # the interval at 1 - 2 * alpha (family of one): statsmodels' conf_int at that level
     low, high = ref.conf_int(alpha=2 * noise.ALPHA)[0]
     assert (got.low, got.high) == (pytest.approx(low, abs=1e-3), pytest.approx(high, abs=1e-3))
@@ -84,7 +88,8 @@ def test_unpaired_personas_keep_their_own_spread_with_satterthwaites_degrees_of_
     got = dimension_test("d", batch(base), batch(cand), family=1)
     se, df = welch_written_out(base, cand)
     assert got.se == pytest.approx(se, abs=1e-4) and got.df == pytest.approx(df, abs=0.05)
-    assert got.p_value == pytest.approx(float(stats.t.cdf(got.delta / se, df)), rel=1e-3)
+    # 1,050 ways to deal these runs: the permutation test decides (the next test checks it)
+    assert got.test == "permutation"
     # here the spreads differ: OLS's pooled error and its 9 degrees of freedom are not what is used
     fit, ref = ols_contrast(base, cand)
     assert abs(got.se - float(ref.sd[0, 0])) > 0.05 and got.df < int(fit.df_resid)
@@ -213,20 +218,30 @@ def mdd_written_out(s2, k, k_base=2, personas=8, level=noise.ALPHA):
     return (stats.t.ppf(1 - level, df) + stats.t.ppf(noise.POWER, df)) * se
 
 
+def upper(s2, df, confidence=0.8):
+    """The upper one-sided confidence bound of a variance s2 on df degrees of freedom: df s2 / chi2_(1 - c)(df)."""
+    return df * s2 / stats.chi2.ppf(1 - confidence, df)
+
+
 def test_the_plan_is_the_fewest_runs_whose_detectable_drop_is_the_threshold():
-    found = plan({"d": batch({p: [4.0, 6.0] for p in "abcdefgh"})}, threshold=1.0)  # s^2 = 2
+    """The planner plans for the spread's upper 80% bound (8 personas x 1 df: 1.74 x the measured variance)."""
+    found = plan({"d": batch({p: [5.0, 6.0] for p in "abcdefgh"})}, threshold=1.0)  # s^2 = 0.5
+    s2 = upper(0.5, 8)
+    assert s2 == pytest.approx(0.5 * 1.741, abs=1e-3)
     k = found.runs_per_persona
-    assert k is not None and found.baseline_runs_per_persona is None
-    assert mdd_written_out(2, k) <= 1.0 < mdd_written_out(2, k - 1)
-    assert found.detects["d"] == pytest.approx(mdd_written_out(2, k), abs=0.01)
-    assert found.detects_at_one["d"] == pytest.approx(mdd_written_out(2, 1), abs=0.01)
-    assert found.spread["d"] == pytest.approx(math.sqrt(2), abs=1e-3)
-    # a baseline this noisy (s^2 = 8) keeps the drop above 1 whatever the batch: a new baseline of k runs each
-    noisy = plan({"d": batch({p: [3.0, 7.0] for p in "abcdefgh"})}, threshold=1.0)
-    assert mdd_written_out(8, 10_000) > 1.0
+    assert k is not None and k > 1 and found.baseline_runs_per_persona is None
+    assert mdd_written_out(s2, k) <= 1.0 < mdd_written_out(s2, k - 1)
+    assert mdd_written_out(0.5, k - 1) <= 1.0  # on the estimate alone, fewer runs would have been planned
+    assert found.detects["d"] == pytest.approx(mdd_written_out(s2, k), abs=0.01)
+    assert found.detects_at_one["d"] == pytest.approx(mdd_written_out(s2, 1), abs=0.01)
+    assert found.spread["d"] == pytest.approx(math.sqrt(0.5), abs=1e-3)  # the spread shown is the one measured
+    # a baseline this noisy (s^2 = 4.5) keeps the drop above 1 whatever the batch: a new baseline of k runs each
+    noisy = plan({"d": batch({p: [4.0, 7.0] for p in "abcdefgh"})}, threshold=1.0)
+    assert mdd_written_out(upper(4.5, 8), 10_000) > 1.0
     fresh = noisy.baseline_runs_per_persona
-    assert fresh == noisy.runs_per_persona
-    assert mdd_written_out(8, fresh, k_base=fresh) <= 1.0 < mdd_written_out(8, fresh - 1, k_base=fresh - 1)
+    assert fresh is not None and fresh == noisy.runs_per_persona
+    big = upper(4.5, 8)
+    assert mdd_written_out(big, fresh, k_base=fresh) <= 1.0 < mdd_written_out(big, fresh - 1, k_base=fresh - 1)
     quiet = plan({"d": batch({p: [5.0, 5.5, 5.0, 5.5] for p in "abcdefgh"})}, threshold=1.0)
     assert quiet.runs_per_persona == 1 and quiet.baseline_runs_per_persona is None
     assert plan({"d": batch({"a": [5.0]})}, threshold=1.0) is None
@@ -330,3 +345,87 @@ def test_a_judge_kinder_to_the_new_tutor_is_caught_by_peoples_labels():
             flagged[name] += test.significant
     assert covered["corrected"] / trials >= 0.9 and covered["judge"] / trials <= 0.3
     assert flagged["corrected"] / trials >= 0.8 and flagged["judge"] / trials <= 0.3
+
+
+def exact_permutation_p(base, cand):
+    """Every way to deal each persona's runs between the batches (as many to the candidate as it had), written
+    out with itertools: the share of deals whose batch-mean change is at most the observed one."""
+    import itertools
+
+    personas = list(base)
+    observed = statistics.fmean(statistics.fmean(cand[p]) - statistics.fmean(base[p]) for p in personas)
+    deals = []
+    for p in personas:
+        values = base[p] + cand[p]
+        options = []
+        for chosen in itertools.combinations(range(len(values)), len(cand[p])):
+            c = [values[i] for i in chosen]
+            b = [values[i] for i in range(len(values)) if i not in chosen]
+            options.append(statistics.fmean(c) - statistics.fmean(b))
+        deals.append(options)
+    changes = [statistics.fmean(combo) for combo in itertools.product(*deals)]
+    return sum(1 for c in changes if c <= observed + 1e-9) / len(changes)
+
+
+def test_the_permutation_p_is_the_exact_one_within_its_draws_and_scipys_for_one_persona():
+    """Unpaired: against every deal enumerated (3^8 = 6,561 for one candidate run and two baseline runs of 8
+    personas, the bench's k=1 case), within 4 standard errors of 9,999 draws; for one persona, scipy's exact
+    permutation_test. Paired: against every sign enumerated."""
+    rng = np.random.default_rng(5)
+    for _ in range(3):
+        base = {f"p{i}": [float(x) for x in rng.integers(3, 9, 2)] for i in range(8)}
+        cand = {f"p{i}": [float(rng.integers(2, 8))] for i in range(8)}
+        got = dimension_test("d", batch(base), batch(cand), family=1)
+        exact = exact_permutation_p(base, cand)
+        assert got.test == "permutation"
+        assert abs(got.p_value - exact) <= 4 * math.sqrt(exact * (1 - exact) / noise.PERMUTATIONS) + 2e-4
+    one_b, one_c = [5.0, 6.0, 7.0, 5.0, 6.0, 8.0, 6.0], [4.0, 5.0, 5.0, 6.0, 4.0, 5.0]  # C(13, 6) = 1,716 deals
+    ref = stats.permutation_test(
+        (one_c, one_b),
+        lambda c, b: np.mean(c) - np.mean(b),
+        permutation_type="independent",
+        alternative="less",
+        n_resamples=np.inf,
+    )
+    got = noise.permutation_p([(one_b, one_c)], statistics.fmean(one_c) - statistics.fmean(one_b))
+    assert abs(got - float(ref.pvalue)) <= 4 * math.sqrt(ref.pvalue * (1 - ref.pvalue) / noise.PERMUTATIONS) + 2e-4
+    # paired: 10 pairs, 2^10 signs
+    diffs = [[-1.0, -2.0, 0.0, -1.0, 1.0], [-1.0, 0.0, -2.0, -1.0, -1.0]]
+    observed = statistics.fmean(statistics.fmean(d) for d in diffs)
+    import itertools
+
+    flat = [x for d in diffs for x in d]
+    every = [
+        statistics.fmean(
+            statistics.fmean(s * x for s, x in zip(signs[i * 5 : i * 5 + 5], d, strict=True))
+            for i, d in enumerate(diffs)
+        )
+        for signs in itertools.product((-1, 1), repeat=len(flat))
+    ]
+    exact = sum(1 for e in every if e <= observed + 1e-9) / len(every)
+    got = noise.sign_flip_p(diffs, observed)
+    assert abs(got - exact) <= 4 * math.sqrt(exact * (1 - exact) / noise.PERMUTATIONS) + 2e-4
+
+
+def test_at_one_run_rare_jumps_do_not_cry_wolf():
+    """The offline judge's shape: a persona scores the same run after run, but now and then (10%) 3 points
+    lower. A baseline of 2 runs and one candidate run a persona, nothing changed: the t test (even with Welch's
+    df) cried wolf about 18% of the time; the permutation test at most alpha."""
+    rng = np.random.default_rng(13)
+    personas, dims, trials = 8, 5, 300
+
+    def draw(means, k):
+        return {
+            f"d{d}": [
+                Observation(f"p{p}", float(np.clip(means[p, d] - (3 if rng.random() < 0.1 else 0), 1, 10)))
+                for p in range(personas)
+                for _ in range(k)
+            ]
+            for d in range(dims)
+        }
+
+    alarms = 0
+    for _ in range(trials):
+        means = rng.integers(5, 9, (personas, dims)).astype(float)
+        alarms += any(t.significant for t in family_test(draw(means, 2), draw(means, 1)))
+    assert alarms / trials <= 0.07
