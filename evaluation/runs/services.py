@@ -363,10 +363,17 @@ def runs_interrupt_stale(*, stale_after: float | None = None) -> list[str]:
                 pk=run.pk, status=RunStatus.RUNNING, attempt=run.attempt, heartbeat_at__lt=cutoff
             ).exclude(detail=waiting[:200]).update(detail=waiting[:200])
             continue
+        host = run.worker.rpartition(":")[0]
         if process_gone(run.worker):
             why = f"its worker process {run.worker} has ended"
+        elif host == socket.gethostname():
+            # alive here, but no longer beating for this run: it let the run go without storing its end
+            why = (
+                f"its worker process {run.worker} lives but no longer works on the run: it gave up (a database "
+                "outage longer than this limit, say) without storing the run's end"
+            )
         else:
-            why = "no liveness beat either: the worker stopped or was killed"
+            why = "no liveness beat either: the worker stopped, was killed, or lost the database for longer"
         reason = (
             f"interrupted: no progress from worker {run.worker or '?'} for over {limit:g} s "
             f"(EVAL_RUN_STALE_AFTER); {why}. Retry to run it again."

@@ -149,6 +149,30 @@ def test_a_stale_heartbeat_is_interrupted_and_can_be_retried(catalog):
     assert (run.status, run.attempt, run.error) == ("queued", 2, "")
 
 
+@pytest.mark.django_db
+def test_a_stale_run_whose_worker_lives_on_this_host_is_said_to_be_given_up_not_killed(catalog):
+    """A worker that lives (this process) but beats neither beat for the run let it go (a database outage longer
+    than the limit, say): the reason says so, not that the worker was killed; one that has ended is named so."""
+    import os
+    import socket
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    first, second = tutoring.run_start(topic_id=TOPIC, persona="ace", runs_per_persona=2, enqueue=False)
+    old = timezone.now() - timedelta(minutes=5)
+    here = f"{socket.gethostname()}:{os.getpid()}"
+    EvaluationRun.objects.filter(pk=first.pk).update(status="running", worker=here, heartbeat_at=old)
+    ended = f"{socket.gethostname()}:{2**22 + 12345}"  # above Linux's largest pid: no such process
+    EvaluationRun.objects.filter(pk=second.pk).update(status="running", worker=ended, heartbeat_at=old)
+    assert sorted(runs.runs_interrupt_stale(stale_after=60)) == sorted([first.run_id, second.run_id])
+    first.refresh_from_db()
+    second.refresh_from_db()
+    assert f"its worker process {here} lives but no longer works on the run" in first.error
+    assert "killed" not in first.error
+    assert f"its worker process {ended} has ended" in second.error
+
+
 def test_run_ids_never_carry_a_slash():
     assert runs.safe_run_id("suite_20260101_x/y") == "suite_20260101_x_y"
     assert "/" not in runs.safe_run_id("../../etc/passwd")
