@@ -92,3 +92,24 @@ def test_a_qcluster_stops_within_seconds_on_sigterm_and_its_run_says_so(
     assert "Retry" in run.error
     assert run.events.filter(status="interrupted").exists()
     assert (tmp_path / "runs" / run.run_id / "error.txt").exists()
+
+
+def test_compose_stops_its_services_the_way_the_stop_test_above_exercises():
+    """`docker stop` sends SIGTERM to a container's first process and SIGKILLs it after the grace period. With
+    compose's init (tini) that SIGTERM reaches the qcluster's or uvicorn's main process: the "main process" case
+    above. The grace period leaves the workers their STOP_GRACE to mark their runs, and uvicorn bounds its wait
+    for requests in progress (without it, it waits for ever). (No Docker daemon runs where the tests run: this
+    reads the file the daemon would.)"""
+    import yaml
+
+    from evaluation.runs.stopping import STOP_GRACE
+
+    compose = yaml.safe_load((Path(__file__).resolve().parents[2] / "compose.yaml").read_text())
+    for name in ("worker", "web"):
+        service = compose["services"][name]
+        assert service["init"] is True, name
+        grace = service["stop_grace_period"]
+        assert grace.endswith("s") and float(grace[:-1]) >= STOP_GRACE + 5, (name, grace)
+    assert compose["services"]["worker"]["command"] == ["python", "manage.py", "qcluster"]
+    web = compose["services"]["web"]["command"]
+    assert float(web[web.index("--timeout-graceful-shutdown") + 1]) <= STOP_GRACE
