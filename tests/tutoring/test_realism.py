@@ -48,6 +48,15 @@ def reference():
     return real_like(300, seed=1)
 
 
+@pytest.fixture(autouse=True)
+def no_kept_noise():
+    """Each test works the reference's noise out itself (realism keeps it per process: a test that met the same
+    reference and size earlier would otherwise hand it over, and a changed noise rule would go unseen)."""
+    realism._NOISE.clear()
+    yield
+    realism._NOISE.clear()
+
+
 def test_wasserstein_and_jensen_shannon_match_their_definitions():
     a, b = [1, 1, 2, 5], [1, 3, 3]
     # W1 in one dimension is the area between the two empirical CDFs.
@@ -745,3 +754,120 @@ def test_stored_messages_are_measured_with_answers_checked():
     assert realism.Card("s", "r", 9, 9, 9, 9, (), False, ()).summary().startswith("within what real students show (r)")
     flagged = realism.Card("s", "r", 9, 9, 9, 9, (), True, ("a", "b"))
     assert flagged.summary() == "unrealistic against r: a; b" and flagged.as_dict()["notes"] == ("a", "b")
+
+
+# --- the rules at their boundaries, and what a note's card leaves out -------------------------------------------------
+
+
+def flat(name: str, words: int, n: int = 8, per: int = 4, **flags) -> Corpus:
+    return corpus(name, [[turn(words, **flags) for _ in range(per)] for _ in range(n)])
+
+
+def test_the_length_rule_at_its_ratios():
+    """Constant references have no noise: any distance is beyond it, and the ratio of means decides."""
+
+    def words_flag(s: Corpus, r: Corpus) -> bool | None:
+        return realism_card(s, r).measure("words_per_turn").flag
+
+    assert words_flag(flat("s", 3), flat("r", 2)) is True  # 1.5x exactly
+    assert words_flag(flat("s", 2), flat("r", 3)) is True  # 1/1.5 exactly
+    assert words_flag(flat("s", 4), flat("r", 5)) is False  # 0.8x: beyond the noise, not beyond the ratios
+    assert words_flag(flat("s", 7), flat("r", 5)) is False  # 1.4x
+    assert words_flag(flat("s", 2), flat("r", 2)) is False  # no distance at all
+    silent = realism_card(flat("s", 2), flat("r", 0)).measure("words_per_turn")
+    assert silent.flag is True and silent.note.startswith("student turns infx longer")  # real turns of no words
+    short = realism_card(flat("s", 2), flat("r", 3)).measure("words_per_turn")
+    assert short.note == (
+        "student turns 1.5x shorter than real students' (median 2 words against 3; mean 2.0 against 3.0)"
+    )
+    assert short.extra == {"mean": 2.0, "reference_mean": 3.0, "ks": 1.0} and short.distance_name == "wasserstein"
+
+
+def test_the_share_rule_at_its_edges():
+    none = flat("r", 2)  # no turn asks
+
+    def questions(s: Corpus, r: Corpus = none):
+        return realism_card(s, r).measure("question_rate")
+
+    # one question in each of 20 dialogues of 20 turns: 5% in every resample, against none
+    exact = corpus("exact", [[turn(2, asks_question=True)] + [turn(2)] * 19 for _ in range(20)])
+    row = questions(exact)
+    assert row.distance == 0.05 and row.distance_interval == [0.05, 0.05] and row.flag is True
+    assert row.distance_name == "difference"
+    # the interval's lower end is exactly 0 (a resample of only the three silent dialogues): not flagged
+    edge = corpus("edge", [[turn(2, asks_question=True)] * 4] * 2 + [[turn(2)] * 4] * 3)
+    row = questions(edge)
+    assert row.distance_interval[0] == 0.0 and row.distance == 0.4 and row.flag is False
+    # and the upper end exactly 0, against a reference where every turn asks
+    every = flat("every", 2, asks_question=True)
+    row = questions(edge, every)
+    assert row.distance_interval[1] == 0.0 and row.distance == -0.6 and row.flag is False
+
+
+def test_the_act_rule_names_the_two_largest_gaps(reference):
+    card = realism_card(
+        corpus("askers", [[turn(2, "question")] * 3 + [turn(2, "confusion")] for _ in range(30)]), reference
+    )
+    acts = card.measure("act_distribution")
+    assert acts.flag is True and acts.distance_name == "jensen_shannon"
+    q = acts.reference_value
+    assert acts.note == (
+        f"dialogue acts unlike real students' (question 75% against {q['question']:.0%}, answer attempt 0% against "
+        f"{q['answer_attempt']:.0%})"
+    )
+
+
+def test_kept_noise_is_the_noise_and_is_kept_per_reference_and_size(reference):
+    rv = np.asarray([t.words for d in reference.dialogues for t in d.turns], dtype=float)
+
+    def distance(w):
+        return realism.wasserstein(rv, rv, w)
+
+    fresh = realism.noise_quantile(reference, 12, distance, turns=30, seed=4)
+    assert realism.kept_noise(reference, "words", 12, 30, 4, distance) == fresh
+    assert realism.kept_noise(reference, "words", 12, 30, 4, lambda w: -1.0) == fresh  # kept: not worked out again
+    assert realism.kept_noise(reference, "words", 13, 30, 4, lambda w: -1.0) == -1.0  # another size is
+    other = real_like(300, seed=2)
+    assert realism.kept_noise(other, "words", 12, 30, 4, lambda w: -2.0) == -2.0  # and another reference
+    assert realism.noise_quantile(reference, 12, distance, seed=4) == realism.noise_quantile(
+        reference, 12, distance, turns=0, seed=4
+    )
+
+
+def test_noise_over_a_reference_with_empty_dialogues():
+    """Dialogues without a student turn count as drawn, hold nothing, and may close the reference."""
+    from scipy import stats
+
+    gappy = corpus("gappy", [[turn(1)], [], [turn(3), turn(2)], [], []])
+    rv = np.asarray([1.0, 3.0, 2.0])
+    ours = realism.noise_quantile(gappy, 4, lambda w: realism.wasserstein(rv, rv, w), turns=6, seed=8)
+    by_dialogue = [[1.0], [], [3.0, 2.0], [], []]
+    lengths = np.asarray([1, 0, 2, 0, 0])
+    rng = np.random.default_rng(8)
+    draw = max(4, int(np.ceil(6 / lengths.mean() * 1.5)) + 10)
+    found = []
+    for _ in range(realism.RESAMPLES):
+        drawn = rng.integers(0, 5, size=draw)
+        enough = np.cumsum(lengths[drawn]) >= 6
+        cut = max(4, int(np.argmax(enough)) + 1 if enough.any() else draw)
+        sample = [x for i in drawn[:cut] for x in by_dialogue[i]]
+        found.append(stats.wasserstein_distance(sample, rv) if sample else np.nan)
+    assert ours == pytest.approx(float(np.quantile(found, realism.FAMILY_CONFIDENCE)), rel=1e-9)
+
+
+def test_a_note_card_leaves_out_only_the_shown_intervals():
+    reference = rich(120, seed=1)
+    s = rich(20, seed=12, ask=0.4)
+    full = realism_card(s, reference)
+    bare = realism_card(s, reference, intervals=False)
+    assert (bare.unrealistic, bare.notes) == (full.unrealistic, full.notes)
+    for a, b in zip(full.measures, bare.measures, strict=True):
+        assert a.interval is not None and a.reference_interval is not None, a.name
+        assert b.interval is None and b.reference_interval is None, b.name
+        assert (a.value, a.distance, a.distance_interval, a.flag, a.note) == (
+            b.value,
+            b.distance,
+            b.distance_interval,
+            b.flag,
+            b.note,
+        )
