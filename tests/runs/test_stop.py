@@ -113,3 +113,64 @@ def test_compose_stops_its_services_the_way_the_stop_test_above_exercises():
     assert compose["services"]["worker"]["command"] == ["python", "manage.py", "qcluster"]
     web = compose["services"]["web"]["command"]
     assert float(web[web.index("--timeout-graceful-shutdown") + 1]) <= STOP_GRACE
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_web_process_stops_within_seconds_on_sigterm_to_its_group_with_a_socket_open(catalog, tmp_path):
+    """uvicorn as compose and the systemd unit run it (2 workers, graceful shutdown bounded at 5 s) with a
+    session's WebSocket open: a SIGTERM to the whole group ends every process within the bound (uvicorn closes
+    WebSockets on shutdown; the 5 s bound is for HTTP requests in progress, which it would otherwise wait for)."""
+    import socket
+    import subprocess
+    import sys
+
+    import websockets.sync.client
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    key = "stop-test-protocol-key"
+    env = {**os.environ, **SERVER_ENV, "DATABASE_URL": database_url_for_tests(), "EVAL_PROTOCOL_KEY": key}
+    log = tmp_path / "web.log"
+    with log.open("wb") as out:
+        web = subprocess.Popen(
+            [sys.executable, "-m", "uvicorn", "--workers", "2", "--timeout-graceful-shutdown", "5"]
+            + ["--port", str(port), "evalproject.asgi:application"],
+            cwd=Path(__file__).resolve().parents[2],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                if httpx.get(f"{url}/health/db", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline and web.poll() is None, log.read_text(errors="replace")[-3000:]
+            time.sleep(0.2)
+        answer = httpx.post(
+            f"{url}/sessions", json={"topic_id": TOPIC}, headers={"Authorization": f"Bearer {key}"}, timeout=30
+        )
+        assert answer.status_code == 201, answer.text
+        created = answer.json()
+        socket_open = websockets.sync.client.connect(
+            f"ws://127.0.0.1:{port}/sessions/ws/{created['session_id']}",
+            additional_headers={"Authorization": f"Bearer {created['session_token']}"},
+        )
+        socket_open.recv(timeout=30)  # the tutor's opening: the socket is live
+        assert len(group_members(web.pid)) >= 3, group_members(web.pid)  # the supervisor and its 2 workers
+        os.killpg(web.pid, signal.SIGTERM)
+        sent = time.monotonic()
+        while group_members(web.pid) or web.poll() is None:
+            assert time.monotonic() - sent < GONE_WITHIN, log.read_text(errors="replace")[-3000:]
+            time.sleep(0.1)
+        socket_open.close()
+    finally:
+        if web.poll() is None:
+            os.killpg(web.pid, signal.SIGKILL)
+            web.wait()
