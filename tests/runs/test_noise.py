@@ -351,3 +351,39 @@ def test_the_permutation_p_is_the_exact_one_within_its_draws_and_scipys_for_one_
     exact = sum(1 for e in every if e <= observed + 1e-9) / len(every)
     got = noise.sign_flip_p(diffs, observed)
     assert abs(got - exact) <= 4 * math.sqrt(exact * (1 - exact) / noise.PERMUTATIONS) + 2e-4
+
+
+def test_permutation_p_values_at_their_edges():
+    """Ties count as at least as extreme, the p-value is (1 + hits) / (1 + draws): all runs equal gives exactly 1;
+    a flip test's draws are +-1, so two equal differences reach -0.5 or below only when both flip (a quarter)."""
+    assert noise.permutation_p([([5.0, 5.0, 5.0], [5.0])], 0.0) == 1.0
+    assert noise.sign_flip_p([[0.0, 0.0]], 0.0) == 1.0
+    quarter = noise.sign_flip_p([[1.0, 1.0]], -0.5)
+    assert abs(quarter - 0.25) <= 4 * math.sqrt(0.25 * 0.75 / noise.PERMUTATIONS)
+    # the lone low run is the candidate's in one deal of four: a p of a quarter, within the draws' error
+    fourth = noise.permutation_p([([5.0, 5.0, 5.0], [1.0])], 1.0 - 5.0)
+    assert abs(fourth - 0.25) <= 4 * math.sqrt(0.25 * 0.75 / noise.PERMUTATIONS)
+
+
+def test_the_family_passes_its_level_power_and_resolution_on():
+    base = {d: batch({p: [5.0, 6.0, 5.0] for p in "abcdefgh"}) for d in ("x", "y")}
+    cand = {d: batch({p: [4.0, 5.0, 4.5] for p in "abcdefgh"}) for d in ("x", "y")}
+    loose = {t.dimension: t for t in family_test(base, cand, alpha=0.2, power=0.5, resolution=0.5)}
+    strict = {t.dimension: t for t in family_test(base, cand)}
+    assert loose["x"].mdd < strict["x"].mdd and loose["x"].low > strict["x"].low  # alpha / 2 and power 0.5
+    tiny = {t.dimension: t for t in family_test(base, cand, alpha=1e-9)}
+    assert not tiny["x"].significant and strict["x"].significant
+
+
+def test_the_plan_lends_the_pooled_spread_to_personas_without_repeats_at_its_upper_bound():
+    """Personas with one baseline run plan with the pooled spread, raised to its upper bound as every other."""
+    base = batch({**{p: [5.0, 6.0] for p in "abcd"}, **{p: [5.0] for p in "efgh"}})
+    found = plan({"d": base}, threshold=1.0)
+    f = 4  # the pooled spread's degrees of freedom: 4 personas x 1
+    s2 = upper(0.5, f)
+    # at k runs: personas a-d own (s2, 1 + k - 1 df), e-h borrow (s2, with 1 + k - 1 each as well)
+    k = found.runs_per_persona
+    se = math.sqrt(sum((1 / n + 1 / k) * s2 for n in [2] * 4 + [1] * 4) / 64)
+    df = 4 * (1 + k - 1) + 4 * (k - 1)
+    expected = (stats.t.ppf(1 - noise.ALPHA, df) + stats.t.ppf(noise.POWER, df)) * se
+    assert found.detects["d"] == pytest.approx(expected, abs=0.01)
