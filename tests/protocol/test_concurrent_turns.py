@@ -30,6 +30,9 @@ def test_eighteen_sessions_turns_wait_on_their_llm_at_the_same_time(catalog, loo
         "DATABASE_URL": database_url_for_tests(),
         "EVAL_TUTOR_PROVIDER": f"openai/tutor@{loopback.openai_url}",
         "EVAL_LLM_CONCURRENCY": "64",  # the per-provider bound on calls at once (8 by default) is not under test
+        # nor is the web pool's 2 s wait for a connection: eighteen turns store at once, and on a loaded machine
+        # (CI at load 10) some waited longer than 2 s and were told the database was busy
+        "EVAL_DB_POOL_TIMEOUT": "60",
     }
     key = settings.EVALUATION["PROTOCOL_KEY"]
     with managed_server(env, log_path=tmp_path / "server.log") as url:
