@@ -38,6 +38,7 @@ SCRIPTS = [
         ["--trials", "1", "--personas", "3", "--max-turns", "2", "--k", "2"],
         "k=1 against a 2-run baseline: false alarms",
     ),
+    ("realism_note.py", ["--runs", "6", "--turns", "8", "--repeats", "1"], "GET /api/evaluation/comparisons/cmp, cold"),
     (
         "judging_cost.py",
         ["--items", "40", "--warmup", "2", "--latency", "0", "--rpm", "100000", "--workers", "4", "--mode", "batch"],
