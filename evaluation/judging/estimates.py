@@ -30,6 +30,7 @@ ones, judged by the same judge configuration; nothing here can check that, and d
 """
 
 import math
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
@@ -47,6 +48,8 @@ NO_WIDTH_NOTE = "every value equal, so the interval has no width: treat it with 
 SAME_VALUE = "every labelled value is the same: label more items"
 """The reason a mean whose labelled values are all equal has no interval."""
 CLASSICAL, JUDGE_ONLY, PPI_PLUS_PLUS = "classical CLT", "judge only, CLT", "PPI++ (power-tuned)"
+STRATIFIED = "PPI stratified by the judge's level"
+COLLAPSED_NOTE = f"the judge's levels with fewer than {MIN_LABELLED} labels joined a neighbouring level"
 FloatArray = NDArray[np.float64]
 
 
@@ -174,6 +177,111 @@ def ppi_mean(
     return _interval(value, se, n, method, lam=lam, unlabelled=big_n)
 
 
+def strata_of(levels: NDArray[np.int64], labelled: NDArray[np.int64]) -> list[tuple[int, ...]]:
+    """The judge's levels grouped into strata of at least MIN_LABELLED labelled items each: a level with fewer
+    joins the next level up (the last joins the one below), as a survey collapses strata too thin to estimate a
+    variance (Cochran, "Sampling techniques", 1977, 5A.12). levels: the judge's level of every judged item;
+    labelled: of the labelled ones. [] when fewer than MIN_LABELLED items are labelled."""
+    counts = {int(v): int(np.sum(labelled == v)) for v in np.unique(levels)}
+    strata: list[list[int]] = []
+    held = 0
+    for level in sorted(counts):
+        if strata and held < MIN_LABELLED:
+            strata[-1].append(level)
+        else:
+            strata.append([level])
+            held = 0
+        held += counts[level]
+    if len(strata) > 1 and held < MIN_LABELLED:
+        strata[-2].extend(strata.pop())
+    return [tuple(s) for s in strata] if sum(counts.values()) >= MIN_LABELLED else []
+
+
+def stratified_mean(
+    y: FloatArray, g_labelled: NDArray[np.int64], g_unlabelled: NDArray[np.int64], *, share: bool = False
+) -> MeanEstimate:
+    """The corrected mean stratified by the judge's level: StratPPI (Fisch, Maynez, Hofer, Dhingra, Globerson and
+    Cohen, "Stratified prediction-powered inference for hybrid language model evaluation", NeurIPS 2024) with the
+    judge's levels as strata. Within one level the judge's value is one number, so each stratum's PPI estimate
+    (with or without power tuning) is the people's mean there, and the estimate is the post-stratified mean
+
+        theta = sum_h W_h * mean(Y_h),   W_h = N_h / N   (N_h judged items at level h, of N),
+        Var   = sum_h W_h^2 * s_h^2 / n_h  +  sum_h W_h * (mean(Y_h) - theta)^2 / N
+
+    (s_h the sample standard deviation of the n_h people's values at level h; the second term is the weights'
+    own noise, as PPI counts the judge's mean over the N items). It needs the labelled items to be a random
+    sample within each level only, which label next's picks are (they are drawn at random within a level, more
+    from some levels than others) and a simple random sample is too; plain PPI++ needs the whole labelled set to
+    be a random sample, and label next's picks bias it. Levels with fewer than two labels are collapsed into a
+    neighbour (strata_of). y: people's values on the labelled items; g_*: the judge's level of each labelled
+    and each unlabelled item."""
+    y = np.asarray(y, dtype=np.float64)
+    g_labelled = np.asarray(g_labelled, dtype=np.int64)
+    g_unlabelled = np.asarray(g_unlabelled, dtype=np.int64)
+    if g_labelled.size != y.size:
+        raise ValueError(f"y has {y.size} values but g_labelled {g_labelled.size}: they must be the same items")
+    if g_unlabelled.size == 0 and y.size >= MIN_LABELLED:
+        return ppi_mean(y, np.zeros(y.size), np.zeros(0))  # every judged item labelled: the people's mean
+    levels = np.concatenate([g_labelled, g_unlabelled])
+    strata = strata_of(levels, g_labelled)
+    if not strata:
+        return not_enough(
+            int(y.size), STRATIFIED, f"{y.size} labelled item(s); an interval needs at least {MIN_LABELLED}"
+        )
+    big_n = levels.size
+    weights, means, variances = [], [], []
+    for stratum in strata:
+        members = np.isin(g_labelled, stratum)
+        weights.append(float(np.isin(levels, stratum).sum()) / big_n)
+        means.append(float(y[members].mean()))
+        variances.append(level_spread(y[members], share=share) ** 2 / int(members.sum()))
+    w, m = np.array(weights), np.array(means)
+    value = float(np.sum(w * m))
+    se = math.sqrt(float(np.sum(w**2 * np.array(variances))) + float(np.sum(w * (m - value) ** 2)) / big_n)
+    method = STRATIFIED
+    if len(strata) < int(np.unique(levels).size):
+        method += f"; {COLLAPSED_NOTE}"
+    if se == 0.0:
+        method += f"; {NO_WIDTH_NOTE}"
+    return _interval(value, se, int(y.size), method, unlabelled=int(g_unlabelled.size))
+
+
+def level_spread(y: FloatArray, *, share: bool) -> float:
+    """The sample standard deviation of one level's people's values; for a share, with one 0 and one 1 added
+    (the plus-two rule of Agresti and Caffo, "Simple and effective confidence intervals for proportions and
+    differences of proportions result from adding two successes and two failures", Am. Stat. 54, 2000): a level
+    whose few labels all agree has a spread all the same, and an interval or an allocation that took it for 0
+    would stop looking there (label next sends most labels where people disagree, so agreeing levels stay small)."""
+    values = np.concatenate([y, [0.0, 1.0]]) if share else y
+    return float(np.std(values, ddof=1))
+
+
+def stratifiable(g_labelled: NDArray[np.int64], g_unlabelled: NDArray[np.int64]) -> bool:
+    """Whether every level of the judge's holds enough labels to be a stratum of its own: at least MIN_LABELLED,
+    or all of its judged items where it has fewer. Decided from where the labels are, never from their values."""
+    held = Counter(g_labelled.tolist())
+    judged = held + Counter(g_unlabelled.tolist())
+    return bool(g_unlabelled.size) and all(held[level] >= min(MIN_LABELLED, n) for level, n in judged.items())
+
+
+def is_share(values: FloatArray) -> bool:
+    """Whether an estimand's scale values are a label's 0/1 indicator (see estimands)."""
+    return bool(np.all((values == 0.0) | (values == 1.0)))
+
+
+def corrected_mean(
+    values: FloatArray, g_labelled: NDArray[np.int64], y_labelled: NDArray[np.int64], g_unlabelled: NDArray[np.int64]
+) -> MeanEstimate:
+    """The corrected estimate of an estimand (values: each scale place's value) from the judge's places on the
+    labelled and unlabelled items and the people's places on the labelled ones: stratified by the judge's level
+    where every level holds enough labels (valid for label next's picks and for a random sample alike), else
+    PPI++ (valid for a random sample of the judged items only, as the pages say)."""
+    y = values[y_labelled]
+    if stratifiable(g_labelled, g_unlabelled):
+        return stratified_mean(y, g_labelled, g_unlabelled, share=is_share(values))
+    return ppi_mean(y, values[g_labelled], values[g_unlabelled])
+
+
 def without_zero_width(estimate: MeanEstimate, values: FloatArray, *, share: bool) -> MeanEstimate:
     """The estimate, unless its interval has no width: then, where every value behind it is equal, a share's
     Wilson score interval of its k of n values (for the corrected estimate lambda is then 0: the people-only
@@ -298,7 +406,7 @@ def dimension_estimates(
                 judge_only=on_scale(without_zero_width(judge_only(value[f_all]), value[f_all], share=share), lo, hi),
                 people_only=few_labels(on_scale(without_zero_width(classical_mean(y), y, share=share), lo, hi)),
                 corrected=few_labels(
-                    on_scale(without_zero_width(ppi_mean(y, value[f_lab], value[f_unl]), y, share=share), lo, hi)
+                    on_scale(without_zero_width(corrected_mean(value, f_lab, y_lab, f_unl), y, share=share), lo, hi)
                 ),
                 all_people=(float(value[y_all].mean()), int(y_all.size)) if everyone else None,
             )
@@ -359,17 +467,18 @@ def budget_curve(
     (seeded): what a labelling budget buys on these data. values: each scale place's value (see estimands)."""
     labelled = sorted(i for i in judged if i in people)
     rng = np.random.default_rng(seed)
-    f = {i: values[v] for i, v in judged.items()}
-    y = np.array([values[people[i]] for i in labelled])
-    f_lab_all = np.array([f[i] for i in labelled])
-    f_rest = np.array([f[i] for i in judged if i not in people])
+    y_lab_all = np.array([people[i] for i in labelled], dtype=np.int64)
+    y = values[y_lab_all]
+    g_lab_all = np.array([judged[i] for i in labelled], dtype=np.int64)
+    g_rest = np.array([judged[i] for i in judged if i not in people], dtype=np.int64)
     out = []
     for size in budget_sizes(len(labelled)):
         widths, people_widths = [], []
         for _ in range(1 if size == len(labelled) else draws):
             picked = np.zeros(len(labelled), dtype=bool)
             picked[rng.choice(len(labelled), size=size, replace=False)] = True
-            corrected = ppi_mean(y[picked], f_lab_all[picked], np.concatenate([f_rest, f_lab_all[~picked]]))
+            rest = np.concatenate([g_rest, g_lab_all[~picked]])
+            corrected = corrected_mean(values, g_lab_all[picked], y_lab_all[picked], rest)
             alone = classical_mean(y[picked])
             widths.append(corrected.width if corrected.width is not None else math.nan)
             people_widths.append(alone.width if alone.width is not None else math.nan)
@@ -422,8 +531,8 @@ def label_next(
         by_level.setdefault(v, []).append(item)
     sds: dict[int, float | None] = {}
     for v, items in by_level.items():
-        residual = [values[people[i]] for i in items if i in people]
-        sds[v] = float(np.std(residual, ddof=1)) if len(residual) >= 2 else None
+        residual = np.array([values[people[i]] for i in items if i in people], dtype=np.float64)
+        sds[v] = level_spread(residual, share=is_share(values)) if residual.size >= 2 else None
     known = [s for s in sds.values() if s is not None]
     fallback = max([0.5, *known])
     spread = {v: fallback if sd is None else sd for v, sd in sds.items()}

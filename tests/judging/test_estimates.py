@@ -15,6 +15,7 @@ from rest_framework.authtoken.models import Token
 from evaluation.judging import estimates, selectors, services
 from evaluation.models import Annotation, Item, JudgeConfiguration, JudgeScore
 from tests.judging.synthetic import candidate_sets
+from tests.judging.test_estimates_budget import corrected_by_hand, stratified_by_hand
 
 # --- the estimator ------------------------------------------------------------------------------------
 
@@ -251,7 +252,7 @@ def test_a_categorical_scale_gives_each_labels_share_first_label_first():
 
 
 def test_label_next_fills_the_judges_levels_in_proportion_to_their_size_and_spread():
-    values = np.array([0.0, 1.0])
+    values = np.array([1.0, 2.0])  # a scale's mean (a share's spread has two values added: see the budget tests)
     # level 0: 60 judged, 10 labelled, people disagree often; level 1: 40 judged, 10 labelled, always agree
     judged = {i: 0 for i in range(60)} | {i: 1 for i in range(60, 100)}
     people = {i: (1 if i % 2 else 0) for i in range(10)} | {i: 1 for i in range(60, 70)}
@@ -277,11 +278,13 @@ def test_the_budget_curve_narrows_with_labels_and_ends_at_the_full_estimate():
     assert [p.labelled for p in points] == [10, 20, 40, 80, 160, 200]
     widths = [p.corrected for p in points]
     assert widths == sorted(widths, reverse=True)
-    full = estimates.ppi_mean(
-        np.array([values[people[i]] for i in sorted(people)]),
-        np.array([values[judged[i]] for i in sorted(people)]),
-        np.array([values[v] for i, v in judged.items() if i not in people]),
+    full = estimates.corrected_mean(
+        values,
+        np.array([judged[i] for i in sorted(people)]),
+        np.array([people[i] for i in sorted(people)]),
+        np.array([v for i, v in judged.items() if i not in people]),
     )
+    assert full.method == estimates.STRATIFIED  # both levels hold labels: the table's corrected estimate
     assert points[-1].corrected == pytest.approx(full.width)
     assert all(p.corrected <= p.people_only * 1.05 for p in points[2:])
 
@@ -331,11 +334,14 @@ def test_the_command_json_has_the_documented_shape_and_ppi_pys_figures(judged, c
     judge, people = _stored(judged, "Mistake_Identification")
     yes = 2.0  # "Yes" is the best of three levels: place 2
     y = np.array([people[i] == yes for i in kept], dtype=float)
-    f = np.array([judge[i] == yes for i in kept], dtype=float)
-    f_unl = np.array([judge[i] == yes for i in sorted(judge) if i not in table.keep], dtype=float)
-    low, high = ppi_mean_ci(y, f, f_unl, alpha=0.05)
+    places = {i: int(judge[i]) for i in judge}
+    g_lab, g_unl = [places[i] for i in kept], [places[i] for i in sorted(judge) if i not in table.keep]
+    half = corrected_by_hand([0.0, 0.0, 1.0], g_lab, [int(people[i]) for i in kept], g_unl) / 2
+    value, _ = stratified_by_hand(list(y), g_lab, g_unl, share=True)
     assert first["people_only"]["n"] == 30
-    assert (first["corrected"]["low"], first["corrected"]["high"]) == pytest.approx((low[0], high[0]))
+    # 30 random labels put at least two on each of the judge's levels here: the stratified estimate
+    assert all(g_lab.count(level) >= 2 for level in set(g_lab + g_unl))
+    assert (first["corrected"]["low"], first["corrected"]["high"]) == pytest.approx((value - half, value + half))
     assert first["people_only"]["value"] == pytest.approx(y.mean())
     assert first["judge_only"]["value"] == pytest.approx(np.mean([v == yes for v in judge.values()]))
     assert first["all_people"] == {"value": pytest.approx(np.mean([people[i] == yes for i in judge])), "n": 120}
@@ -390,7 +396,8 @@ def test_the_api_gives_the_estimates(judged, api):
     command = selectors.estimate_table("tutor-response", labelled=30, seed=7).as_dict()
     first = body["dimensions"][0]
     assert {k: first["corrected"][k] for k in ("value", "low", "high")} == command["dimensions"][0]["corrected"]
-    assert first["corrected"]["method"] == estimates.PPI_PLUS_PLUS and 0 <= first["corrected"]["lam"] <= 1
+    # every level of the judge's holds labels: stratified by it, no lambda
+    assert first["corrected"]["method"].startswith(estimates.STRATIFIED) and first["corrected"]["lam"] is None
     assert first["people_only"]["n"] == 30
     assert api("/api/judging/estimates").status_code == 400
     assert api("/api/judging/estimates?rubric=tutor-response&labelled=-1").json()["fields"]
@@ -433,6 +440,15 @@ def _ppi(y, f, f_unl):
     return value, (float(high[0]) - float(low[0])) / (2 * 1.959963984540054)
 
 
+def _corrected(values, g_lab, y_lab, g_unl):
+    """(value, se) of the corrected estimate by the rule written out: stratified by the judge's level where every
+    level holds two labels (or all its items), else ppi_py's PPI++."""
+    stratified = g_unl and all(g_lab.count(v) >= min(2, g_lab.count(v) + g_unl.count(v)) for v in set(g_lab + g_unl))
+    if stratified:
+        return stratified_by_hand([values[v] for v in y_lab], g_lab, g_unl, share=True)
+    return _ppi([values[v] for v in y_lab], [values[v] for v in g_lab], [values[v] for v in g_unl])
+
+
 def test_the_api_gives_the_corrected_difference_between_two_groups(judged, api):
     # the candidates of every other dialogue lose their labels: each group's estimate is a corrected one
     dialogues = sorted(set(Item.objects.values_list("transcript_id", flat=True)))
@@ -446,10 +462,19 @@ def test_the_api_gives_the_corrected_difference_between_two_groups(judged, api):
     for name in ("Sonnet", "GPT4"):
         items = sorted(Item.objects.filter(key=name).values_list("pk", flat=True))
         labelled = [i for i in items if i in people]
-        y = [people[i] == 2.0 for i in labelled]
-        f = [judge[i] == 2.0 for i in labelled]
-        f_unl = [judge[i] == 2.0 for i in items if i not in people]
-        sides.append((_ppi(y, f, f_unl), len(items), len(labelled), np.mean([judge[i] == 2.0 for i in items])))
+        sides.append(
+            (
+                _corrected(
+                    [0.0, 0.0, 1.0],
+                    [int(judge[i]) for i in labelled],
+                    [int(people[i]) for i in labelled],
+                    [int(judge[i]) for i in items if i not in people],
+                ),
+                len(items),
+                len(labelled),
+                np.mean([judge[i] == 2.0 for i in items]),
+            )
+        )
     assert body["groups"] == [
         {"name": "Sonnet", "items": 15, "labelled": sides[0][2]},
         {"name": "GPT4", "items": 15, "labelled": sides[1][2]},
@@ -467,7 +492,7 @@ def test_the_api_gives_the_corrected_difference_between_two_groups(judged, api):
     assert "Wilson score interval of 0 of 15" in first["a"]["method"] or first["a"]["low"] < first["a"]["high"]
     assert first["judge_only_difference"]["value"] is None
     assert "no standard error to add" in first["judge_only_difference"]["reason"]
-    assert 0 <= first["a"]["lam"] <= 1 and first["a"]["n"] == sides[0][2]
+    assert first["a"]["n"] == sides[0][2]
     # refused, each naming the field and the reason
     for query, field, reason in (
         ("compare=Sonnet", "compare", "two names"),

@@ -48,6 +48,51 @@ def corrected_width(y: list[float], f_lab: list[float], f_unl: list[float]) -> f
     return 2 * Z * se
 
 
+def share_scale(values) -> bool:
+    """A label's 0/1 indicator rather than a scale's numbers."""
+    return all(float(v) in (0.0, 1.0) for v in values)
+
+
+def level_sd(ys: list[float], share: bool) -> float:
+    """The sample sd of one level's people's values; a share's with one 0 and one 1 added (Agresti and Caffo's
+    plus-two), so a level whose labels all agree keeps a spread."""
+    return statistics.stdev(ys + [0.0, 1.0] if share else ys)
+
+
+def stratified_by_hand(y: list[float], g_lab: list[int], g_unl: list[int], share: bool) -> tuple[float, float]:
+    """(estimate, se) of the mean stratified by the judge's level (StratPPI with one stratum per level: each
+    stratum's estimate is its people's mean). A level with under two labels joins the stratum below it (the
+    lowest joins the one above): sum W_h mean_h, se^2 = sum W_h^2 sd_h^2 / n_h + sum W_h (mean_h - est)^2 / N."""
+    levels = sorted(set(g_lab) | set(g_unl))
+    groups: list[list[int]] = []
+    for level in levels:
+        if groups and sum(g_lab.count(v) for v in groups[-1]) < 2:
+            groups[-1].append(level)
+        else:
+            groups.append([level])
+    if len(groups) > 1 and sum(g_lab.count(v) for v in groups[-1]) < 2:
+        last = groups.pop()
+        groups[-1] += last
+    big_n = len(g_lab) + len(g_unl)
+    parts = []
+    for group in groups:
+        ys = [a for a, g in zip(y, g_lab, strict=True) if g in group]
+        weight = sum(1 for g in g_lab + g_unl if g in group) / big_n
+        parts.append((weight, statistics.fmean(ys), level_sd(ys, share) ** 2 / len(ys)))
+    estimate = sum(w * m for w, m, _ in parts)
+    variance = sum(w * w * v for w, _, v in parts) + sum(w * (m - estimate) ** 2 for w, m, _ in parts) / big_n
+    return estimate, math.sqrt(variance)
+
+
+def corrected_by_hand(values, g_lab: list[int], y_lab: list[int], g_unl: list[int]) -> float:
+    """The corrected interval's width: stratified by the judge's level where every level holds at least two
+    labels (or all of its items, when it has fewer), else PPI++ (corrected_width)."""
+    y = [float(values[v]) for v in y_lab]
+    if g_unl and all(g_lab.count(v) >= min(2, g_lab.count(v) + g_unl.count(v)) for v in set(g_lab + g_unl)):
+        return 2 * Z * stratified_by_hand(y, g_lab, g_unl, share_scale(values))[1]
+    return corrected_width(y, [float(values[v]) for v in g_lab], [float(values[v]) for v in g_unl])
+
+
 def percentile(xs: list[float], p: float) -> float:
     """Linear interpolation between the closest ranks (numpy's default)."""
     s = sorted(xs)
@@ -60,7 +105,7 @@ def percentile(xs: list[float], p: float) -> float:
 def curve_by_hand(values, judged, people, *, draws, seed):
     """(labelled, median corrected width, its 10th and 90th percentiles, median people-only width) per size."""
     labelled = sorted(i for i in judged if i in people)
-    rest = [float(values[v]) for i, v in judged.items() if i not in people]
+    rest = [v for i, v in judged.items() if i not in people]
     n = len(labelled)
     rng = np.random.default_rng(seed)
     out = []
@@ -68,11 +113,11 @@ def curve_by_hand(values, judged, people, *, draws, seed):
         widths, alone = [], []
         for _ in range(1 if size == n else draws):
             chosen = set(rng.choice(n, size=size, replace=False).tolist())
-            y = [float(values[people[labelled[k]]]) for k in sorted(chosen)]
-            f_lab = [float(values[judged[labelled[k]]]) for k in sorted(chosen)]
-            f_unl = rest + [float(values[judged[labelled[k]]]) for k in range(n) if k not in chosen]
-            widths.append(corrected_width(y, f_lab, f_unl))
-            alone.append(people_width(y))
+            y = [people[labelled[k]] for k in sorted(chosen)]
+            g_lab = [judged[labelled[k]] for k in sorted(chosen)]
+            g_unl = rest + [judged[labelled[k]] for k in range(n) if k not in chosen]
+            widths.append(corrected_by_hand(values, g_lab, y, g_unl))
+            alone.append(people_width([float(values[v]) for v in y]))
         out.append(
             (size, statistics.median(widths), percentile(widths, 10), percentile(widths, 90), statistics.median(alone))
         )
@@ -92,7 +137,7 @@ def label_next_by_hand(values, levels, judged, people, *, count, seed):
     sd = {}
     for v, items in members.items():
         ys = [float(values[people[i]]) for i in items if i in people]
-        sd[v] = statistics.stdev(ys) if len(ys) >= 2 else None
+        sd[v] = level_sd(ys, share_scale(values)) if len(ys) >= 2 else None
     fallback = max([0.5] + [s for s in sd.values() if s is not None])
     weight = {v: len(items) * (fallback if sd[v] is None else sd[v]) for v, items in members.items()}
     have = {v: len([i for i in items if i in people]) for v, items in members.items()}
@@ -283,7 +328,7 @@ def test_an_unexplored_level_takes_the_largest_spread_seen_but_at_least_one_half
 
 
 def test_label_next_stops_when_every_item_is_labelled_and_with_no_spread_fills_the_fewest_labelled():
-    values = np.array([0.0, 1.0])
+    values = np.array([1.0, 2.0])  # a scale's mean: labels that agree have no spread
     judged = {i: 0 for i in range(6)} | {i: 1 for i in range(6, 10)}
     people = {0: 0, 1: 0, 2: 0, 6: 1, 7: 1}
     # every sd 0: no weight anywhere, every target 0, so the level with the fewest labels goes first
@@ -361,10 +406,11 @@ def _widest(d: estimates.DimensionData, people: dict[int, int]) -> str:
     names = list(_values(d)) if d.integer else list(reversed(list(_values(d))))
     for name in names:
         v = _values(d)[name]
-        width = corrected_width(
-            [float(v[people[i]]) for i in labelled],
-            [float(v[d.judged[i]]) for i in labelled],
-            [float(v[x]) for i, x in d.judged.items() if i not in people],
+        width = corrected_by_hand(
+            v,
+            [d.judged[i] for i in labelled],
+            [people[i] for i in labelled],
+            [x for i, x in d.judged.items() if i not in people],
         )
         if width > widest:
             best, widest = name, width
@@ -419,3 +465,18 @@ def test_the_budget_defaults_and_a_dimension_without_rows():
     assert list(b.next_items) == picked
     assert_strata(b.strata, strata)
     assert estimates.budget(_table([], None)) == []
+
+
+def test_a_share_whose_labels_agree_keeps_a_spread_so_label_next_still_samples_its_level():
+    values = np.array([0.0, 1.0])
+    judged = {i: 0 for i in range(6)} | {i: 1 for i in range(6, 10)}
+    people = {0: 0, 1: 0, 2: 0, 6: 1, 7: 1}
+    picked, strata = estimates.label_next(values, ("No", "Yes"), judged, people, count=2, seed=4)
+    # plus two: No's (0, 0, 0) spread as (0, 0, 0, 0, 1), Yes's (1, 1) as (1, 1, 0, 1)
+    no, yes = statistics.stdev([0, 0, 0, 0, 1]), statistics.stdev([1, 1, 0, 1])
+    assert (no, yes) == pytest.approx((math.sqrt(0.2), 0.5))
+    # weights 6 x 0.447 = 2.68 and 4 x 0.5 = 2; 5 labels + 2: targets 4.01 and 2.99; below them by 1.01 and 0.99,
+    # then 0.01 and 0.99 (with sd 0 on both, as for a scale's mean, every target would be 0: Yes, the fewer, first)
+    assert_strata(strata, [("No", 6, 3, no, 4.0), ("Yes", 4, 2, yes, 3.0)])
+    assert [judged[i] for i in picked] == [0, 1]
+    assert picked == label_next_by_hand(values, ("No", "Yes"), judged, people, count=2, seed=4)[0]

@@ -117,15 +117,15 @@ def test_the_command_prints_a_wilson_interval_with_a_mark_and_its_footnote(judge
     line = next(x for x in out.splitlines() if x.startswith("Mistake_Identification") and "share:Yes" in x)
     assert "0.000 [0.000, 0.000]" not in line
     high = wilson_by_hand(0, 60)[1]
-    assert line.count(f"0.000 [0.000, {high:.3f}]") == 2 and "n=60" in line
+    # the people's share gets Wilson's interval; the corrected one, stratified by the judge's level, has a width
+    # of its own (each level's spread counted with one 0 and one 1 added), clipped at 0
+    assert line.count(f"0.000 [0.000, {high:.3f}]") == 1 and "n=60" in line
+    corrected = re.findall(r"(\d\.\d{3}) \[(\d\.\d{3}), (\d\.\d{3})\]", line)[2]
+    assert corrected[:2] == ("0.000", "0.000") and float(corrected[2]) > 0
     footnotes = [x for x in out.splitlines() if x.startswith("^")]
     wilson = next(x for x in footnotes if x.endswith("every value is 0: Wilson score interval of 0 of 60"))
     mark = int(wilson.split()[0][1:])
-    assert [mark in cell for cell in marks(line)] == [
-        False,
-        True,
-        True,
-    ]  # judge only (1 of 120 "Yes"), people, corrected
+    assert [mark in cell for cell in marks(line)] == [False, True, False]  # judge only (1 of 120 "Yes"), people
     assert len(footnotes) == len(set(footnotes))  # each note once
     # the JSON says the same; the API gives the method
     call_command("estimate", "--rubric", "tutor-response", "--labelled", "60", "--seed", "3", "--json")

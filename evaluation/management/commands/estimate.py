@@ -1,4 +1,4 @@
-"""Print, per dimension of a rubric, the judge's own estimate, the people's and the corrected (PPI++) one."""
+"""Print, per dimension of a rubric, the judge's own estimate, the people's and the corrected one (stratified by the judge's level, or PPI++)."""
 
 import argparse
 import json
@@ -44,7 +44,7 @@ def render(table: selectors.EstimateTable) -> str:
         + (f" (of {table.labelled_of}; the others' labels hidden)" if table.labelled != table.labelled_of else "")
         + f"; {table.adjudicated} adjudicated (people's value: {selectors.PEOPLE_VALUE})",
         "95% intervals. judge only: the judge's mean over every judged item (biased by whatever it gets wrong); "
-        "people only: the people's mean over the labelled items (classical CLT); corrected: PPI++ with power tuning.",
+        "people only: the people's mean over the labelled items (classical CLT); corrected: stratified by the judge's level where each level holds two labels (StratPPI), else PPI++ with power tuning; its method says which.",
         "",
         f"{'dimension':<26} {'estimand':<34} {'judge only':<26} {'people only':<32} {'corrected':<26} all people",
     ]
@@ -80,7 +80,7 @@ def render_budget(budgets: list[selectors.Budget]) -> str:
 
 def render_compare(by: str, a: str, b: str, rows: list[selectors.DifferenceRow]) -> str:
     lines = [
-        f"Corrected difference {by} {a!r} minus {b!r} (difference of two PPI++ estimates, variances added; 95%)",
+        f"Corrected difference {by} {a!r} minus {b!r} (difference of two corrected estimates, variances added; 95%)",
         f"{'dimension':<26} {'estimand':<34} {a[:24]:<26} {b[:24]:<26} {'difference':<28} judge-only difference",
     ]
     notes = selectors.estimate_notes(rows)
@@ -94,7 +94,7 @@ def render_compare(by: str, a: str, b: str, rows: list[selectors.DifferenceRow])
 
 class Command(BaseCommand):
     help = (
-        "Per dimension of a rubric: the judge-only, people-only and corrected (prediction-powered, PPI++) estimates "
+        "Per dimension of a rubric: the judge-only, people-only and corrected (prediction-powered) estimates "
         "with 95% intervals, within one judge configuration (the newest by default)."
     )
 
