@@ -314,10 +314,15 @@ class AgentAdmin(admin.ModelAdmin):
 
 @admin.register(TutoringSession)
 class TutoringSessionAdmin(admin.ModelAdmin):
-    list_display = ("id", "topic", "user", "is_complete", "message_count", "created_at")
+    list_display = ("session", "topic", "user", "is_complete", "message_count", "created_at")
     list_filter = ("is_complete", "topic")
     search_fields = ("id", "user")
     readonly_fields = ("full_conversation_log", "conversation_history", "state", "created_at", "updated_at")
+
+    @admin.display(description="session", ordering="created_at")
+    def session(self, obj):
+        """A session's id's first 8 characters (the whole UUID on hover and on its page) tell sessions apart."""
+        return format_html('<span title="{}">{}…</span>', obj.pk, str(obj.pk)[:8])
 
     @admin.display(description="Messages")
     def message_count(self, obj):

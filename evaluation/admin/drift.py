@@ -2,7 +2,13 @@
 
 from django.contrib import admin, messages
 
-from evaluation.admin.runs import ReadOnlyResultAdmin, dimensions_summary, judged_by_summary, usage_summary
+from evaluation.admin.runs import (
+    ReadOnlyResultAdmin,
+    dimensions_summary,
+    judged_by_summary,
+    run_column,
+    usage_summary,
+)
 from evaluation.drift import services
 from evaluation.errors import Conflict, NotFound
 from evaluation.models import (
@@ -89,18 +95,10 @@ class AgentMessageAdmin(admin.ModelAdmin):
 class DriftRunAdmin(ReadOnlyResultAdmin):
     """Golden baselines are accepted here: a completed run becomes its agent's baselines/<agent>.json."""
 
-    list_display = (
-        "run",
-        "agent",
-        "dimension_names",
-        "messages_judged",
-        "source",
-        "is_baseline",
-        "judges",
-        "window_end",
-    )
+    list_display = ("run_name", "dimension_names", "messages", "source", "is_baseline", "judges", "window_end")
     list_filter = ("is_baseline", "source")
     list_select_related = ["run", "run__agent"]
+    run_name = run_column("agent")
     search_fields = ("run__run_id",)
     actions = ["accept_as_baseline"]
     readonly_fields = ("dimension_names", "judges")
@@ -110,6 +108,10 @@ class DriftRunAdmin(ReadOnlyResultAdmin):
     def agent(self, obj):
         agent = obj.run.agent
         return agent.display_name or agent.pk if agent else "-"
+
+    @admin.display(description="messages", ordering="messages_judged")
+    def messages(self, obj):
+        return obj.messages_judged
 
     @admin.display(description="dimensions")
     def dimension_names(self, obj):

@@ -23,6 +23,7 @@ from evaluation.models import (
     RubricVersion,
     Transcript,
 )
+from evaluation.templatetags.evaluation_extras import label
 
 
 class RubricDimensionForm(forms.ModelForm):
@@ -160,9 +161,16 @@ class RubricAdmin(admin.ModelAdmin):
 @admin.register(RubricDimension)
 class RubricDimensionAdmin(admin.ModelAdmin):
     form = RubricDimensionForm
-    list_display = ("name", "rubric", "position", "scale_kind", "scale_min", "scale_max", "categories")
+    list_display = ("name", "rubric", "position", "scale")
     list_filter = ("rubric", "scale_kind")
     search_fields = ("name",)
+
+    @admin.display(description="scale", ordering="scale_kind")
+    def scale(self, obj):
+        """An integer range ("1-10") or the categories best first, in one column."""
+        if obj.scale_kind == "categories":
+            return " / ".join(str(c) for c in obj.categories or []) or "-"
+        return f"{obj.scale_min}-{obj.scale_max}"
 
     def save_model(self, request, obj, form, change):
         super().save_model(request, obj, form, change)
@@ -319,15 +327,47 @@ class AnnotationForm(forms.ModelForm):
         fields = ("item", "dimension", "value")
 
 
+def item_column():
+    """A list column of a label's or score's item as its transcript and key ("example-1 / GPT4"), which may wrap
+    at the slash; the source is a filter and the whole name is on hover."""
+
+    @admin.display(description="item", ordering="item")
+    def column(self, obj):
+        item = obj.item
+        name = f"{item.transcript.external_id} / {item.key}" if item.key else item.transcript.external_id
+        return format_html('<span title="{}">{}</span>', item, name)
+
+    return column
+
+
+def dimension_column():
+    """A list column of a label's or score's dimension by its words ("Mistake identification"): the rubric is
+    a filter, and `tutor-response.Mistake_Identification` on every row widened the lists past their box."""
+
+    @admin.display(description="dimension", ordering="dimension__name")
+    def column(self, obj):
+        return format_html('<span title="{}">{}</span>', obj.dimension, label(obj.dimension.name))
+
+    return column
+
+
 @admin.register(Annotation)
 class AnnotationAdmin(admin.ModelAdmin):
     """A label saved here is the signed-in user's (annotator = their user name)."""
 
     form = AnnotationForm
-    list_display = ("item", "dimension", "value", "rubric_version", "annotator", "user", "updated_at")
+    list_display = ("item_name", "dimension_name", "value", "version", "annotator", "updated_at")
+    list_select_related = ("item__transcript", "dimension__rubric", "rubric_version")
     list_filter = ("dimension__rubric", "rubric_version", "dimension", "annotator")
     search_fields = ("item__transcript__external_id", "annotator")
     raw_id_fields = ("item",)
+
+    item_name = item_column()
+    dimension_name = dimension_column()
+
+    @admin.display(description="rubric version", ordering="rubric_version__number")
+    def version(self, obj):
+        return f"v{obj.rubric_version.number}" if obj.rubric_version_id else "-"
 
     def save_model(self, request, obj, form, change):
         try:
@@ -468,10 +508,18 @@ class JudgeConfigurationAdmin(admin.ModelAdmin):
 
 @admin.register(JudgeScore)
 class JudgeScoreAdmin(admin.ModelAdmin):
-    list_display = ("item", "dimension", "value", "repeat", "configuration", "created_at")
+    list_display = ("item_name", "dimension_name", "value", "repeat", "judge", "created_at")
+    list_select_related = ("item__transcript", "dimension__rubric", "configuration")
     list_filter = ("configuration", "dimension__rubric", "dimension", "repeat")
     search_fields = ("item__transcript__external_id",)
     readonly_fields = ("item", "dimension", "configuration", "repeat", "value", "score", "rationale", "created_at")
+    item_name = item_column()
+    dimension_name = dimension_column()
+
+    @admin.display(description="judge", ordering="configuration__provider")
+    def judge(self, obj):
+        """The judge's provider/model, its whole configuration key (prompt hash, rubric version) on hover."""
+        return format_html('<span title="{}">{}</span>', obj.configuration.key, obj.configuration.provider)
 
     def has_add_permission(self, request):
         return False

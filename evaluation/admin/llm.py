@@ -52,6 +52,17 @@ class EndpointCredentialAdmin(admin.ModelAdmin):
     search_fields = ("base_url",)
 
 
+def price_column(field: str, description: str):
+    """A list column of a decimal without its trailing zeros."""
+
+    @admin.display(description=description, ordering=field)
+    def column(self, obj):
+        value = getattr(obj, field)
+        return "-" if value is None else f"{value.normalize():f}"
+
+    return column
+
+
 @admin.register(ModelPrice)
 class ModelPriceAdmin(admin.ModelAdmin):
     """Prices per million tokens from a date on. A row saved here is marked edited_in_admin, and
@@ -61,17 +72,25 @@ class ModelPriceAdmin(admin.ModelAdmin):
         "vendor",
         "model",
         "effective_from",
-        "input_per_mtok",
-        "cached_input_per_mtok",
-        "cache_write_per_mtok",
-        "cache_write_long_per_mtok",
-        "output_per_mtok",
-        "batch_discount",
-        "edited_in_admin",
-    )
+        "input_price",
+        "cached_input_price",
+        "cache_write_price",
+        "cache_write_long_price",
+        "output_price",
+        "batch",
+    )  # whether staff edited a price is the list's filter (edited in admin), not an eleventh column
     list_filter = ("vendor", "edited_in_admin")
     search_fields = ("model",)
     readonly_fields = ("edited_in_admin", "updated_at")
+
+    # The list's prices without the six decimals the table stores ("1" for 1.000000, "0.075"): ten columns of
+    # padded figures did not fit beside the filters.
+    input_price = price_column("input_per_mtok", "input")
+    cached_input_price = price_column("cached_input_per_mtok", "cached input")
+    cache_write_price = price_column("cache_write_per_mtok", "cache write")
+    cache_write_long_price = price_column("cache_write_long_per_mtok", "long cache write")
+    output_price = price_column("output_per_mtok", "output")
+    batch = price_column("batch_discount", "batch discount")
 
     def save_model(self, request, obj, form, change):
         obj.edited_in_admin = True

@@ -50,6 +50,31 @@ def summary_list(mapping, *, keys_as_labels: bool = True):
     return format_html('<dl class="summary">{}</dl>{}', rows, more)
 
 
+def run_name(run) -> str:
+    """What people call a run: the persona (or the stored session it evaluated) and the topic of a tutor run,
+    the suite of a suite run, the agent of a drift run; its id is on its page, not in lists."""
+    if run.persona_id or run.topic_id:
+        who = label(run.persona) if run.persona_id else "Stored session"
+        return f"{who} · {label(run.topic)}" if run.topic_id else who
+    suite_run = getattr(run, "suite_run", None) if run.kind == "suite" else None
+    if suite_run is not None:
+        return suite_run.name
+    if run.agent_id:
+        return str(getattr(run.agent, "display_name", "") or run.agent_id)
+    return label(run.kind)
+
+
+def run_column(description: str = "run"):
+    """A list column naming a row's run as people do (run_name), its id on hover: ids of 30 characters
+    without a space widened every list of a run's details past its box."""
+
+    @admin.display(description=description, ordering="run__created_at")
+    def column(self, obj):
+        return format_html('<span title="{}">{}</span>', obj.run.run_id, run_name(obj.run))
+
+    return column
+
+
 def usage_summary(usage) -> str:
     """Token usage as a sentence: calls, input and output tokens, and the calls per provider."""
     if not isinstance(usage, dict) or not usage:
@@ -214,7 +239,7 @@ class EvaluationRunAdmin(admin.ModelAdmin):
     list_display_links = ("title",)
     list_filter = ("kind", "status", "stage", "source", "persona", "topic", "created_at")
     search_fields = ("run_id", "group", "error", "summary")
-    list_select_related = ("persona", "topic", "agent")
+    list_select_related = ("persona", "topic", "agent", "suite_run")
     date_hierarchy = "created_at"
     readonly_fields = ("report_link", "what", "config_summary", "usage", *RESULT_FIELDS)
     exclude = ("config",)  # shown as config_masked: URL credentials never reach the page
@@ -267,12 +292,7 @@ class EvaluationRunAdmin(admin.ModelAdmin):
     @admin.display(description="run")
     def what(self, obj):
         """Persona and topic of a tutor run, the agent of a drift run: what people call the run."""
-        if obj.persona_id or obj.topic_id:
-            who = label(obj.persona) if obj.persona_id else "Real student"
-            return f"{who} · {label(obj.topic)}" if obj.topic_id else who
-        if obj.agent_id:
-            return str(getattr(obj.agent, "display_name", "") or obj.agent_id)
-        return label(obj.kind)
+        return run_name(obj)
 
     def get_inlines(self, request, obj):
         """The inlines of the run's kind: a tutor run has no drift or suite details, and the reverse."""
@@ -287,9 +307,13 @@ class EvaluationRunAdmin(admin.ModelAdmin):
 
     @admin.display(description="run", ordering="run_id")
     def title(self, obj):
-        """The run as people name it, and under it its kind and id (which may wrap anywhere: it is an id)."""
+        """The run as people name it, and under it its kind; its id on hover and on its page (an id of 30
+        characters in a narrow column was broken mid-word)."""
         return format_html(
-            '{}<br><small class="run-id">{} · {}</small>', self.what(obj), obj.get_kind_display(), obj.run_id
+            '<span title="{}">{}</span><br><small class="run-kind">{}</small>',
+            obj.run_id,
+            self.what(obj),
+            obj.get_kind_display(),
         )
 
     @admin.display(description="score", ordering="overall_score")
@@ -361,14 +385,18 @@ class ReadOnlyResultAdmin(admin.ModelAdmin):
 
 @admin.register(RunMessage)
 class RunMessageAdmin(ReadOnlyResultAdmin):
-    list_display = ("run", "turn", "role", "timestamp")
+    list_display = ("run_name", "turn", "role", "timestamp")
+    list_select_related = ("run__persona", "run__topic", "run__agent", "run__suite_run")
+    run_name = run_column()
     list_filter = ("role",)
     search_fields = ("content", "run__run_id")
 
 
 @admin.register(DimensionScore)
 class DimensionScoreAdmin(ReadOnlyResultAdmin):
-    list_display = ("run", "dimension_label", "score")
+    list_display = ("run_name", "dimension_label", "score")
+    list_select_related = ("run__persona", "run__topic", "run__agent", "run__suite_run")
+    run_name = run_column()
 
     @admin.display(description="dimension", ordering="dimension")
     def dimension_label(self, obj):
@@ -380,7 +408,9 @@ class DimensionScoreAdmin(ReadOnlyResultAdmin):
 
 @admin.register(Problem)
 class ProblemAdmin(ReadOnlyResultAdmin):
-    list_display = ("run", "rank", "severity", "cause", "title", "quote_found")
+    list_display = ("run_name", "rank", "severity", "cause", "title", "quote_found")
+    list_select_related = ("run__persona", "run__topic", "run__agent", "run__suite_run")
+    run_name = run_column()
 
     @admin.display(description="root cause", ordering="root_cause")
     def cause(self, obj):
@@ -392,7 +422,9 @@ class ProblemAdmin(ReadOnlyResultAdmin):
 
 @admin.register(RunEvent)
 class RunEventAdmin(ReadOnlyResultAdmin):
-    list_display = ("run", "at", "attempt", "status", "actor")
+    list_display = ("run_name", "at", "attempt", "status", "actor")
+    list_select_related = ("run__persona", "run__topic", "run__agent", "run__suite_run")
+    run_name = run_column()
     list_filter = ("status",)
     search_fields = ("run__run_id", "actor", "note")
 

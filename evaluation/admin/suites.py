@@ -6,7 +6,7 @@ from django.db.models import Count, Q
 from django.urls import reverse
 from django.utils.html import format_html
 
-from evaluation.admin.runs import ReadOnlyResultAdmin, usage_summary
+from evaluation.admin.runs import ReadOnlyResultAdmin, run_column, usage_summary
 from evaluation.errors import Conflict, InvalidInput, NotFound
 from evaluation.models import CacheEntry, Case, CaseResult, Suite, SuiteRun
 from evaluation.runs import selectors as run_selectors
@@ -97,7 +97,17 @@ class CaseAdmin(admin.ModelAdmin):
 
 @admin.register(CaseResult)
 class CaseResultAdmin(admin.ModelAdmin):
-    list_display = ("case", "run", "repeat", "passed", "cached", "judge_model", "duration_ms", "created_at")
+    list_display = ("case", "run_name", "repeat", "passed", "cached", "judge_model", "duration", "created_at")
+    list_select_related = ("case", "run__suite_run")
+    run_name = run_column("suite run")
+
+    @admin.display(description="duration", ordering="duration_ms")
+    def duration(self, obj):
+        """Milliseconds to two significant figures: the float as stored was 17 digits wide."""
+        if obj.duration_ms is None:
+            return "-"
+        return f"{obj.duration_ms:.2g} ms" if obj.duration_ms < 100 else f"{obj.duration_ms:,.0f} ms"
+
     list_filter = ("passed", "cached")
     exclude = ("usage",)
     readonly_fields = (
@@ -124,15 +134,26 @@ class CaseResultAdmin(admin.ModelAdmin):
 
 @admin.register(CacheEntry)
 class CacheEntryAdmin(admin.ModelAdmin):
-    list_display = ("case_name", "suite_path", "fingerprint", "created_at")
+    list_display = ("case_name", "suite", "fingerprint_start", "created_at")
     search_fields = ("case_name", "suite_path", "fingerprint")
     readonly_fields = ("fingerprint", "case_name", "suite_path", "created_at")
+
+    @admin.display(description="suite", ordering="suite_path")
+    def suite(self, obj):
+        """The suite file's folder and name (skills/greeter/EVAL.md -> greeter/EVAL.md), the whole path on hover."""
+        return format_html('<span title="{}">{}</span>', obj.suite_path, "/".join(obj.suite_path.split("/")[-2:]))
+
+    @admin.display(description="fingerprint", ordering="fingerprint")
+    def fingerprint_start(self, obj):
+        """A hash's first 12 characters tell entries apart; the whole hash is on the entry's page."""
+        return format_html('<span title="{}">{}…</span>', obj.fingerprint, obj.fingerprint[:12])
 
 
 @admin.register(SuiteRun)
 class SuiteRunAdmin(ReadOnlyResultAdmin):
-    list_display = ("run", "suite", "status", "result", "model", "judge_model", "repeats")
+    list_display = ("run_name", "status", "result", "model", "judge_model", "repeats", "started")
     list_select_related = ["run", "suite"]
+    run_name = run_column("suite")  # the run is called by its suite, as the suite run page is
     list_filter = ("run__status",)
     search_fields = ("run__run_id", "suite_path")
 
@@ -149,6 +170,10 @@ class SuiteRunAdmin(ReadOnlyResultAdmin):
     @admin.display(description="status", ordering="run__status")
     def status(self, obj):
         return obj.run.get_status_display()
+
+    @admin.display(description="started", ordering="run__created_at")
+    def started(self, obj):
+        return obj.run.created_at
 
     @admin.display(description="result")
     def result(self, obj):
