@@ -1,5 +1,6 @@
 """Admin for persona-drift data: propositions, their scores, corrections, and accepting baselines."""
 
+from django import forms
 from django.contrib import admin, messages
 
 from evaluation.admin.runs import (
@@ -21,8 +22,25 @@ from evaluation.models import (
 )
 
 
+class PropositionForm(forms.ModelForm):
+    """A proposition's row in boxes that fit the page: the default text areas (40 columns by 10 rows for the
+    claim and for the JSON) made the proposition set's page 2,000 px wide."""
+
+    class Meta:
+        model = Proposition
+        fields = ("position", "proposition_id", "claim", "weight", "inverted", "extra")
+        widgets = {
+            "position": forms.NumberInput(attrs={"style": "width: 4em"}),
+            "proposition_id": forms.TextInput(attrs={"size": 20}),
+            "claim": forms.Textarea(attrs={"rows": 3, "cols": 40}),
+            "weight": forms.NumberInput(attrs={"style": "width: 5em", "step": "any"}),
+            "extra": forms.Textarea(attrs={"rows": 2, "cols": 16}),
+        }
+
+
 class PropositionInline(admin.TabularInline):
     model = Proposition
+    form = PropositionForm
     extra = 0
     fields = ("position", "proposition_id", "claim", "weight", "inverted", "extra")
 
