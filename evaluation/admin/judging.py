@@ -383,12 +383,26 @@ class AnnotationAdmin(admin.ModelAdmin):
 class AnnotationInline(admin.TabularInline):
     model = Annotation
     extra = 0
-    fields = ("dimension", "rubric_version", "value", "annotator", "user")
-    readonly_fields = ("dimension", "rubric_version", "value", "annotator", "user")
+    # The dimension, version and user as text: Django links a read-only related field to its admin page
+    # whatever the reader may open, and a viewer may not open rubric versions or users (a broken link).
+    fields = ("dimension_text", "version", "value", "annotator", "user_name")
+    readonly_fields = fields
     can_delete = False
 
     def has_add_permission(self, request, obj=None):
         return False
+
+    @admin.display(description="dimension")
+    def dimension_text(self, obj):
+        return str(obj.dimension)
+
+    @admin.display(description="rubric version")
+    def version(self, obj):
+        return str(obj.rubric_version) if obj.rubric_version_id else "-"
+
+    @admin.display(description="user")
+    def user_name(self, obj):
+        return obj.user.get_username() if obj.user_id else "-"
 
 
 class LabelForm(forms.ModelForm):
