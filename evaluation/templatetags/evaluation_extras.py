@@ -88,6 +88,16 @@ def label_filter(value: Any) -> str:
 
 
 @register.filter
+def status_detail(run: Any) -> str:
+    """What an active run's status line adds to its status: its detail ("Turn 5/20"), else its stage when that
+    says more than the status ("Evaluating"); nothing that repeats the status ("Queued · queued")."""
+    detail = (run.detail or "").strip()
+    if not detail and run.stage != run.status:
+        detail = run.get_stage_display()
+    return "" if detail.lower() == str(run.status).lower() else detail
+
+
+@register.filter
 def plumbing_note(label: Any) -> str:
     """The warning shown beside scores whose judge (its label or configuration key) is a plumbing-only model."""
     from evaluation.providers.compat import plumbing_only

@@ -225,8 +225,9 @@ def _message_rows(items):
 
 
 def _run_title(run: Any) -> str:
-    """A tutor run as people name it: its persona (or a real student) and its topic; the id is in the crumbs."""
-    who = label(run.persona) if run.persona_id else "Real student"
+    """A tutor run as people name it: its persona (or the stored session it evaluated) and its topic; the id is in
+    the crumbs."""
+    who = label(run.persona) if run.persona_id else "Stored session"
     return f"{who} · {label(run.topic)}" if run.topic_id else f"{who} · run {run.run_id}"
 
 

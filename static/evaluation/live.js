@@ -28,9 +28,16 @@
   // What a card or report shows as a run's one status: the detail while it runs ("Turn 5/20"), then
   // the lifecycle status once it has ended.
   function cap(text) { return text ? text.charAt(0).toUpperCase() + text.slice(1) : ""; }
+  // An active run's detail, or its stage where that says more than its status; never the status again
+  // ("Queued · queued"). The server's status_detail filter says the same.
+  function detailText(s) {
+    var detail = (s.detail || "").trim();
+    if (!detail && s.status !== s.run_status) detail = cap((s.status || "").replace(/_/g, " "));
+    return detail.toLowerCase() === (s.run_status || "").toLowerCase() ? "" : detail;
+  }
   function statusText(s) {
     if (finished.indexOf(s.run_status) >= 0) return cap(s.run_status);
-    return s.detail || s.status;
+    return detailText(s) || cap(s.run_status);
   }
 
   // Run controls follow the status: Cancel while a run is queued or running, Retry and Evaluate again
@@ -115,7 +122,10 @@
         .then(function (r) { return r.json(); })
         .then(function (data) {
           setText(page, "[data-status]", cap(data.status.run_status));
-          setText(page, "[data-detail]", data.status.detail || data.status.status);
+          var detail = detailText(data.status);
+          setText(page, "[data-detail]", detail);
+          var line = page.querySelector("[data-detail-line]");
+          if (line) line.hidden = !detail;
           showControls(page, finished.indexOf(data.status.run_status) >= 0);
           data.messages.forEach(function (m) {
             var div = document.createElement("div");
