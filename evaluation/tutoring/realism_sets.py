@@ -182,12 +182,13 @@ def realism_cards(
     group: str = "",
     acts: str | ActClassifier = "rules",
 ) -> Cards:
-    """Cards of the sets asked for (an imported set with `transcripts`, else the persona sets) against `reference`,
+    """Cards of the sets asked for (an imported set with `transcripts`, by its source name even where a shipped
+    table has that name, else the persona sets) against `reference`,
     the acts by `acts` (ACTS_CHOICES, a provider spec, or a classifier)."""
     classifier = acts if isinstance(acts, ActClassifier) else act_classifier(acts)
     ref = corpus(reference, classifier)
     sets = (
-        [corpus(transcripts, classifier)]
+        [imported_corpus(transcripts.removeprefix("imported:"), classifier)]
         if transcripts
         else persona_corpora(persona or "all", group=group, acts=classifier)
     )

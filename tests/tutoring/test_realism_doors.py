@@ -128,6 +128,9 @@ def test_bridge_files_import_and_card_as_a_set(catalog, tmp_path):
     data = json.loads(run_command("--reference", "bridge", "--transcripts", "imported:bridge", "--json"))
     card = data["sets"][0]
     assert card["name"] == "bridge" and card["turns"] == 24 and card["dialogues"] == 8
+    # the side under test is the imported set by its source name, though a shipped table is called bridge too
+    plain = json.loads(run_command("--reference", "bridge", "--transcripts", "bridge", "--json"))["sets"][0]
+    assert (plain["turns"], plain["dialogues"]) == (24, 8)
     ack = next(m for m in card["measures"] if m["name"] == "acknowledgement_rate")
     assert ack["value"] == pytest.approx(4 / 24, abs=1e-4)
     with pytest.raises(CommandError, match="no imported transcripts of source 'nothing'"):
