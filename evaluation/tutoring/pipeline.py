@@ -25,6 +25,7 @@ from evaluation.models import (
     BatchState,
     DimensionScore,
     EvaluationRun,
+    Persona,
     Problem,
     ProviderBatch,
     RunMessage,
@@ -498,7 +499,16 @@ def finalize_group(group: str) -> Path | None:
     if len(runs) < 2 and checked is None:
         return None
     folder = comparison_folder(group)
+    names = dict(
+        Persona.objects.filter(persona_id__in={r.get("persona_id") for r in runs}).values_list("persona_id", "name")
+    )
     reports.write_comparison(
-        folder, group, runs, min_coverage=setting("MIN_COVERAGE"), gate=checked, realism=group_realism_of(group)
+        folder,
+        group,
+        runs,
+        min_coverage=setting("MIN_COVERAGE"),
+        gate=checked,
+        realism=group_realism_of(group),
+        names=names,
     )
     return folder

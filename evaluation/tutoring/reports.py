@@ -13,6 +13,7 @@ from typing import Any
 import orjson
 
 from evaluation.providers.compat import plumbing_only
+from evaluation.templatetags.evaluation_extras import label
 from evaluation.tutoring.judge import format_transcript
 from evaluation.tutoring.regression import Gate, counted, mean_ci
 from evaluation.tutoring.rubric import SUGGESTED_FIXES
@@ -417,8 +418,12 @@ def write_comparison(
     min_coverage: float,
     gate: Gate | None = None,
     realism: list[dict[str, Any]] | None = None,
+    names: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """comparison.json and comparison.md, with the group's gate against its baseline when it has one.
+
+    comparison.md calls personas by their names (`names`, persona id -> name; the id where none is given),
+    root causes by their words, and names the judge (and says when it is the offline rule-based one).
 
     With one judge, "personas" is keyed by persona id. With several, runs of different judges are never
     averaged: "judges" names them, "split_by_judge" is true, and "personas" has a row per persona and judge,
@@ -457,9 +462,17 @@ def write_comparison(
             "scores of different judges are not averaged.",
             "",
         ]
+    else:
+        lines += [f"Judged by {_judge_words(judges[0])}." if judges else "No run was judged.", ""]
+    persona_names = names or {}
+
+    def persona(persona_id: str) -> str:
+        return persona_names.get(persona_id) or persona_id
+
     # the row's name: the persona, and with several judges the judge in a column of its own
-    names = {
-        key: [p["persona_id"], p["judge"] or "not judged"] if split else [key] for key, p in data["personas"].items()
+    row_names = {
+        key: [persona(p["persona_id"]), p["judge"] or "not judged"] if split else [persona(key)]
+        for key, p in data["personas"].items()
     }
     heading = ["persona", "judge"] if split else ["persona"]
     lines += _row([*heading, *(d.replace("_", " ") for d in dims), "average"])
@@ -474,14 +487,14 @@ def write_comparison(
             if p["avg_score"] is None
             else f"{_mean_cell(p['avg_score'], p['avg_ci'], p['avg_n'])} n={p['avg_n']}"
         )
-        lines += _row([*names[key], *cells, avg])
+        lines += _row([*row_names[key], *cells, avg])
     if data["left_out"]:
         lines += ["", f"Left out (judged on less than {min_coverage:.0%} of the planned turns):"]
         lines += [f"- {r['run_id']}: {r['turns_answered']}/{r['max_turns']} turns" for r in data["left_out"]]
     if repeats > 1:
         lines += ["", "## Runs", ""]
         for key, p in data["personas"].items():
-            lines += [f"### {key}", ""]
+            lines += [f"### {' · '.join(row_names[key])}", ""]
             lines += _row(["run", "status", "turns", *(d.replace("_", " ") for d in dims), "average"])
             lines.append("|---" * (len(dims) + 4) + "|")
             for r in p["runs"]:
@@ -498,13 +511,20 @@ def write_comparison(
         lines += [
             "",
             "> **The verdict stands, but it rests on simulated students unlike real ones:** "
-            + "; ".join(f"{r['persona_id']} ({r['simulator']}): {'; '.join(r['notes'])}" for r in realism)
+            + "; ".join(f"{persona(r['persona_id'])} ({r['simulator']}): {'; '.join(r['notes'])}" for r in realism)
             + " (manage.py realism shows the cards).",
         ]
     lines += ["", "## Root causes", "", "| root cause | count |", "|---|---|"]
-    lines += [f"| {c} | {n} |" for c, n in data["root_causes"].items()] or ["| (none) | 0 |"]
+    lines += [f"| {label(c)} | {n} |" for c, n in data["root_causes"].items()] or ["| (none) | 0 |"]
     _write(folder / "comparison.md", "\n".join(lines) + "\n")
     return data
+
+
+def _judge_words(judge: str) -> str:
+    """A judge as a sentence names it: the offline rules said to be rules, not a model's judgement."""
+    if judge.startswith("offline/"):
+        return f"{judge} (the offline rule-based judge: measurable signals, not a model's judgement)"
+    return judge
 
 
 def _row(cells: list[str]) -> list[str]:

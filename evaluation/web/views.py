@@ -375,7 +375,10 @@ def comparison(request: HttpRequest, group: str) -> HttpResponse:
     for row in ctx["rows"]:
         row["persona_name"] = names.get(row["persona_id"]) or label(row["persona_id"])
     ctx["persona_names"] = names
-    ctx["chart"] = grouped_bars(*_labelled(ctx["series"], ctx["dimensions"], names))
+    # A group none of whose runs was judged (every run failed) has no chart and no root causes to show:
+    # an empty chart with its legend, and "No problems identified", said what was never looked at.
+    ctx["judged"] = any(row.get("avg") is not None for row in ctx["rows"])
+    ctx["chart"] = grouped_bars(*_labelled(ctx["series"], ctx["dimensions"], names)) if ctx["judged"] else ""
     topic_ids = {r.get("topic") for row in ctx["rows"] for r in row["runs"] if isinstance(r, dict)} - {None, ""}
     topics = sorted(t.name for t in selectors.topic_list().filter(topic_id__in=topic_ids))
     # the CLI's group ids already say "comparison_..."

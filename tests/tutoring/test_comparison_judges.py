@@ -55,12 +55,12 @@ def test_two_judges_in_one_group_get_a_row_each(catalog, settings, tmp_path):
     # the Markdown: a judge column, each judge's own mean (never the 6.0 of ace's six runs), the note
     assert "| persona | judge | pacing | average |" in md
     assert "|---|---|---|---|" in md
-    assert f"| ace | {STRICT} | 3 [0.52, 5.48] n=3 | 3 [0.52, 5.48] n=3 |" in md
-    assert f"| ace | {LENIENT} | 9 [6.52, 10] n=3 | 9 [6.52, 10] n=3 |" in md
-    assert f"| struggler | {STRICT} | 6 n=1 | 6 n=1 |" in md
-    assert "| ace | 6" not in md and "| ace | " + STRICT + " | 6" not in md
+    assert f"| Arjun | {STRICT} | 3 [0.52, 5.48] n=3 | 3 [0.52, 5.48] n=3 |" in md
+    assert f"| Arjun | {LENIENT} | 9 [6.52, 10] n=3 | 9 [6.52, 10] n=3 |" in md
+    assert f"| Priya | {STRICT} | 6 n=1 | 6 n=1 |" in md
+    assert "| Arjun | 6" not in md and "| Arjun | " + STRICT + " | 6" not in md
     assert f"Scored by 2 judges ({LENIENT}, {STRICT})" in md and "not averaged" in md
-    assert f"### ace · {STRICT}" in md and f"### ace · {LENIENT}" in md
+    assert f"### Arjun · {STRICT}" in md and f"### Arjun · {LENIENT}" in md
 
 
 def test_a_group_of_one_judge_keeps_personas_keyed_by_id(catalog, settings, tmp_path):
@@ -71,7 +71,8 @@ def test_a_group_of_one_judge_keeps_personas_keyed_by_id(catalog, settings, tmp_
     assert "judges" not in data and "split_by_judge" not in data
     assert "judge" not in data["personas"]["ace"] and data["personas"]["ace"]["mean_scores"] == {"pacing": 3.0}
     assert "| persona | pacing | average |" in md and "| persona | judge |" not in md
-    assert "| ace | 3 n=2 | 3 n=2 |" in md and "### ace" in md and "Scored by" not in md
+    assert "| Arjun | 3 n=2 | 3 n=2 |" in md and "### Arjun" in md and "Scored by" not in md
+    assert f"Judged by {STRICT}." in md  # one judge, named (comparison.md calls personas by their names)
 
 
 def test_a_run_never_judged_gets_its_own_row_beside_two_judges(catalog, settings, tmp_path):
@@ -89,5 +90,5 @@ def test_a_run_never_judged_gets_its_own_row_beside_two_judges(catalog, settings
     data, md = written("with_failure")
     assert list(data["personas"]) == [f"ace · {LENIENT}", f"ace · {STRICT}", "ace · not judged"]
     assert data["personas"]["ace · not judged"]["judge"] == "" and data["personas"]["ace · not judged"]["runs"]
-    assert "| ace | not judged | - | failed |" in md
-    assert f"| ace | {STRICT} | 4 n=1 | 4 n=1 |" in md
+    assert "| Arjun | not judged | - | failed |" in md
+    assert f"| Arjun | {STRICT} | 4 n=1 | 4 n=1 |" in md

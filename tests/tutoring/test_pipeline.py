@@ -65,7 +65,7 @@ def test_runs_per_persona_averages_with_spread(server, settings):
     assert "up to 3 per persona: mean [95% confidence interval]" in text and "## Runs" in text
     # one table per persona, one row per run, with its turns and the five dimensions
     header = "| run | status | turns | responsiveness | explanation quality | emotional attunement | pacing"
-    assert f"### quiet_one\n\n{header}" in text
+    assert f"### Meera\n\n{header}" in text  # the persona by its name
     for run in runs:
         scores = {s.dimension: s.score for s in run.dimension_scores.all()}
         row = f"| {run.run_id} | completed | {run.config['turns_answered']}/4 | " + " | ".join(
