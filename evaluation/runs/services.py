@@ -868,23 +868,13 @@ def _run_work(
             f"interrupted: {exc} at {run.stage}, turn {run.turn} (worker {run.worker}; its qcluster was "
             "shut down). Retry to run it again."
         )
-        text = redact("".join(traceback.format_exception(exc)))
-        if on_failure is not None:
-            try:
-                on_failure(handle, exc, message, text)
-            except Exception:
-                log.warning("failure clean-up of %s failed", run.run_id, exc_info=True)
+        _failure_clean_up(handle, exc, message, on_failure)
         fields = {"stage": RunStage.INTERRUPTED, "error": message, "detail": f"interrupted at {run.stage}"}
         _end(handle, RunStatus.INTERRUPTED, fields)
     except BaseException as exc:
         # What is stored and written (error, traceback, error.txt, run.log) never shows a URL's credentials.
         message = redact(failure_message(exc))
-        text = redact("".join(traceback.format_exception(exc)))
-        if on_failure is not None:
-            try:
-                on_failure(handle, exc, message, text)
-            except Exception:
-                log.warning("failure clean-up of %s failed", run.run_id, exc_info=True)
+        text = _failure_clean_up(handle, exc, message, on_failure)
         _end(
             handle,
             RunStatus.FAILED,
@@ -899,6 +889,18 @@ def _run_work(
             except Exception:
                 log.warning("after-run step of %s failed", run.run_id, exc_info=True)
         runs_dispatch_safely()  # this run's slot is free: the oldest waiting run takes it
+
+
+def _failure_clean_up(handle: RunHandle, exc: BaseException, message: str, on_failure: OnFailure | None) -> str:
+    """The run's traceback, redacted, after the caller's clean-up has been told of the failure (a failing clean-up
+    is logged, never raised: the run still ends)."""
+    text = redact("".join(traceback.format_exception(exc)))
+    if on_failure is not None:
+        try:
+            on_failure(handle, exc, message, text)
+        except Exception:
+            log.warning("failure clean-up of %s failed", handle.run.run_id, exc_info=True)
+    return text
 
 
 def _stale_after() -> float:
