@@ -68,7 +68,7 @@ def test_a_level_with_fewer_than_two_labels_joins_a_neighbour_and_says_so():
     # 0 holds 2: its own; 1 holds 2: its own; 2 holds 1, 3 holds 1: together they hold 2
     assert strata == [(0,), (1,), (2, 3)]
     ours = estimates.stratified_mean(y, g_lab, g_unl)
-    assert estimates.COLLAPSED_NOTE in ours.method
+    assert ours.method == f"{estimates.STRATIFIED}; {estimates.COLLAPSED_NOTE}"
     assert (ours.value, ours.se) == pytest.approx(stratified_by_hand(y.tolist(), g_lab.tolist(), g_unl.tolist(), False))
     # the last level alone with one label joins the stratum below it
     assert estimates.strata_of(np.array([0, 0, 1, 1, 2, 2]), np.array([0, 0, 1, 1, 2])) == [(0,), (1, 2)]
@@ -76,11 +76,20 @@ def test_a_level_with_fewer_than_two_labels_joins_a_neighbour_and_says_so():
     assert estimates.strata_of(np.array([0, 1, 2, 2, 2]), np.array([0, 1, 2, 2])) == [(0, 1), (2,)]
     assert estimates.strata_of(np.array([0, 1, 2, 2]), np.array([0, 1, 2])) == [(0, 1, 2)]
     assert estimates.strata_of(np.array([0, 1, 2]), np.array([0])) == []
-    assert estimates.stratified_mean(np.array([1.0]), np.array([0]), np.array([1])).value is None
+    assert estimates.strata_of(np.array([0, 0, 1]), np.array([0, 0])) == [(0, 1)]  # two labels are enough
+    one = estimates.stratified_mean(np.array([1.0]), np.array([0]), np.array([1]))
+    assert (one.value, one.n, one.method) == (None, 1, estimates.STRATIFIED) and "at least 2" in one.reason
+    # two labels, nothing unlabelled: the people's mean, said so
+    both = estimates.stratified_mean(np.array([0.0, 1.0]), np.array([0, 1]), np.array([], dtype=np.int64))
+    assert both.method.startswith(estimates.CLASSICAL) and both.value == 0.5
+    # every level's labels equal and the levels alike: no width, said so
+    flat = estimates.stratified_mean(np.array([1.0, 1.0, 1.0, 1.0]), np.array([0, 0, 1, 1]), np.array([0, 1]))
+    assert flat.se == 0.0 and flat.method == f"{estimates.STRATIFIED}; {estimates.NO_WIDTH_NOTE}"
     # every judged item labelled: the people's own mean and interval
     everyone = estimates.stratified_mean(y, g_lab, np.array([], dtype=np.int64))
     people = estimates.classical_mean(y)
     assert (everyone.value, everyone.low, everyone.high) == (people.value, people.low, people.high)
+    assert everyone.method.startswith(estimates.CLASSICAL) and everyone.unlabelled == 0
     with pytest.raises(ValueError, match="same items"):
         estimates.stratified_mean(y, g_lab[:3], g_unl)
 
