@@ -8,6 +8,7 @@ sentinel to acknowledge the stop; SIGTERM to the main process alone let the run 
 
 import json
 import os
+import re
 import signal
 import time
 from pathlib import Path
@@ -87,6 +88,9 @@ def test_a_qcluster_stops_within_seconds_on_sigterm_and_its_run_says_so(
                 time.sleep(0.1)
             log = (tmp_path / "q.log").read_text(errors="replace")
     run.refresh_from_db()
+    # it says it starts and is ready (django-q2's lines), and that it stopped
+    assert re.search(r"Q Cluster \S+ starting\.", log) and "ready for work" in log, log[-3000:]
+    assert "qcluster stopped" in log, log[-3000:]
     assert run.status == "interrupted", (run.status, run.turn, run.error, log[-3000:])
     assert "its worker was stopped (SIGTERM)" in run.error and f"turn {run.turn}" in run.error, run.error
     assert "Retry" in run.error
