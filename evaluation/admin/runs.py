@@ -34,8 +34,29 @@ def _short(value, width: int = 80) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+WORDED_VALUES = {"ended_by", "target", "started_by", "source"}
+"""Config keys whose values are terms of the app's ("max_turns", "is_complete"): shown in words."""
+
+
+def _readable(key, value) -> str:
+    """One config value in words: a term as words, a record of LLMs as role provider/model, a nested record
+    as its plain fields, a list by its length; never a fragment of JSON."""
+    if isinstance(value, str) and key in WORDED_VALUES and value:
+        return label(value)
+    if isinstance(value, dict):
+        if value and all(isinstance(v, dict) and "provider" in v for v in value.values()):
+            return "; ".join(f"{label(role)} {v.get('provider')}/{v.get('model')}" for role, v in value.items())
+        plain = [(k, v) for k, v in value.items() if not isinstance(v, dict | list)]
+        text = "; ".join(f"{label(k)} {_short(v, 40)}" for k, v in plain)
+        more = len(value) - len(plain)
+        return _short(text + (f" (and {more} more fields)" if more else ""), 160) if text else f"{len(value)} fields"
+    if isinstance(value, list):
+        return f"{len(value)} item{'s' if len(value) != 1 else ''}" if value else "none"
+    return _short(value)
+
+
 def summary_list(mapping, *, keys_as_labels: bool = True):
-    """A dict as a short definition list (labelled keys, values on one line), in place of a JSON blob."""
+    """A dict as a short definition list (labelled keys, values in words on one line), in place of a JSON blob."""
     if not mapping:
         return "-"
     if not isinstance(mapping, dict):
@@ -44,7 +65,7 @@ def summary_list(mapping, *, keys_as_labels: bool = True):
     rows = format_html_join(
         "",
         "<dt>{}</dt><dd>{}</dd>",
-        ((label(k) if keys_as_labels else k, _short(v)) for k, v in items[:SUMMARY_ITEMS]),
+        ((label(k) if keys_as_labels else k, _readable(k, v)) for k, v in items[:SUMMARY_ITEMS]),
     )
     more = f"and {len(items) - SUMMARY_ITEMS} more" if len(items) > SUMMARY_ITEMS else ""
     return format_html('<dl class="summary">{}</dl>{}', rows, more)

@@ -208,3 +208,24 @@ def test_a_comparison_of_failed_runs_has_no_chart_and_says_nothing_was_judged(st
 def test_status_detail_of_a_plain_object():
     run = SimpleNamespace(detail="", stage="queued", status="queued", get_stage_display=lambda: "Queued")
     assert status_detail(run) == ""
+
+
+def test_a_runs_config_reads_as_words_not_json(staff_client, catalog):
+    run = failed_run()
+    run.config = {
+        "llm": {
+            "simulator": {"provider": "offline", "model": "offline-rules-v1", "temperature": 0.9},
+            "judge": {"provider": "openai", "model": "gpt-judge", "temperature": None},
+        },
+        "ended_by": "is_complete",
+        "session_state": {"topic_id": "comparing-decimals", "problem_index": 3, "tutor": {"provider": "offline"}},
+        "turn_decisions": [{"turn": 1}, {"turn": 2}],
+    }
+    run.save()
+    html = staff_client.get(f"/admin/evaluation/evaluationrun/{run.pk}/change/").content.decode()
+    summary = html.split('<dl class="summary">')[1].split("</dl>")[0]
+    assert "Simulator offline/offline-rules-v1; Judge openai/gpt-judge" in summary
+    assert "Is complete" in summary and "is_complete" not in summary
+    assert "Problem index 3" in summary and "2 items" in summary
+    assert "{" not in summary and "[" not in summary, summary
+
