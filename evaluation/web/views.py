@@ -57,6 +57,32 @@ def _page(request: HttpRequest, template: str, context: dict[str, Any], status: 
     return render(request, template, {**frame, **context}, status=status)
 
 
+FILTER_WORDS = {
+    "date_from": "From date",
+    "date_to": "To date",
+    "persona": "Persona",
+    "topic": "Topic",
+    "agent": "Agent",
+    "kind": "Kind",
+    "source": "Source",
+    "status": "Status",
+    "group": "Comparison",
+    "page": "Page",
+}
+"""The filters' names as the page's form labels them, for the messages that refuse them."""
+
+
+def _in_words(problem: str) -> str:
+    """A refused filter's message as the page words it: "To date: ..." for "date_to: ..." (the API keeps the
+    parameter's name; a person sees the form's label)."""
+    key, sep, rest = problem.partition(": ")
+    if not sep or key not in FILTER_WORDS:
+        return problem
+    for name, words in FILTER_WORDS.items():
+        rest = rest.replace(f"({name} ", f"({words.lower()} ").replace(f"before {name} ", f"before {words.lower()} ")
+    return f"{FILTER_WORDS[key]}: {rest}"
+
+
 NO_RUNS = {key: "" for key in selectors.RUN_FILTERS} | {"status": "refused"}
 """Filters no run matches: what a list whose query parameters were refused shows."""
 
@@ -74,7 +100,7 @@ def dashboard(request: HttpRequest) -> HttpResponse:
     run_services.runs_interrupt_stale_on_read()
     filters, refused = queries.run_filters(request.GET)
     for problem in refused:
-        messages.error(request, problem)
+        messages.error(request, _in_words(problem))
     page, cards = selectors.run_list_page(
         filters if not refused else NO_RUNS, request.GET.get("page") if not refused else 1
     )
@@ -96,6 +122,7 @@ def dashboard(request: HttpRequest) -> HttpResponse:
             "sources": RunSource.choices,
             "statuses": RunStatus.choices,
             "live_socket": _live_socket(),
+            "refused": bool(refused),
             "active_ids": [c.run.run_id for c in cards if c.run.is_active],
             **_problem_trends(filters if not refused else NO_RUNS),
         },
@@ -456,7 +483,7 @@ def charts(request: HttpRequest) -> HttpResponse:
     """Scores of the runs the list's filters select: per dimension over time, per tutor version, per persona."""
     filters, refused = queries.run_filters(request.GET, paged=False)
     for problem in refused:
-        messages.error(request, problem)
+        messages.error(request, _in_words(problem))
     trends = selectors.score_trends(filters if not refused else NO_RUNS)
     has_data = bool(trends.runs)
     return _page(

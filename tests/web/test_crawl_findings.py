@@ -229,3 +229,13 @@ def test_a_runs_config_reads_as_words_not_json(staff_client, catalog):
     assert "Problem index 3" in summary and "2 items" in summary
     assert "{" not in summary and "[" not in summary, summary
 
+
+def test_a_bad_date_is_named_as_the_form_names_it_and_the_list_says_why_it_is_empty(staff_client, catalog):
+    failed_run()
+    response = staff_client.get("/admin/evaluation/?date_to=31-12-2026")
+    html = response.content.decode()
+    assert response.status_code == 400
+    assert "To date: &#x27;31-12-2026&#x27; is not a date (YYYY-MM-DD)" in html and "date_to:" not in html
+    assert 'id="no-runs-refused"' in html and "No runs yet" not in html
+    html = staff_client.get("/admin/evaluation/?date_from=2026-02-01&date_to=2026-01-01").content.decode()
+    assert "To date: 2026-01-01 is before from date (2026-02-01)" in html

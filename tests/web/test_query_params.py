@@ -1,5 +1,6 @@
 """The dashboard's query parameters are checked as the API's are: a value the page cannot read gets a 400
-page naming the parameter and the reason, showing no runs, instead of being silently ignored."""
+page naming the parameter (as the form labels it) and the reason, showing no runs, instead of being silently
+ignored."""
 
 import pytest
 
@@ -14,9 +15,10 @@ def a_run(catalog):
 
 
 BAD_QUERIES = [
-    ("date_to=2026-13-45", "date_to: &#x27;2026-13-45&#x27; is not a date (YYYY-MM-DD)"),
-    ("date_from=yesterday", "date_from: &#x27;yesterday&#x27; is not a date"),
-    ("date_from=2026-02-02&date_to=2026-01-01", "date_to: 2026-01-01 is before date_from (2026-02-02)"),
+    # the dates as the form labels them ("Date_to: ..." read as a typo)
+    ("date_to=2026-13-45", "To date: &#x27;2026-13-45&#x27; is not a date (YYYY-MM-DD)"),
+    ("date_from=yesterday", "From date: &#x27;yesterday&#x27; is not a date"),
+    ("date_from=2026-02-02&date_to=2026-01-01", "To date: 2026-01-01 is before from date (2026-02-02)"),
     ("status=lost", "status: &#x27;lost&#x27; is not one of"),
     ("source=elsewhere", "source: &#x27;elsewhere&#x27; is not one of"),
     ("persona=" + "p" * 65, "persona: is 65 characters: an id has at most 64"),
