@@ -239,3 +239,15 @@ def test_a_bad_date_is_named_as_the_form_names_it_and_the_list_says_why_it_is_em
     assert 'id="no-runs-refused"' in html and "No runs yet" not in html
     html = staff_client.get("/admin/evaluation/?date_from=2026-02-01&date_to=2026-01-01").content.decode()
     assert "To date: 2026-01-01 is before from date (2026-02-01)" in html
+
+
+def test_an_active_runs_card_shows_its_turn_without_a_message_count_that_lags_it(staff_client, catalog):
+    """A live card's turn follows the run (live.js) while its message count was the page's, read once:
+    "0 messages · Turn 4/14". An active card shows the turn; the count comes with the ended run."""
+    run = failed_run()
+    EvaluationRun.objects.filter(pk=run.pk).update(
+        status="running", stage="running_session", detail="Turn 4/14", turn=4, max_turns=14, error=""
+    )
+    card = staff_client.get("/admin/evaluation/").content.decode().split(f'title="{run.run_id}"')[1]
+    meta = card.split('class="meta"')[1].split("</div>")[0]
+    assert "Turn 4/14" in meta and "message" not in meta, meta
