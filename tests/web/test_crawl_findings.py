@@ -249,5 +249,5 @@ def test_an_active_runs_card_shows_its_turn_without_a_message_count_that_lags_it
         status="running", stage="running_session", detail="Turn 4/14", turn=4, max_turns=14, error=""
     )
     card = staff_client.get("/admin/evaluation/").content.decode().split(f'title="{run.run_id}"')[1]
-    meta = card.split('class="meta"')[1].split("</div>")[0]
+    meta = next(m.split("</div>")[0] for m in card.split('class="meta"')[1:] if "data-status" in m)  # the status line
     assert "Turn 4/14" in meta and "message" not in meta, meta
