@@ -22,6 +22,22 @@ def database_url_for_tests() -> str:
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def worker_env(tmp_path: Path, simulator_url: str, *, workers: int, stale_after: float, **extra: str) -> dict[str, str]:
+    """The environment of a web server and a real qcluster sharing the test database: background runs (not
+    synchronous), `workers` workers, reports under tmp_path, the simulated student from the loopback vendor at
+    simulator_url, runs swept as stale after stale_after seconds."""
+    return {
+        **SERVER_ENV,
+        "EVAL_Q_SYNC": "0",
+        "EVAL_Q_WORKERS": str(workers),
+        "DATABASE_URL": database_url_for_tests(),
+        "EVAL_RUNS_DIR": str(tmp_path / "runs"),
+        "EVAL_SIMULATOR_PROVIDER": f"openai/student@{simulator_url}",
+        "EVAL_RUN_STALE_AFTER": str(stale_after),
+        **extra,
+    }
+
+
 @contextmanager
 def qcluster_worker(env: dict[str, str], log_path: Path) -> Iterator[subprocess.Popen]:
     """A real `manage.py qcluster` process with env on top of ours, in a process group of its own.

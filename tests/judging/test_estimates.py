@@ -15,7 +15,9 @@ from rest_framework.authtoken.models import Token
 from evaluation.judging import estimates, selectors, services
 from evaluation.models import Annotation, Item, JudgeConfiguration, JudgeScore
 from tests.judging.synthetic import candidate_sets
-from tests.judging.test_estimates_budget import corrected_by_hand, stratified_by_hand
+from tests.judging.test_estimates_budget import stratified_by_hand
+
+Z_95 = 1.959963984540054
 
 # --- the estimator ------------------------------------------------------------------------------------
 
@@ -336,12 +338,11 @@ def test_the_command_json_has_the_documented_shape_and_ppi_pys_figures(judged, c
     y = np.array([people[i] == yes for i in kept], dtype=float)
     places = {i: int(judge[i]) for i in judge}
     g_lab, g_unl = [places[i] for i in kept], [places[i] for i in sorted(judge) if i not in table.keep]
-    half = corrected_by_hand([0.0, 0.0, 1.0], g_lab, [int(people[i]) for i in kept], g_unl) / 2
-    value, _ = stratified_by_hand(list(y), g_lab, g_unl, share=True)
+    # stratified by the judge's level where the 30 random labels put two on each level, else ppi_py's PPI++
+    value, se = _corrected([0.0, 0.0, 1.0], g_lab, [int(people[i]) for i in kept], g_unl)
     assert first["people_only"]["n"] == 30
-    # 30 random labels put at least two on each of the judge's levels here: the stratified estimate
-    assert all(g_lab.count(level) >= 2 for level in set(g_lab + g_unl))
-    assert (first["corrected"]["low"], first["corrected"]["high"]) == pytest.approx((value - half, value + half))
+    low, high = max(0.0, value - Z_95 * se), min(1.0, value + Z_95 * se)
+    assert (first["corrected"]["low"], first["corrected"]["high"]) == pytest.approx((low, high))
     assert first["people_only"]["value"] == pytest.approx(y.mean())
     assert first["judge_only"]["value"] == pytest.approx(np.mean([v == yes for v in judge.values()]))
     assert first["all_people"] == {"value": pytest.approx(np.mean([people[i] == yes for i in judge])), "n": 120}
@@ -396,8 +397,10 @@ def test_the_api_gives_the_estimates(judged, api):
     command = selectors.estimate_table("tutor-response", labelled=30, seed=7).as_dict()
     first = body["dimensions"][0]
     assert {k: first["corrected"][k] for k in ("value", "low", "high")} == command["dimensions"][0]["corrected"]
-    # every level of the judge's holds labels: stratified by it, no lambda
-    assert first["corrected"]["method"].startswith(estimates.STRATIFIED) and first["corrected"]["lam"] is None
+    # stratified by the judge's level (no lambda) where every level holds two labels, else PPI++ (a lambda)
+    stratified = first["corrected"]["method"].startswith(estimates.STRATIFIED)
+    assert stratified or first["corrected"]["method"].startswith(estimates.PPI_PLUS_PLUS)
+    assert (first["corrected"]["lam"] is None) == stratified
     assert first["people_only"]["n"] == 30
     assert api("/api/judging/estimates").status_code == 400
     assert api("/api/judging/estimates?rubric=tutor-response&labelled=-1").json()["fields"]

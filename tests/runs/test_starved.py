@@ -18,7 +18,7 @@ from rest_framework.authtoken.models import Token
 
 from evaluation.models import EvaluationRun
 from evaluation.tutoring.server import managed_server
-from tests.servers import SERVER_ENV, database_url_for_tests, qcluster_worker
+from tests.servers import database_url_for_tests, qcluster_worker, worker_env
 
 TOPIC = "two-digit-addition-regrouping"
 STALE_AFTER = 6.0
@@ -66,18 +66,10 @@ def test_a_starved_worker_is_not_declared_dead(worker_role, catalog, staff_user,
     loopback.latency = 0.2
     token = Token.objects.create(user=staff_user).key
     headers = {"Content-Type": "application/json", "Authorization": f"Token {token}"}
-    env = {
-        **SERVER_ENV,
-        "EVAL_Q_SYNC": "0",
-        "EVAL_Q_WORKERS": "1",
-        "DATABASE_URL": database_url_for_tests(),
-        "EVAL_RUNS_DIR": str(tmp_path / "runs"),
-        "EVAL_SIMULATOR_PROVIDER": f"openai/student@{loopback.openai_url}",
-        "EVAL_RUN_STALE_AFTER": str(STALE_AFTER),
-    }
+    env = worker_env(tmp_path, loopback.openai_url, workers=1, stale_after=STALE_AFTER)
     with managed_server(env, log_path=tmp_path / "web.log") as url:
-        worker_env = {**env, "EVAL_SERVER_URL": url, "DATABASE_URL": worker_role}
-        with qcluster_worker(worker_env, tmp_path / "q.log"), httpx.Client(timeout=30, headers=headers) as api:
+        starved_env = {**env, "EVAL_SERVER_URL": url, "DATABASE_URL": worker_role}
+        with qcluster_worker(starved_env, tmp_path / "q.log"), httpx.Client(timeout=30, headers=headers) as api:
             response = api.post(
                 f"{url}/api/evaluation/start",
                 content=json.dumps({"topic_id": TOPIC, "persona_file": "ace", "seed": 4, "max_turns": 6}),

@@ -13,7 +13,7 @@ from rest_framework.authtoken.models import Token
 
 from evaluation.models import EvaluationRun
 from evaluation.tutoring.server import managed_server
-from tests.servers import SERVER_ENV, database_url_for_tests, qcluster_worker, redis_server
+from tests.servers import qcluster_worker, redis_server, worker_env
 
 TOPIC = "two-digit-addition-regrouping"
 STALE_AFTER = 6.0
@@ -38,16 +38,7 @@ def test_a_killed_clusters_run_is_interrupted_by_another_clusters_sweeper(catalo
     loopback.latency = 0.3
     token = Token.objects.create(user=staff_user).key
     with redis_server(tmp_path) as redis_url:
-        env = {
-            **SERVER_ENV,
-            "EVAL_Q_SYNC": "0",
-            "EVAL_Q_WORKERS": "1",
-            "DATABASE_URL": database_url_for_tests(),
-            "REDIS_URL": redis_url,
-            "EVAL_RUNS_DIR": str(tmp_path / "runs"),
-            "EVAL_SIMULATOR_PROVIDER": f"openai/student@{loopback.openai_url}",
-            "EVAL_RUN_STALE_AFTER": str(STALE_AFTER),
-        }
+        env = worker_env(tmp_path, loopback.openai_url, workers=1, stale_after=STALE_AFTER, REDIS_URL=redis_url)
         with managed_server(env, log_path=tmp_path / "web.log") as url:
             env["EVAL_SERVER_URL"] = url
             with (
