@@ -19,7 +19,7 @@ from rest_framework.authtoken.models import Token
 
 from evaluation.models import EvaluationRun
 from evaluation.tutoring.server import managed_server
-from tests.servers import SERVER_ENV, database_url_for_tests, qcluster_worker
+from tests.servers import SERVER_ENV, database_url_for_tests, qcluster_worker, worker_env
 
 TOPIC = "two-digit-addition-regrouping"
 GONE_WITHIN = 45.0
@@ -47,16 +47,8 @@ def test_a_qcluster_stops_within_seconds_on_sigterm_and_its_run_says_so(
 ):
     loopback.latency = 0.3
     token = Token.objects.create(user=staff_user).key
-    env = {
-        **SERVER_ENV,
-        "EVAL_Q_SYNC": "0",
-        "EVAL_Q_WORKERS": "2",
-        "DATABASE_URL": database_url_for_tests(),
-        "EVAL_RUNS_DIR": str(tmp_path / "runs"),
-        "EVAL_SIMULATOR_PROVIDER": f"openai/student@{loopback.openai_url}",
-        # A sweep must not be what ends the run: the worker does, at once.
-        "EVAL_RUN_STALE_AFTER": "600",
-    }
+    # A sweep must not be what ends the run: the worker does, at once.
+    env = worker_env(tmp_path, loopback.openai_url, workers=2, stale_after=600)
     with managed_server(env, log_path=tmp_path / "web.log") as url:
         env["EVAL_SERVER_URL"] = url
         with qcluster_worker(env, tmp_path / "q.log") as cluster:
