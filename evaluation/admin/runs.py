@@ -395,7 +395,7 @@ class FailedRunAdmin(EvaluationRunAdmin):
 class ReadOnlyResultAdmin(admin.ModelAdmin):
     """Results are written by runs, never by hand."""
 
-    list_select_related = ["run"]
+    list_select_related = ["run__persona", "run__topic", "run__agent", "run__suite_run"]  # the run's name
 
     def has_add_permission(self, request):
         return False
@@ -407,7 +407,6 @@ class ReadOnlyResultAdmin(admin.ModelAdmin):
 @admin.register(RunMessage)
 class RunMessageAdmin(ReadOnlyResultAdmin):
     list_display = ("run_name", "turn", "role", "timestamp")
-    list_select_related = ("run__persona", "run__topic", "run__agent", "run__suite_run")
     run_name = run_column()
     list_filter = ("role",)
     search_fields = ("content", "run__run_id")
@@ -416,7 +415,6 @@ class RunMessageAdmin(ReadOnlyResultAdmin):
 @admin.register(DimensionScore)
 class DimensionScoreAdmin(ReadOnlyResultAdmin):
     list_display = ("run_name", "dimension_label", "score")
-    list_select_related = ("run__persona", "run__topic", "run__agent", "run__suite_run")
     run_name = run_column()
 
     @admin.display(description="dimension", ordering="dimension")
@@ -430,7 +428,6 @@ class DimensionScoreAdmin(ReadOnlyResultAdmin):
 @admin.register(Problem)
 class ProblemAdmin(ReadOnlyResultAdmin):
     list_display = ("run_name", "rank", "severity", "cause", "title", "quote_found")
-    list_select_related = ("run__persona", "run__topic", "run__agent", "run__suite_run")
     run_name = run_column()
 
     @admin.display(description="root cause", ordering="root_cause")
@@ -444,7 +441,6 @@ class ProblemAdmin(ReadOnlyResultAdmin):
 @admin.register(RunEvent)
 class RunEventAdmin(ReadOnlyResultAdmin):
     list_display = ("run_name", "at", "attempt", "status", "actor")
-    list_select_related = ("run__persona", "run__topic", "run__agent", "run__suite_run")
     run_name = run_column()
     list_filter = ("status",)
     search_fields = ("run__run_id", "actor", "note")
