@@ -8,6 +8,24 @@ TIME_STEPS = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 108
 VALUE_STEPS = [1, 2, 5, 10, 20, 25, 50, 100, 200, 250, 500, 1000]
 
 
+def fit(text: str, chars: int) -> str:
+    """The text if it has at most `chars` characters, else cut at the last word boundary before them, with an
+    ellipsis (never mid-word; a single word too long is cut with the ellipsis after it)."""
+    if len(text) <= chars:
+        return text
+    head = text[: chars - 1]
+    cut = head.rsplit(" ", 1)[0] if " " in head else head
+    return cut.rstrip(" ,;:(-") + "\u2026"
+
+
+def svg_label(text: str, chars: int, attributes: str) -> str:
+    """An SVG <text> of `text` fitted to `chars` characters; a shortened one carries the full text in a <title>
+    (shown on hover and read by screen readers)."""
+    shown = fit(text, chars)
+    title = f"<title>{escape(text)}</title>" if shown != text else ""
+    return f"<text {attributes}>{title}{escape(shown)}</text>"
+
+
 def value_step(scale: float, most: int = 6) -> int:
     """The step of a value axis from 0 to scale: the smallest round step giving at most `most` intervals
     (0-10: 2; 0-9: 3; 0-56: 10), so the labels stay readable."""
@@ -177,12 +195,20 @@ def lines(
     return "".join(parts)
 
 
+LEVEL_CHARS = 24
+"""A confusion matrix's level names are shortened past this many characters (about 140 px at 10 px)."""
+
+
 def confusion_matrix(levels: list[str], counts: list[list[int]], *, label: str = "") -> str:
-    """A k x k grid: rows the people's level, columns the judge's (both worst first); darker is more items."""
+    """A k x k grid: rows the people's level, columns the judge's (both worst first); darker is more items.
+    A level's name longer than LEVEL_CHARS is shortened at a word boundary, the full name in its <title>."""
     k = len(levels)
-    cell, left, top = 34, 120, 86
+    cell, left, top = 34, 150, 100
     most = max((c for row in counts for c in row), default=0) or 1
-    width, height = left + k * cell + 10, top + k * cell + 24
+    longest = max((len(fit(level, LEVEL_CHARS)) for level in levels), default=0)
+    # the column labels lean right at 45 degrees: room for the last one's run past the grid
+    width = left + k * cell + max(10, int(longest * 6 * 0.71) - cell // 2)
+    height = top + k * cell + 24
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" class="chart confusion" width="{width}" height="{height}" '
         f'viewBox="0 0 {width} {height}" role="img" aria-label="Confusion matrix {escape(label)}: people (rows) by judge (columns)">'
@@ -190,12 +216,16 @@ def confusion_matrix(levels: list[str], counts: list[list[int]], *, label: str =
     for j, level in enumerate(levels):
         x = left + j * cell + cell / 2
         parts.append(
-            f'<text x="{x:.1f}" y="{top - 6}" font-size="10" text-anchor="start" transform="rotate(-45 {x:.1f} {top - 6})">{escape(level[:18])}</text>'
+            svg_label(
+                level,
+                LEVEL_CHARS,
+                f'x="{x:.1f}" y="{top - 6}" font-size="10" text-anchor="start" transform="rotate(-45 {x:.1f} {top - 6})"',
+            )
         )
     for i, level in enumerate(levels):
         y = top + i * cell
         parts.append(
-            f'<text x="{left - 6}" y="{y + cell / 2 + 4:.1f}" font-size="10" text-anchor="end">{escape(level[:18])}</text>'
+            svg_label(level, LEVEL_CHARS, f'x="{left - 6}" y="{y + cell / 2 + 4:.1f}" font-size="10" text-anchor="end"')
         )
         for j in range(k):
             count = counts[i][j]

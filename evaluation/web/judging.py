@@ -1,6 +1,7 @@
 """Judge cards (agreement of one judge configuration with people, as tables and SVG confusion matrices)
 and imported transcripts with their labels. Staff only; thin: selectors in, templates out."""
 
+from dataclasses import replace
 from typing import Any
 
 from django.contrib import messages
@@ -12,9 +13,9 @@ from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from evaluation.errors import InvalidInput, NotFound
-from evaluation.judging import selectors, services
+from evaluation.judging import probes, selectors, services
 from evaluation.templatetags.evaluation_extras import label
-from evaluation.web.charts import confusion_matrix
+from evaluation.web.charts import confusion_matrix, svg_label, value_step
 from evaluation.web.views import _page, permission_needed
 
 SHOWN_DISAGREEMENTS = 5
@@ -125,10 +126,29 @@ def judge_card(request: HttpRequest, configuration_id: int) -> HttpResponse:
             "others": [c for c in selectors.configurations(table.rubric) if c.pk != configuration.pk],
             "versions": selectors.rubric_versions(configuration.rubric),
             "offline": configuration.provider.startswith("offline/"),
-            "probes": selectors.bias_probes(configuration),
+            "probes": probes_in_words(selectors.bias_probes(configuration)),
             "estimates": estimates_card(configuration),
         },
     )
+
+
+PROBE_METHODS = {
+    probes.OLS: "trend (least-squares slope)",
+    probes.ANOVA: "difference between sources (one-way analysis of variance)",
+}
+"""How the card names each probe's method (the command and the API keep the library's names)."""
+
+
+def estimand_words(estimand: str) -> str:
+    """An estimand as the card says it: "mean" stays, "share:Yes" (the command's and the API's name) is
+    "share of Yes"."""
+    kind, _, level = estimand.partition(":")
+    return f"share of {level}" if kind == "share" and level else estimand
+
+
+def probes_in_words(table: Any) -> Any:
+    """The bias probes with each method named in words (PROBE_METHODS) for the card."""
+    return replace(table, probes=tuple(replace(p, method=PROBE_METHODS.get(p.method, p.method)) for p in table.probes))
 
 
 CARD_BUDGET_DRAWS = 20
@@ -145,13 +165,14 @@ def estimates_card(configuration: Any) -> dict[str, Any]:
     budgets = selectors.estimate_budget(table, draws=CARD_BUDGET_DRAWS)
     widest = next((b for b in budgets if b.next_items), None)
     items = selectors.items_get(list(widest.next_items)) if widest else {}
+    shown = [replace(b, estimand=estimand_words(b.estimand)) for b in budgets]
     return {
         "table": table,
-        "rows": list(lead.values()),
+        "rows": [replace(r, estimand=estimand_words(r.estimand)) for r in lead.values()],
         "notes": selectors.estimate_notes(lead.values()),
-        "budgets": budgets,
-        "chart": mark_safe(width_chart(budgets)),  # noqa: S308 - every text escaped
-        "widest": widest,
+        "budgets": shown,
+        "chart": mark_safe(width_chart(shown)),  # noqa: S308 - every text escaped
+        "widest": widest and replace(widest, estimand=estimand_words(widest.estimand)),
         "next": [
             {"item": items[i], "href": _labelling_href(items[i])}
             for i in (widest.next_items if widest else ())
@@ -167,6 +188,10 @@ def _labelling_href(item: Any) -> str:
     return reverse("evaluation-transcript", args=[item.transcript_id]) + f"#item-{item.pk}"
 
 
+LEGEND_COLUMNS, LEGEND_WIDTH, LEGEND_CHARS = 2, 210, 34
+"""The "how many labels?" chart's legend: two columns of 210 px, a name past 34 characters shortened at a word."""
+
+
 def width_chart(budgets: list[Any]) -> str:
     """The corrected interval's median width (y) against labelled items (x), one line per dimension."""
     from html import escape
@@ -179,7 +204,7 @@ def width_chart(budgets: list[Any]) -> str:
     left, top, width, height = 44, 10, 420, 160
     most_x = max(p.labelled for b in shown for p in b.points)
     most_y = max(p.corrected for b in shown for p in b.points) or 1.0
-    full_h = height + 40 + 14 * ((len(shown) + 2) // 3)
+    full_h = height + 54 + 14 * ((len(shown) + LEGEND_COLUMNS - 1) // LEGEND_COLUMNS)
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" class="chart budget" width="{left + width + 20}" height="{full_h}" '
         f'viewBox="0 0 {left + width + 20} {full_h}" role="img" aria-label="Corrected interval width by labelled items">'
@@ -190,9 +215,15 @@ def width_chart(budgets: list[Any]) -> str:
             f'<line x1="{left}" x2="{left + width}" y1="{y:.1f}" y2="{y:.1f}" stroke="#ddd"/>'
             f'<text x="{left - 4}" y="{y + 4:.1f}" font-size="10" text-anchor="end">{most_y * k / 4:.2f}</text>'
         )
+    step = value_step(most_x)
+    for tick in range(0, most_x + 1, step):
+        x = left + tick / most_x * width
+        parts.append(
+            f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{top + height}" y2="{top + height + 4}" stroke="#999"/>'
+            f'<text class="x-tick" x="{x:.1f}" y="{top + height + 15}" font-size="10" text-anchor="middle">{tick}</text>'
+        )
     parts.append(
-        f'<text x="{left + width / 2}" y="{top + height + 16}" font-size="10" text-anchor="middle">'
-        f"labelled items (0 to {most_x})</text>"
+        f'<text x="{left + width / 2}" y="{top + height + 30}" font-size="10" text-anchor="middle">labelled items</text>'
     )
     for index, b in enumerate(shown):
         colour = PALETTE[index % len(PALETTE)]
@@ -209,10 +240,10 @@ def width_chart(budgets: list[Any]) -> str:
             f"(people only {p.people_only:.3f})</title></circle>"
             for x, y, p in points
         ]
-        lx, ly = left + (index % 3) * 150, top + height + 34 + (index // 3) * 14
+        lx, ly = left + (index % LEGEND_COLUMNS) * LEGEND_WIDTH, top + height + 48 + (index // LEGEND_COLUMNS) * 14
         parts.append(
             f'<rect x="{lx}" y="{ly - 9}" width="10" height="10" fill="{colour}"/>'
-            f'<text x="{lx + 14}" y="{ly}" font-size="10">{escape(label(b.dimension)[:22])}</text>'
+            + svg_label(label(b.dimension), LEGEND_CHARS, f'x="{lx + 14}" y="{ly}" font-size="10"')
         )
     parts.append("</svg>")
     return "".join(parts)

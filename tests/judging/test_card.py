@@ -2,6 +2,7 @@
 
 import json
 import re
+from html import unescape
 
 import numpy as np
 import pytest
@@ -13,6 +14,8 @@ from sklearn.metrics import cohen_kappa_score
 from evaluation.judging import agreement, offline, selectors, services
 from evaluation.judging.values import rubric_spec
 from evaluation.models import Annotation, JudgeConfiguration, JudgeScore
+from evaluation.templatetags.evaluation_extras import label as label_of
+from evaluation.web.charts import fit
 from tests.judging.synthetic import candidate_sets
 from tests.judging.test_agreement import assert_same_as_the_paper
 
@@ -140,3 +143,63 @@ def test_a_plumbing_only_judges_card_says_its_scores_measure_nothing(client, jud
     )
     html = client.get(f"/admin/evaluation/judging/{judged.pk}/").content.decode()
     assert 'id="plumbing-only"' in html and "check the plumbing only" in html and "no measurement of quality" in html
+
+
+def _visible_text(html: str) -> str:
+    """The page's text as a person reads it: tags, tooltips (<title>) and attributes left out."""
+    html = re.sub(r"<title>.*?</title>", "", html, flags=re.S)
+    html = re.sub(r"<(script|style)\b.*?</\1>", "", html, flags=re.S)
+    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html))
+
+
+def test_the_card_names_its_terms_in_words(admin_client, judged):
+    html = admin_client.get(f"/admin/evaluation/judging/{judged.pk}/").content.decode()
+    text = _visible_text(html)
+    assert "share:" not in text and "share of Yes" in text
+    assert "linregress" not in text and "OLS" not in text and "trend (least-squares slope)" in text
+    assert "f_oneway" not in text and "difference between sources (one-way analysis of variance)" in text
+
+
+def test_one_judged_item_is_an_item(admin_client):
+    services.transcripts_import(json.dumps(candidate_sets(1, 1, seed=3)), file="one.json")
+    services.transcripts_judge(rubric="tutor-response", provider="offline", repeats=1, workers=1)
+    text = _visible_text(
+        admin_client.get(f"/admin/evaluation/judging/{JudgeConfiguration.objects.get().pk}/").content.decode()
+    )
+    assert "1 item judged" in text and "1 items" not in text
+
+
+def test_the_card_charts_cut_no_label_mid_word_and_the_width_chart_has_x_ticks(admin_client, judged):
+    html = admin_client.get(f"/admin/evaluation/judging/{judged.pk}/").content.decode()
+    levels = {level for d in rubric_spec(judged.rubric).dimensions for level in d.scale.levels}
+    names = {label_of(d.name) for d in rubric_spec(judged.rubric).dimensions}
+    charts = re.findall(
+        r'<svg xmlns="http://www.w3.org/2000/svg" class="chart (?:confusion|budget)".*?</svg>', html, re.S
+    )
+    assert len(charts) == 9
+    shown = []
+    for svg in charts:
+        for attributes, inner in re.findall(r"<text([^>]*)>(.*?)</text>", svg, re.S):
+            full = re.search(r"<title>(.*?)</title>", inner, re.S)
+            words = unescape(re.sub(r"<title>.*?</title>", "", inner, flags=re.S))
+            if 'class="cell"' in attributes or 'class="x-tick"' in attributes or re.fullmatch(r"[\d.]+", words):
+                continue
+            shown.append(words)
+            if words.endswith("\u2026"):  # shortened: at a word boundary, the whole name in its <title>
+                assert full, words
+                whole = unescape(full.group(1))
+                head = words[:-1]
+                assert whole.startswith(head) and whole[len(head)] in " ,;:(-", (words, whole)
+            elif words not in ("judge \u2192 (rows: people)", "labelled items"):
+                assert words in levels | names, words
+    assert "Revealing of the Answer" in shown and any(s.startswith("Yes (but the answer") for s in shown)
+    ticks = re.findall(
+        r'<text class="x-tick"[^>]*>(\d+)</text>', next(c for c in charts if 'class="chart budget"' in c)
+    )
+    assert len(ticks) >= 4 and ticks[0] == "0" and [int(t) for t in ticks] == sorted(int(t) for t in ticks)
+
+
+def test_fit_shortens_at_a_word():
+    assert fit("Yes (but the answer is incorrect)", 24) == "Yes (but the answer is\u2026"
+    assert fit("Revealing of the Answer", 24) == "Revealing of the Answer"
+    assert fit("Encouragingly", 8) == "Encoura\u2026"

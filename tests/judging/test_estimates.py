@@ -418,7 +418,7 @@ def test_the_judge_card_shows_the_estimates_the_chart_and_what_to_label_next(jud
     row = selectors.estimate_table("tutor-response").rows[0]
     section = html[html.index('id="estimate-Mistake_Identification"') :]
     assert f"{row.corrected.value:.3f}" in section[:2000] and f"{row.judge_only.value:.3f}" in section[:2000]
-    assert "share:Yes" in section[:300]
+    assert "<td>share of Yes</td>" in section[:300]
     # every item is labelled: nothing is left to label next
     assert 'id="label-next-list"' not in html
 
