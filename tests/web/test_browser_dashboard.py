@@ -101,6 +101,18 @@ def test_list_report_and_charts(web, browser):
     assert card.locator(".minibar-value").all_inner_texts() == ["9.0", "8.0", "7.0", "9.0", "8.0"]
     assert card.locator(".minibar-name").all_inner_texts() == ["resp", "expl", "emot", "pace", "auth"]
     assert page.locator(f'.card[data-run="{running.run_id}"] [data-status]').inner_text() == "Turn 3/20"
+    # every placeholder fits its input, and the filter form's dates and button stay together at 1400 px
+    cut = page.evaluate(
+        """() => [...document.querySelectorAll('input[placeholder]')].filter(i => i.offsetParent).filter(i => {
+            const c = document.createElement('canvas').getContext('2d'), s = getComputedStyle(i);
+            c.font = `${s.fontSize} ${s.fontFamily}`;
+            return c.measureText(i.placeholder).width > i.clientWidth - parseFloat(s.paddingLeft) - parseFloat(s.paddingRight);
+        }).map(i => i.placeholder)"""
+    )
+    assert cut == [], cut
+    tops = {round(page.locator(f".filters {s}").bounding_box()["y"]) for s in ("[name=date_from]", "[name=date_to]")}
+    button = page.locator(".filters button").bounding_box()
+    assert len(tops) == 1 and abs(button["y"] + button["height"] / 2 - (tops.pop() + 10)) < 15
     page.screenshot(path=str(ARTIFACTS / "dashboard-list.png"), full_page=True)
 
     card.click()
