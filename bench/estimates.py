@@ -118,7 +118,7 @@ def main() -> None:
         for name, key in (("corrected (PPI++)", "ratio"), ("stratified", "stratified_ratio")):
             ratios = [r[key] for r in runs]
             print(
-                f"  {name} width / people-only width: median {statistics.median(ratios):.3f}, "
+                f"  corrected width / people-only width, {name}: median {statistics.median(ratios):.3f}, "
                 f"max {max(ratios):.3f}, seeds above 1.05: {sum(r > 1.05 for r in ratios)}"
             )
         used = statistics.mean(r["stratified_used"] for r in runs)

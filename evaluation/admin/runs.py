@@ -45,7 +45,8 @@ def _readable(key, value) -> str:
         return label(value)
     if isinstance(value, dict):
         if value and all(isinstance(v, dict) and "provider" in v for v in value.values()):
-            return "; ".join(f"{label(role)} {v.get('provider')}/{v.get('model')}" for role, v in value.items())
+            # by role name: PostgreSQL's jsonb keeps keys in its own order, SQLite in the order written
+            return "; ".join(f"{label(role)} {v.get('provider')}/{v.get('model')}" for role, v in sorted(value.items()))
         plain = [(k, v) for k, v in value.items() if not isinstance(v, dict | list)]
         text = "; ".join(f"{label(k)} {_short(v, 40)}" for k, v in plain)
         more = len(value) - len(plain)

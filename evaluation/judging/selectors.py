@@ -487,6 +487,13 @@ def run_labels(run: Any, user: Any, rubric: str = "tutor-session") -> dict[str, 
     return {"rubric": found, "rows": rows, "item": item}
 
 
+PROBE_METHODS = {
+    probes.OLS: "trend (least-squares slope)",
+    probes.ANOVA: "difference between sources (one-way analysis of variance)",
+}
+"""How the judge card names each probe's method (the command and the API keep the library's names)."""
+
+
 def bias_probes(configuration: JudgeConfiguration) -> probes.ProbeTable:
     """The judge card's bias probes (probes.bias_probes), on the values its agreement table reads: the
     configuration's scores on the scales of the rubric version it judged under, and the labels that mean the

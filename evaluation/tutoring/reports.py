@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 
 from evaluation.providers.compat import plumbing_only
-from evaluation.templatetags.evaluation_extras import label
+from evaluation.text.labels import label
 from evaluation.tutoring.judge import format_transcript
 from evaluation.tutoring.regression import Gate, counted, mean_ci
 from evaluation.tutoring.rubric import SUGGESTED_FIXES

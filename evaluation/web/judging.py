@@ -13,7 +13,7 @@ from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from evaluation.errors import InvalidInput, NotFound
-from evaluation.judging import probes, selectors, services
+from evaluation.judging import selectors, services
 from evaluation.templatetags.evaluation_extras import label
 from evaluation.web.charts import confusion_matrix, svg_label, value_step
 from evaluation.web.views import _page, permission_needed
@@ -132,13 +132,6 @@ def judge_card(request: HttpRequest, configuration_id: int) -> HttpResponse:
     )
 
 
-PROBE_METHODS = {
-    probes.OLS: "trend (least-squares slope)",
-    probes.ANOVA: "difference between sources (one-way analysis of variance)",
-}
-"""How the card names each probe's method (the command and the API keep the library's names)."""
-
-
 def estimand_words(estimand: str) -> str:
     """An estimand as the card says it: "mean" stays, "share:Yes" (the command's and the API's name) is
     "share of Yes"."""
@@ -147,8 +140,9 @@ def estimand_words(estimand: str) -> str:
 
 
 def probes_in_words(table: Any) -> Any:
-    """The bias probes with each method named in words (PROBE_METHODS) for the card."""
-    return replace(table, probes=tuple(replace(p, method=PROBE_METHODS.get(p.method, p.method)) for p in table.probes))
+    """The bias probes with each method named in words (selectors.PROBE_METHODS) for the card."""
+    words = selectors.PROBE_METHODS
+    return replace(table, probes=tuple(replace(p, method=words.get(p.method, p.method)) for p in table.probes))
 
 
 CARD_BUDGET_DRAWS = 20

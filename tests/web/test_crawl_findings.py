@@ -224,7 +224,7 @@ def test_a_runs_config_reads_as_words_not_json(staff_client, catalog):
     run.save()
     html = staff_client.get(f"/admin/evaluation/evaluationrun/{run.pk}/change/").content.decode()
     summary = html.split('<dl class="summary">')[1].split("</dl>")[0]
-    assert "Simulator offline/offline-rules-v1; Judge openai/gpt-judge" in summary
+    assert "Judge openai/gpt-judge; Simulator offline/offline-rules-v1" in summary  # by role, on both databases
     assert "Is complete" in summary and "is_complete" not in summary
     assert "Problem index 3" in summary and "2 items" in summary
     assert "{" not in summary and "[" not in summary, summary
