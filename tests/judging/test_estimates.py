@@ -15,7 +15,7 @@ from rest_framework.authtoken.models import Token
 from evaluation.judging import estimates, selectors, services
 from evaluation.models import Annotation, Item, JudgeConfiguration, JudgeScore
 from tests.judging.synthetic import candidate_sets
-from tests.judging.test_estimates_budget import stratified_by_hand
+from tests.judging.test_estimates_budget import stratifiable_by_hand, stratified_by_hand
 
 Z_95 = 1.959963984540054
 
@@ -446,8 +446,7 @@ def _ppi(y, f, f_unl):
 def _corrected(values, g_lab, y_lab, g_unl):
     """(value, se) of the corrected estimate by the rule written out: stratified by the judge's level where every
     level holds two labels (or all its items), else ppi_py's PPI++."""
-    stratified = g_unl and all(g_lab.count(v) >= min(2, g_lab.count(v) + g_unl.count(v)) for v in set(g_lab + g_unl))
-    if stratified:
+    if stratifiable_by_hand(g_lab, g_unl):
         return stratified_by_hand([values[v] for v in y_lab], g_lab, g_unl, share=True)
     return _ppi([values[v] for v in y_lab], [values[v] for v in g_lab], [values[v] for v in g_unl])
 

@@ -84,11 +84,16 @@ def stratified_by_hand(y: list[float], g_lab: list[int], g_unl: list[int], share
     return estimate, math.sqrt(variance)
 
 
+def stratifiable_by_hand(g_lab: list[int], g_unl: list[int]) -> bool:
+    """Some item unlabelled, and every level of the judge's holds two labels, or all of its items when it has fewer."""
+    return bool(g_unl) and all(g_lab.count(v) >= min(2, g_lab.count(v) + g_unl.count(v)) for v in set(g_lab + g_unl))
+
+
 def corrected_by_hand(values, g_lab: list[int], y_lab: list[int], g_unl: list[int]) -> float:
     """The corrected interval's width: stratified by the judge's level where every level holds at least two
     labels (or all of its items, when it has fewer), else PPI++ (corrected_width)."""
     y = [float(values[v]) for v in y_lab]
-    if g_unl and all(g_lab.count(v) >= min(2, g_lab.count(v) + g_unl.count(v)) for v in set(g_lab + g_unl)):
+    if stratifiable_by_hand(g_lab, g_unl):
         return 2 * Z * stratified_by_hand(y, g_lab, g_unl, share_scale(values))[1]
     return corrected_width(y, [float(values[v]) for v in g_lab], [float(values[v]) for v in g_unl])
 
