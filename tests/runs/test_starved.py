@@ -80,9 +80,11 @@ def test_a_starved_worker_is_not_declared_dead(worker_role, catalog, staff_user,
             while not EvaluationRun.objects.filter(run_id=run_id, status="running", turn__gte=2).exists():
                 assert time.monotonic() < deadline, (tmp_path / "q.log").read_text(errors="replace")[-3000:]
                 time.sleep(0.1)
-            # The student's next call is slow; once the worker is inside it, its role may not connect.
-            calls = loopback.count()
+            # The next call is slow; once the worker is inside it, its role may not connect. The latency is
+            # set before the count is taken: a call counted after it is slow for certain (one counted in
+            # between took 0.2 s, and the worker wrote to a database it could not reach).
             loopback.latency = SLOW_CALL
+            calls = loopback.count()
             while not (loopback.count() > calls and loopback._answering > 0):
                 assert time.monotonic() < deadline, "the worker made no slow call"
                 time.sleep(0.05)
