@@ -223,7 +223,10 @@ class RunSummaryOutput(Output):
 
 
 class MessageOutput(Output):
-    turn = serializers.IntegerField()
+    turn = serializers.IntegerField(
+        help_text="The message's number in the transcript (1, 2, ...; pages call it 'Message N'). A run's progress "
+        "counts student turns instead: its turn N is the student's Nth message."
+    )
     role = serializers.CharField(help_text="tutor | student | system | agent")
     content = serializers.CharField()
     timestamp = serializers.DateTimeField()
@@ -233,7 +236,10 @@ class MessageOutput(Output):
 class ProblemOutput(Output):
     rank = serializers.IntegerField()
     title = serializers.CharField()
-    turns = serializers.ListField(child=serializers.IntegerField())
+    turns = serializers.ListField(
+        child=serializers.IntegerField(),
+        help_text="The numbers of the messages the problem was seen in (a message's `turn`).",
+    )
     description = serializers.CharField()
     quote = serializers.CharField()
     quote_found = serializers.BooleanField(help_text="False when the quote does not occur in the transcript.")

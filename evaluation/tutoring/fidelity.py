@@ -77,6 +77,9 @@ class Contradiction:
     """A student answer whose text disagrees with its turn's decision."""
 
     turn: int
+    """The student's turn (its decision's number: turn 3 is the student's third message)."""
+    message: int | None
+    """The message's number in the transcript, where the messages carry one (what pages link to)."""
     decided_correct: bool
     answer: str
     expected: str
@@ -144,7 +147,9 @@ def simulator_fidelity(messages: list[dict[str, Any]], target: float) -> Fidelit
         text_right = answer_matches(m["content"], solved[0])
         right += text_right
         if text_right != bool(decision["correct"]):
-            contradictions.append(Contradiction(decision["turn"], bool(decision["correct"]), m["content"], solved[0]))
+            contradictions.append(
+                Contradiction(decision["turn"], m.get("turn"), bool(decision["correct"]), m["content"], solved[0])
+            )
     turns = sum(1 for m in messages if (m.get("metadata") or {}).get("turn_decision"))
     if turns == 0:
         return None

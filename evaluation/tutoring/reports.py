@@ -155,7 +155,7 @@ def write_run_reports(folder: Path, ctx: dict[str, Any]) -> list[Path]:
         md += [f"**Topic:** {ctx['topic']['name']} (grade {ctx['topic']['grade']})", ""]
     md += models_lines(ctx["config"].get("llm")) + ending_lines(ctx.get("session"))
     for m in messages:
-        md.append(f"**[Turn {m['turn']}] {m['role'].upper()}:** {m['content']}")
+        md.append(f"**Message {m['turn']} · {m['role'].upper()}:** {m['content']}")
         decision = (m.get("metadata") or {}).get("turn_decision")
         if decision:
             extra = f"; mistake: {decision['mistake']}" if decision.get("mistake") else ""
@@ -210,7 +210,7 @@ def review_markdown(ctx: dict[str, Any]) -> str:
         lines += ["## Problems", ""]
         for p in evaluation["problems"]:
             lines += [
-                f"{p['rank']}. **[{p['severity']}] {p['title']}** (turns {', '.join(map(str, p['turns']))}; {p['root_cause']})",
+                f"{p['rank']}. **[{p['severity']}] {p['title']}** (messages {', '.join(map(str, p['turns']))}; {p['root_cause']})",
                 f"   {p['description']}",
                 f"   > {p['quote']}" + ("" if p["quote_found"] else "  _(quote not found in the transcript)_"),
                 "",
@@ -252,7 +252,10 @@ def fidelity_lines(fidelity: dict[str, Any] | None) -> list[str]:
     ]
     for c in fidelity["contradictions"]:
         told = "correctly" if c["decided_correct"] else "incorrectly"
-        lines.append(f'  - turn {c["turn"]}: told to answer {told}, wrote "{c["answer"]}" (answer: {c["expected"]})')
+        where = f" (message {c['message']})" if c.get("message") else ""
+        lines.append(
+            f'  - turn {c["turn"]}{where}: told to answer {told}, wrote "{c["answer"]}" (answer: {c["expected"]})'
+        )
     for b in fidelity["behaviours"]:
         seen = (
             f"shown {b['shown']} of {b['requested']}" if b["checked"] else f"requested {b['requested']}, not checkable"
@@ -266,7 +269,7 @@ def problems_markdown(ctx: dict[str, Any]) -> str:
     lines = [f"# Problems: {run['run_id']}", "", *persona_header(ctx.get("persona"))]
     if not problems:
         return "\n".join(lines + ["No problems identified."]) + "\n"
-    lines += ["## Overview", "", "| # | severity | root cause | title | turns |", "|---|---|---|---|---|"]
+    lines += ["## Overview", "", "| # | severity | root cause | title | messages |", "|---|---|---|---|---|"]
     for p in problems:
         lines.append(
             f"| {p['rank']} | {p['severity']} | {p['root_cause']} | {p['title']} | {', '.join(map(str, p['turns']))} |"
@@ -281,7 +284,7 @@ def problems_markdown(ctx: dict[str, Any]) -> str:
             "",
             f"- severity: {p['severity']}",
             f"- root cause: {p['root_cause']}",
-            f"- turns: {', '.join(map(str, p['turns']))}",
+            f"- messages: {', '.join(map(str, p['turns']))}",
             "",
             p["description"],
             "",

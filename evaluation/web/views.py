@@ -13,6 +13,7 @@ from django.contrib.admin.views.decorators import staff_member_required
 from django.core.exceptions import PermissionDenied
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
+from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
@@ -105,6 +106,12 @@ def dashboard(request: HttpRequest) -> HttpResponse:
         filters if not refused else NO_RUNS, request.GET.get("page") if not refused else 1
     )
     choices = selectors.start_form_choices()
+    start_choice = request.session.get("start_choice", {})
+    if "@" in start_choice.get("provider", ""):
+        # A provider at a URL ('openai/model@http://...') is shown on the page right after its price or start,
+        # so that Start starts what was priced, and then forgotten: a local or loopback server it names is
+        # often gone by the next visit, and the form kept it silently.
+        request.session["start_choice"] = {**start_choice, "provider": ""}
     sessions = [(s, len(s.full_conversation_log or s.conversation_history or [])) for s in choices.pop("sessions")]
     return _page(
         request,
@@ -116,7 +123,7 @@ def dashboard(request: HttpRequest) -> HttpResponse:
             "filters": filters,
             "query": _filter_query(filters),
             **choices,
-            "start_choice": request.session.get("start_choice", {}),
+            "start_choice": start_choice,
             "start_forecast": request.session.pop("start_forecast", None),
             "sessions": [(s, n) for s, n in sessions if n],
             "sources": RunSource.choices,
@@ -156,6 +163,9 @@ def _problem_trends(filters: dict[str, str]) -> dict[str, Any]:
 @permission_needed("evaluation.start_run")
 @require_POST
 def start(request: HttpRequest) -> HttpResponse:
+    if request.POST.get("forget"):
+        request.session.pop("start_choice", None)
+        return redirect("evaluation-dashboard")
     try:
         if request.POST.get("mode") == "session":
             run = services.session_evaluation_start(
@@ -166,11 +176,13 @@ def start(request: HttpRequest) -> HttpResponse:
             messages.success(request, f"Evaluating session: {run.run_id}")
             return redirect(reverse("evaluation-dashboard") + "?source=existing_session")
         chosen = request.POST.getlist("personas")
-        # The form shows the same choices again after a start, a price or a refusal.
+        # The form shows the same choices again after a start, a price or a refusal, and says so (the
+        # dashboard shows a provider at a URL once only).
         request.session["start_choice"] = {
             "topic_id": request.POST.get("topic_id", ""),
             "personas": chosen,
             **{k: request.POST.get(k, "") for k in ("max_turns", "runs_per_persona", "target", "provider")},
+            "at": timezone.localtime().strftime("%H:%M"),
         }
         personas = chosen or ["all"]
         if request.POST.get("price"):
@@ -288,13 +300,15 @@ def run_report(request: HttpRequest, run_id: str) -> HttpResponse:
 @permission_needed("evaluation.view_evaluationrun")
 @require_GET
 def run_live(request: HttpRequest, run_id: str) -> JsonResponse:
-    """The run's status and the messages after turn ?after=N, for the growing transcript."""
+    """The run's status, the messages after message ?after=N (for the growing transcript) and its usage so
+    far (the usage line as the page renders it: the meter is saved with each turn, like the messages)."""
     run = _run_or_404(run_id)
     after = request.GET.get("after") or "0"
     if not after.isdecimal() or len(after) > 9:  # a turn number: digits only, no sign, no exponent
-        return JsonResponse({"error": f"after: {after[:40]!r} is not a turn number (0 or more)"}, status=400)
+        return JsonResponse({"error": f"after: {after[:40]!r} is not a message number (0 or more)"}, status=400)
     rows = _message_rows(selectors.conversation(run).filter(turn__gt=int(after)))
-    return JsonResponse({"status": run_selectors.run_status(run), "messages": rows})
+    usage = render_to_string("evaluation/_usage.html", {"usage": run_selectors.run_usage(run)})
+    return JsonResponse({"status": run_selectors.run_status(run), "messages": rows, "usage_html": usage})
 
 
 @staff_member_required

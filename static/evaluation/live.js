@@ -115,7 +115,7 @@
     var box = document.getElementById("messages");
     var last = function () {
       var items = box.querySelectorAll(".msg");
-      return items.length ? parseInt(items[items.length - 1].id.replace("turn-", ""), 10) : 0;
+      return items.length ? parseInt(items[items.length - 1].id.replace("message-", ""), 10) : 0;
     };
     var tick = function () {
       fetch("live.json?after=" + last(), { credentials: "same-origin" })
@@ -130,10 +130,10 @@
           data.messages.forEach(function (m) {
             var div = document.createElement("div");
             div.className = "msg role-" + m.role;
-            div.id = "turn-" + m.turn;
+            div.id = "message-" + m.turn;
             var who = document.createElement("div");
             who.className = "who";
-            who.textContent = "[Turn " + m.turn + "] " + m.role.toUpperCase();
+            who.textContent = "Message " + m.turn + " · " + m.role.toUpperCase();
             var body = document.createElement("div");
             body.className = "body";
             body.innerHTML = m.html; // sanitised on the server (markdown-it without HTML, then nh3)
@@ -141,6 +141,9 @@
             div.appendChild(body);
             box.appendChild(div);
           });
+          // the usage line as the server renders it (escaped there), saved with the same turn as the messages
+          var usage = page.querySelector("[data-usage]");
+          if (usage && data.usage_html) usage.innerHTML = data.usage_html;
           if (finished.indexOf(data.status.run_status) >= 0) window.location.reload();
           else setTimeout(tick, 2000);
         })

@@ -38,7 +38,10 @@ def test_fidelity_counts_contradictions_rates_and_behaviours_from_the_transcript
     ]
     f = simulator_fidelity(messages, target=0.5)
     assert (f.decided.k, f.decided.n) == (2, 4) and (f.realised.k, f.realised.n) == (2, 3) and f.unchecked_answers == 1
-    assert [(c.turn, c.decided_correct, c.expected) for c in f.contradictions] == [(2, False, "84")]
+    assert [(c.turn, c.message, c.decided_correct, c.expected) for c in f.contradictions] == [(2, None, False, "84")]
+    # The student's turn 2 is the transcript's message 4: pages link to the message, and name both.
+    numbered = simulator_fidelity([{**m, "turn": n} for n, m in enumerate(messages, start=1)], target=0.5)
+    assert [(c.turn, c.message) for c in numbered.contradictions] == [(2, 4)]
     assert [(b.name, b.requested, b.shown, b.checked) for b in f.behaviours] == [
         ("boredom", 2, 1, True),
         ("daydreams", 1, 0, False),

@@ -83,8 +83,8 @@ def test_staff_start_watch_report_and_compare(live_app, page):
     link = page.locator(".turn-links a").first
     turn = link.inner_text()
     link.click()
-    assert page.url.endswith(f"#turn-{turn}")
-    assert page.evaluate("() => document.querySelector(':target').id") == f"turn-{turn}"
+    assert page.url.endswith(f"#message-{turn}")
+    assert page.evaluate("() => document.querySelector(':target').id") == f"message-{turn}"
 
     page.click("text=comparison")
     page.wait_for_selector("table.heat")
@@ -104,10 +104,10 @@ def test_xss_in_a_transcript_renders_inert(live_app, page):
     RunMessage.objects.create(run=run, turn=1, role="student", content=payload, timestamp=timezone.now())
     login(page, live_app)
     page.goto(f"{live_app}/admin/evaluation/runs/run_xss/")
-    page.wait_for_selector("#turn-1")
+    page.wait_for_selector("#message-1")
     assert page.evaluate("() => window.__xss") is None
-    text = page.inner_text("#turn-1 .body")
+    text = page.inner_text("#message-1 .body")
     assert "<script>window.__xss = 1</script>" in text and 'onerror="window.__xss = 2"' in text
-    assert page.locator("#turn-1 .body strong").inner_text() == "bold"
-    assert page.locator("#turn-1 .body script, #turn-1 .body img").count() == 0
+    assert page.locator("#message-1 .body strong").inner_text() == "bold"
+    assert page.locator("#message-1 .body script, #message-1 .body img").count() == 0
     page.screenshot(path=str(ARTIFACTS / "report-xss.png"), full_page=True)

@@ -251,3 +251,29 @@ def test_an_active_runs_card_shows_its_turn_without_a_message_count_that_lags_it
     card = staff_client.get("/admin/evaluation/").content.decode().split(f'title="{run.run_id}"')[1]
     meta = next(m.split("</div>")[0] for m in card.split('class="meta"')[1:] if "data-status" in m)  # the status line
     assert "Turn 4/14" in meta and "message" not in meta, meta
+
+
+def test_a_live_report_names_messages_and_turns_apart_and_its_usage_follows_the_run(staff_client, catalog):
+    """ "Turn 12/14" above "[Turn 25]": the progress counts the student's turns, the transcript numbered its
+    messages and called them turns too. Messages are "Message N" now, problems and contradictions link to
+    the message; and live.json carries the usage line, so the page's usage no longer stays at its first read."""
+    from django.utils import timezone
+
+    from evaluation.models import RunMessage
+
+    run = failed_run()
+    EvaluationRun.objects.filter(pk=run.pk).update(
+        status="running", stage="running_session", detail="Turn 2/14", turn=2, max_turns=14, error=""
+    )
+    for n, role in enumerate(("tutor", "student", "tutor", "student", "tutor"), start=1):
+        RunMessage.objects.create(run=run, turn=n, role=role, content=f"m{n}", timestamp=timezone.now())
+    calls = {"calls": 4, "input_tokens": 400, "output_tokens": 40, "by_provider": {"openai": {"calls": 4}}}
+    EvaluationRun.objects.filter(pk=run.pk).update(token_usage=calls, cost_usd=Decimal("0.01"))
+    html = staff_client.get(f"/admin/evaluation/runs/{run.run_id}/").content.decode()
+    assert "Turn 2/14" in html and 'id="message-5"' in html and "Message 5 · TUTOR" in html
+    assert "[Turn" not in html and "Usage so far" in html and "4 LLM calls" in html
+    live = staff_client.get(f"/admin/evaluation/runs/{run.run_id}/live.json?after=3").json()
+    assert [m["turn"] for m in live["messages"]] == [4, 5] and "4 LLM calls" in live["usage_html"]
+    EvaluationRun.objects.filter(pk=run.pk).update(token_usage={**calls, "calls": 6})
+    live = staff_client.get(f"/admin/evaluation/runs/{run.run_id}/live.json?after=5").json()
+    assert live["messages"] == [] and "6 LLM calls" in live["usage_html"] and "<script" not in live["usage_html"]

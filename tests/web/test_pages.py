@@ -87,7 +87,7 @@ def test_report_renders_scores_from_the_data_and_links_problems(staff_client, ca
     DimensionScore.objects.create(run=run, dimension="curiosity", score=9, analysis="a dimension no list knows")
     html = staff_client.get(f"/admin/evaluation/runs/{run.run_id}/").content.decode()
     assert "curiosity" in html and "a dimension no list knows" in html
-    assert '<a href="#turn-1">1</a>' in html and 'id="turn-1"' in html
+    assert '<a href="#message-1">1</a>' in html and 'id="message-1"' in html and "Message 1 · " in html
     assert "offline rule-based judge" in html
 
 
@@ -96,7 +96,7 @@ def test_transcript_markdown_is_rendered_and_html_is_inert(staff_client, catalog
     payload = '**bold** <script>alert("x")</script> <img src=x onerror="alert(1)"> [link](javascript:alert(2))'
     RunMessage.objects.create(run=run, turn=1, role="student", content=payload, timestamp=timezone.now())
     html = staff_client.get(f"/admin/evaluation/runs/{run.run_id}/").content.decode()
-    body = html.split('id="turn-1"')[1].split("</div></div>")[0]
+    body = html.split('id="message-1"')[1].split("</div></div>")[0]
     assert "<strong>bold</strong>" in body
     assert "<script>" not in body and "<img" not in body and 'href="javascript' not in body
     assert "&lt;script&gt;" in body and "onerror" in body  # shown as text
