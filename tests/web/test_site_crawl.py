@@ -52,6 +52,10 @@ template find nothing new for the minutes they take (at 4 a model, the crawl too
 LIST_PAGES = 2
 """Pages of a changelist followed (?p=1 and ?p=2): the 27 further pages of judge scores are the same template over
 rows of the same kind, and took a minute of the crawl."""
+FILTER_VALUES = 2
+"""Values followed per filter of a list (status=completed and status=failed, not every status): each filter's
+code runs on two values, and the further values, half the pages the crawl opened, are the same template over
+the same query with another argument (they took 200 of the crawl's 500 s at load 10 on 2 cores)."""
 SUBSET_LISTS = {"/admin/evaluation/completedrun/", "/admin/evaluation/failedrun/"}
 """Lists of some evaluation runs with the evaluation runs' 38 filters: each list is crawled, its filters once, on
 the evaluation runs' list."""
@@ -124,7 +128,7 @@ class Crawl:
     files: dict[str, int] = field(default_factory=dict)
     """Links to downloads (CSV, JSON, report files): their status, fetched, not opened as pages."""
     left_out: Counter = field(default_factory=Counter)
-    """Change pages not followed past PER_MODEL, per admin model."""
+    """Change pages not followed past PER_MODEL, per admin model; filter values past FILTER_VALUES, per list."""
 
 
 def normalised(url: str, base: str) -> str | None:
@@ -145,6 +149,13 @@ def normalised(url: str, base: str) -> str | None:
     if parts.path.startswith("/admin/") and parts.path.count("/") == 4 and len(kept) > 1:
         return None  # a changelist's filters one at a time: each filtered list links every other filter too
     return urlunsplit(("", "", parts.path, urlencode(sorted(kept)), ""))
+
+
+def filter_of(key: str) -> tuple[str, ...] | None:
+    """The list and the filter of a filtered page ("/admin/evaluation/evaluationrun/?status__exact=failed" ->
+    ("/admin/evaluation/evaluationrun/", "status__exact")); None for a page with no query."""
+    path, _, query = key.partition("?")
+    return (path, *sorted(name for name, _ in parse_qsl(query, keep_blank_values=True))) if query else None
 
 
 def model_of(path: str) -> str | None:
@@ -183,6 +194,12 @@ async def crawl_as(browser, base: str, username: str, starts: list[str]) -> Craw
                 result.left_out[model.rsplit("/", 1)[0]] += 1
                 return
             per_model[model] += 1
+        filtered = filter_of(key)
+        if filtered is not None:
+            if per_model[filtered] >= FILTER_VALUES:
+                result.left_out[f"{filtered[0]} {'&'.join(filtered[1:])}"] += 1
+                return
+            per_model[filtered] += 1
         seen.add(key)
         if download:
             result.files[key] = -1
@@ -337,7 +354,8 @@ def crawled(tmp_path_factory) -> dict[str, Crawl]:
             f"{sum(v.status >= 500 for v in crawl.visits.values())} x 5xx, "
             f"{sum(len(v.console) for v in crawl.visits.values())} console errors, "
             f"{sum(bool(v.wide or v.boxes) for v in crawl.visits.values())} overflowing pages; "
-            f"left out past {PER_MODEL} objects a model: {dict(crawl.left_out)}"
+            f"left out past {PER_MODEL} objects a model or {FILTER_VALUES} values a filter: "
+            f"{sum(crawl.left_out.values())} ({dict(crawl.left_out.most_common(5))} ...)"
         )
     print(f"site data built in {data_seconds:.0f} s, crawled in {crawl_seconds:.0f} s")
     ARTIFACTS.mkdir(exist_ok=True)
