@@ -304,7 +304,7 @@ def run_live(request: HttpRequest, run_id: str) -> JsonResponse:
     far (the usage line as the page renders it: the meter is saved with each turn, like the messages)."""
     run = _run_or_404(run_id)
     after = request.GET.get("after") or "0"
-    if not after.isdecimal() or len(after) > 9:  # a turn number: digits only, no sign, no exponent
+    if not after.isdecimal() or len(after) > 9:  # a message number: digits only, no sign, no exponent
         return JsonResponse({"error": f"after: {after[:40]!r} is not a message number (0 or more)"}, status=400)
     rows = _message_rows(selectors.conversation(run).filter(turn__gt=int(after)))
     usage = render_to_string("evaluation/_usage.html", {"usage": run_selectors.run_usage(run)})
