@@ -2,8 +2,8 @@
 
 Where every level of the judge's holds two labels (or all of its items), the corrected estimate is stratified by
 the judge's level (stratified_mean: StratPPI with one stratum per level, valid when the labels are a random sample
-within each level, as label next's picks are); otherwise it follows PPI++ (Angelopoulos, Duchi and Zrnic, "PPI++: Efficient prediction-powered
-inference", 2024), the power-tuned form of prediction-powered inference (Angelopoulos, Bates, Fannjiang,
+within each level, as label next's picks are); otherwise it follows PPI++ (Angelopoulos, Duchi and Zrnic,
+"PPI++: Efficient prediction-powered inference", 2024), the power-tuned form of prediction-powered inference (Angelopoulos, Bates, Fannjiang,
 Jordan and Zrnic, "Prediction-powered inference", Science 382, 2023), for a mean, as the reference code
 `ppi_py` computes it (`ppi_mean_pointestimate` and `ppi_mean_ci` with `lam=None`):
 
@@ -28,7 +28,8 @@ and a mean gets no interval and a reason. A normal interval on fewer than FEW_LA
 
 The estimand is the mean for an integer scale (in the scale's own units) and, for a categorical scale, the share
 of each label (the mean of a 0/1 indicator per label). The labelled items must be a random sample of each of the
-judge's levels (stratified) or of the judged ones (PPI++), judged by the same judge configuration; nothing here can check that, and docs/judging.md says so.
+judge's levels (stratified) or of the judged ones (PPI++), judged by the same judge configuration; nothing here can
+check that, and docs/judging.md says so.
 """
 
 import math
